@@ -1,0 +1,177 @@
+package api
+
+// Headers every response carries (see shared/API.md, "General rules").
+const (
+	// HeaderIndex is the last applied Raft index of the node that executed the request.
+	HeaderIndex = "X-Raftlock-Index"
+	// HeaderLeader is the id of the current leader, when known.
+	HeaderLeader = "X-Raftlock-Leader"
+	// HeaderForwarded marks a request a follower forwarded to the leader; it is never forwarded again.
+	HeaderForwarded = "X-Raftlock-Forwarded"
+)
+
+// Error codes of the error body.
+const (
+	CodeInvalidArgument  = "invalid_argument"
+	CodeUnauthorized     = "unauthorized"
+	CodeForbidden        = "forbidden"
+	CodeSessionNotFound  = "session_not_found"
+	CodeNotFound         = "not_found"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeLockHeld         = "lock_held"
+	CodeLockDelayed      = "lock_delayed"
+	CodeNotHolder        = "not_holder"
+	CodePayloadTooLarge  = "payload_too_large"
+	CodeTooManyRequests  = "too_many_requests"
+	CodeNoLeader         = "no_leader"
+	CodeTimeout          = "timeout"
+	CodeInternal         = "internal"
+)
+
+// ErrorDetail is the inner object of an error body.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ErrorBody is the body of every error response.
+type ErrorBody struct {
+	Error       ErrorDetail `json:"error"`
+	Holder      *Holder     `json:"holder,omitempty"`
+	AvailableIn string      `json:"available_in,omitempty"`
+}
+
+// Holder identifies the session holding a lock and its fencing token.
+type Holder struct {
+	Session string `json:"session"`
+	Token   uint64 `json:"token"`
+}
+
+// CreateSessionRequest is the body of POST /v1/sessions.
+type CreateSessionRequest struct {
+	TTL       string `json:"ttl"`
+	Name      string `json:"name,omitempty"`
+	LockDelay string `json:"lock_delay,omitempty"`
+}
+
+// Session describes a session as returned by POST /v1/sessions.
+type Session struct {
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	TTL          string `json:"ttl"`
+	LockDelay    string `json:"lock_delay"`
+	CreatedIndex uint64 `json:"created_index"`
+}
+
+// SessionInfo describes a session with the locks it holds, as returned by the GET endpoints.
+type SessionInfo struct {
+	Session
+	Locks []string `json:"locks"`
+}
+
+// SessionList is the body of GET /v1/sessions.
+type SessionList struct {
+	Sessions []SessionInfo `json:"sessions"`
+}
+
+// RenewResponse is the body of PUT /v1/sessions/{id}/renew.
+type RenewResponse struct {
+	ID  string `json:"id"`
+	TTL string `json:"ttl"`
+}
+
+// DestroyResponse is the body of DELETE /v1/sessions/{id}.
+type DestroyResponse struct {
+	Released []string `json:"released"`
+}
+
+// AcquireRequest is the body of POST /v1/locks/{name}/acquire. Value is nil when absent, which
+// keeps the stored value on a re-acquire by the holder.
+type AcquireRequest struct {
+	Session string  `json:"session,omitempty"`
+	TTL     string  `json:"ttl,omitempty"`
+	Wait    string  `json:"wait,omitempty"`
+	Value   *string `json:"value,omitempty"`
+}
+
+// AcquireResponse is the body of a granted acquire.
+type AcquireResponse struct {
+	Name    string `json:"name"`
+	Session string `json:"session"`
+	Token   uint64 `json:"token"`
+	Value   string `json:"value"`
+}
+
+// ReleaseRequest is the body of POST /v1/locks/{name}/release. Both fields are required.
+type ReleaseRequest struct {
+	Session string  `json:"session"`
+	Token   *uint64 `json:"token"`
+}
+
+// ReleaseResponse is the body of a successful release.
+type ReleaseResponse struct {
+	Released bool `json:"released"`
+}
+
+// Lock describes the state of one lock.
+type Lock struct {
+	Name        string `json:"name"`
+	Held        bool   `json:"held"`
+	Session     string `json:"session"`
+	Token       uint64 `json:"token"`
+	Value       string `json:"value"`
+	Waiters     int    `json:"waiters"`
+	ModifyIndex uint64 `json:"modify_index"`
+}
+
+// LockList is the body of GET /v1/locks.
+type LockList struct {
+	Locks []Lock `json:"locks"`
+}
+
+// CheckResponse is the body of GET /v1/locks/{name}/check.
+type CheckResponse struct {
+	Current bool   `json:"current"`
+	Token   uint64 `json:"token"`
+}
+
+// Member describes one member of the cluster.
+type Member struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+	Suffrage string `json:"suffrage"`
+	Leader   bool   `json:"leader"`
+}
+
+// Cluster is the body of GET /v1/cluster.
+type Cluster struct {
+	Version      string   `json:"version"`
+	Leader       string   `json:"leader"`
+	Term         uint64   `json:"term"`
+	CommitIndex  uint64   `json:"commit_index"`
+	AppliedIndex uint64   `json:"applied_index"`
+	Members      []Member `json:"members"`
+}
+
+// AddMemberRequest is the body of POST /v1/cluster/members.
+type AddMemberRequest struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+}
+
+// MembersResponse is the body of a successful membership change.
+type MembersResponse struct {
+	Members []Member `json:"members"`
+}
+
+// TransferRequest is the optional body of POST /v1/cluster/leadership-transfer.
+type TransferRequest struct {
+	ID string `json:"id,omitempty"`
+}
+
+// TransferResponse is the body of a successful leadership transfer.
+type TransferResponse struct {
+	Leader string `json:"leader"`
+}
