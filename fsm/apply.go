@@ -1,0 +1,275 @@
+package fsm
+
+// applier applies one command at one index to the state and collects the events it causes.
+type applier struct {
+	st     *state
+	index  uint64
+	events []Event
+}
+
+func (a *applier) emit(e Event) {
+	e.Index = a.index
+	a.events = append(a.events, e)
+}
+
+func (a *applier) apply(c *Command) Result {
+	switch c.Type {
+	case TypeCreateSession:
+		return a.createSession(c)
+	case TypeDestroySession:
+		return a.endSession(c.Session, false, 0)
+	case TypeExpireSession:
+		return a.endSession(c.Session, true, c.Now)
+	case TypeAcquire:
+		return a.acquire(c)
+	case TypeRelease:
+		return a.release(c)
+	case TypeCancelWait:
+		return a.cancelWait(c)
+	case TypeDelayEnded:
+		return a.delayEnded(c)
+	case TypeSetMember:
+		a.st.members[c.Member.ID] = c.Member
+		a.emit(Event{Kind: EventMembersChanged})
+		return Result{}
+	case TypeRemoveMember:
+		delete(a.st.members, c.Member.ID)
+		a.emit(Event{Kind: EventMembersChanged})
+		return Result{}
+	}
+	// DecodeCommand refuses unknown types, so this is unreachable for decoded commands.
+	return Result{Err: ErrUnknownCommand}
+}
+
+func (a *applier) createSession(c *Command) Result {
+	if c.Session.IsZero() {
+		return Result{Err: ErrInvalidSessionID}
+	}
+	if _, ok := a.st.sessions[c.Session]; ok {
+		return Result{Status: StatusExists}
+	}
+	a.st.sessions[c.Session] = &session{
+		id:          c.Session,
+		name:        c.Name,
+		ttl:         c.TTL,
+		lockDelay:   c.LockDelay,
+		createIndex: a.index,
+	}
+	a.emit(Event{Kind: EventSessionCreated, Session: c.Session, TTL: c.TTL})
+	return Result{}
+}
+
+// endSession destroys or expires a session: its waits are dropped first (so that none of its
+// own releases can hand a lock back to it), then its locks are released, each to its first
+// waiter unless an expiry puts the lock under lock-delay.
+func (a *applier) endSession(id SessionID, expired bool, now int64) Result {
+	ss := a.st.sessions[id]
+	if ss == nil {
+		return Result{Status: StatusSessionNotFound}
+	}
+	for _, name := range sortedKeys(ss.waits) {
+		l := a.st.locks[name]
+		l.waiters = a.removeWaiter(l.waiters, id)
+		a.changed(name, l)
+	}
+	released := sortedKeys(ss.locks)
+	for _, name := range released {
+		l := a.st.locks[name]
+		a.clearHolder(ss, name, l)
+		if expired && ss.lockDelay > 0 {
+			l.delayUntil = now + int64(ss.lockDelay)
+			a.emit(Event{Kind: EventDelayStarted, Lock: name, DelayUntil: l.delayUntil})
+		} else {
+			a.grantNext(name, l)
+		}
+		a.changed(name, l)
+	}
+	delete(a.st.sessions, id)
+	a.emit(Event{Kind: EventSessionEnded, Session: id})
+	return Result{Released: released}
+}
+
+func (a *applier) acquire(c *Command) Result {
+	ss := a.st.sessions[c.Session]
+	if ss == nil {
+		return Result{Status: StatusSessionNotFound}
+	}
+	l := a.st.locks[c.Lock]
+	if l == nil {
+		l = &lock{}
+		a.st.locks[c.Lock] = l
+	}
+	if !l.held && l.delayUntil != 0 && c.Now >= l.delayUntil {
+		// The delay is over but its DelayEnded is not applied yet: end it here, in queue order.
+		l.delayUntil = 0
+		a.grantNext(c.Lock, l)
+		a.touch(c.Lock, l) // not changed(): the entry must stay while this acquire uses it
+	}
+	if l.held && l.holder == c.Session {
+		// Idempotent re-acquire: same grant, optionally a new value.
+		if c.SetValue && c.Value != l.value {
+			l.value = c.Value
+			a.changed(c.Lock, l)
+		}
+		return Result{Token: l.token, Value: l.value}
+	}
+	if !l.held && l.delayUntil == 0 && len(l.waiters) == 0 {
+		a.grant(c.Lock, l, ss, c.Value)
+		a.changed(c.Lock, l)
+		return Result{Token: l.token, Value: l.value}
+	}
+	res := Result{Status: StatusLockHeld, Holder: l.holder, Token: l.token}
+	if !l.held {
+		res = Result{Status: StatusLockDelayed, DelayUntil: l.delayUntil}
+	}
+	if !c.Queue {
+		a.dropIfIdle(c.Lock, l)
+		return res
+	}
+	if i := indexOfWaiter(l.waiters, c.Session); i >= 0 {
+		// Already queued: keep the place, take the newest value.
+		if c.SetValue {
+			l.waiters[i].value = c.Value
+		}
+	} else {
+		l.waiters = append(l.waiters, waiter{session: c.Session, value: c.Value})
+		a.st.waiters++
+		if ss.waits == nil {
+			ss.waits = make(map[string]struct{})
+		}
+		ss.waits[c.Lock] = struct{}{}
+		a.changed(c.Lock, l)
+	}
+	res.Status = StatusQueued
+	return res
+}
+
+func (a *applier) release(c *Command) Result {
+	ss := a.st.sessions[c.Session]
+	if ss == nil {
+		return Result{Status: StatusSessionNotFound}
+	}
+	l := a.st.locks[c.Lock]
+	if l == nil || !l.held || l.holder != c.Session || l.token != c.Token {
+		return Result{Status: StatusNotHolder}
+	}
+	a.clearHolder(ss, c.Lock, l)
+	a.grantNext(c.Lock, l)
+	a.changed(c.Lock, l)
+	return Result{}
+}
+
+func (a *applier) cancelWait(c *Command) Result {
+	ss := a.st.sessions[c.Session]
+	if ss == nil {
+		return Result{Status: StatusSessionNotFound}
+	}
+	l := a.st.locks[c.Lock]
+	if l == nil {
+		return Result{Status: StatusNotQueued}
+	}
+	if l.held && l.holder == c.Session {
+		// The grant won the race with the end of the wait: report it, never lose it.
+		return Result{Token: l.token, Value: l.value}
+	}
+	i := indexOfWaiter(l.waiters, c.Session)
+	if i < 0 {
+		return Result{Status: StatusNotQueued}
+	}
+	l.waiters = a.removeWaiter(l.waiters, c.Session)
+	delete(ss.waits, c.Lock)
+	a.changed(c.Lock, l)
+	return Result{Status: StatusCancelled}
+}
+
+func (a *applier) delayEnded(c *Command) Result {
+	l := a.st.locks[c.Lock]
+	if l == nil || l.delayUntil == 0 {
+		return Result{}
+	}
+	if c.Now < l.delayUntil {
+		return Result{Status: StatusLockDelayed, DelayUntil: l.delayUntil}
+	}
+	l.delayUntil = 0
+	a.grantNext(c.Lock, l)
+	a.changed(c.Lock, l)
+	return Result{}
+}
+
+// grant makes ss the holder of l with this command's index as token.
+func (a *applier) grant(name string, l *lock, ss *session, value string) {
+	l.held, l.holder, l.token, l.value = true, ss.id, a.index, value
+	a.st.held++
+	if ss.locks == nil {
+		ss.locks = make(map[string]struct{})
+	}
+	ss.locks[name] = struct{}{}
+	a.emit(Event{Kind: EventGranted, Lock: name, Session: ss.id, Token: a.index})
+}
+
+// grantNext hands a free, undelayed lock to the first waiter whose session is alive.
+func (a *applier) grantNext(name string, l *lock) {
+	for !l.held && l.delayUntil == 0 && len(l.waiters) > 0 {
+		w := l.waiters[0]
+		l.waiters = l.waiters[1:]
+		a.st.waiters--
+		if len(l.waiters) == 0 {
+			l.waiters = nil
+		}
+		ss := a.st.sessions[w.session]
+		if ss == nil {
+			continue // unreachable while ending a session drops its waits; kept as a guard
+		}
+		delete(ss.waits, name)
+		a.grant(name, l, ss, w.value)
+	}
+}
+
+func (a *applier) clearHolder(ss *session, name string, l *lock) {
+	delete(ss.locks, name)
+	l.held, l.holder, l.token, l.value = false, SessionID{}, 0, ""
+	a.st.held--
+}
+
+// changed records that l's visible state changed at this index, and removes it if it is idle.
+func (a *applier) changed(name string, l *lock) {
+	a.touch(name, l)
+	a.dropIfIdle(name, l)
+}
+
+// touch records that l's visible state changed at this index.
+func (a *applier) touch(name string, l *lock) {
+	l.modifyIndex = a.index
+	a.emit(Event{Kind: EventLockChanged, Lock: name})
+}
+
+func (a *applier) dropIfIdle(name string, l *lock) {
+	if !l.held && l.delayUntil == 0 && len(l.waiters) == 0 {
+		delete(a.st.locks, name)
+		if l.modifyIndex != 0 {
+			a.st.freedIndex = a.index
+		}
+	}
+}
+
+func indexOfWaiter(ws []waiter, id SessionID) int {
+	for i := range ws {
+		if ws[i].session == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (a *applier) removeWaiter(ws []waiter, id SessionID) []waiter {
+	i := indexOfWaiter(ws, id)
+	if i < 0 {
+		return ws
+	}
+	a.st.waiters--
+	ws = append(ws[:i], ws[i+1:]...)
+	if len(ws) == 0 {
+		return nil
+	}
+	return ws
+}

@@ -1,0 +1,265 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors of command decoding.
+var (
+	ErrShortCommand    = errors.New("fsm: command truncated")
+	ErrUnknownVersion  = errors.New("fsm: unknown command version")
+	ErrUnknownCommand  = errors.New("fsm: unknown command type")
+	ErrTrailingBytes   = errors.New("fsm: trailing bytes after command")
+	ErrFieldTooLong    = errors.New("fsm: string field too long")
+	ErrInvalidDuration = errors.New("fsm: negative duration")
+)
+
+// commandVersion is the first byte of every encoded command.
+const commandVersion = 1
+
+// maxStringField bounds every decoded string so that corrupt input cannot allocate much.
+const maxStringField = 1 << 20
+
+// CommandType is the second byte of every encoded command.
+type CommandType uint8
+
+// Command types.
+const (
+	TypeCreateSession CommandType = iota + 1
+	TypeDestroySession
+	TypeExpireSession
+	TypeAcquire
+	TypeRelease
+	TypeCancelWait
+	TypeDelayEnded
+	TypeSetMember
+	TypeRemoveMember
+)
+
+// Command is one change to the state machine.
+type Command struct {
+	Type CommandType
+	// Session is the session the command acts for (all but the member and delay commands).
+	Session SessionID
+	// Lock is the lock name (acquire, release, cancel-wait, delay-ended).
+	Lock string
+	// Name is the session's human name (create-session).
+	Name string
+	// TTL and LockDelay configure a new session (create-session).
+	TTL       time.Duration
+	LockDelay time.Duration
+	// Value is the lock value to store on grant; SetValue says whether the request carried one.
+	Value    string
+	SetValue bool
+	// Queue makes an acquire join the wait queue instead of failing when the lock is unavailable.
+	Queue bool
+	// Token is the fencing token a release presents.
+	Token uint64
+	// Now is the leader's clock, in Unix nanoseconds, when it proposed the command.
+	Now int64
+	// Member is the metadata of set-member; Member.ID alone for remove-member.
+	Member Member
+}
+
+// Encode appends the binary form of c to dst and returns it.
+func (c *Command) Encode(dst []byte) []byte {
+	dst = append(dst, commandVersion, byte(c.Type))
+	switch c.Type {
+	case TypeCreateSession:
+		dst = append(dst, c.Session[:]...)
+		dst = appendString(dst, c.Name)
+		dst = binary.AppendUvarint(dst, uint64(c.TTL))
+		dst = binary.AppendUvarint(dst, uint64(c.LockDelay))
+	case TypeDestroySession:
+		dst = append(dst, c.Session[:]...)
+	case TypeExpireSession:
+		dst = append(dst, c.Session[:]...)
+		dst = binary.AppendVarint(dst, c.Now)
+	case TypeAcquire:
+		dst = append(dst, c.Session[:]...)
+		dst = appendString(dst, c.Lock)
+		var flags byte
+		if c.SetValue {
+			flags |= 1
+		}
+		if c.Queue {
+			flags |= 2
+		}
+		dst = append(dst, flags)
+		if c.SetValue {
+			dst = appendString(dst, c.Value)
+		}
+		dst = binary.AppendVarint(dst, c.Now)
+	case TypeRelease:
+		dst = append(dst, c.Session[:]...)
+		dst = appendString(dst, c.Lock)
+		dst = binary.AppendUvarint(dst, c.Token)
+	case TypeCancelWait:
+		dst = append(dst, c.Session[:]...)
+		dst = appendString(dst, c.Lock)
+	case TypeDelayEnded:
+		dst = appendString(dst, c.Lock)
+		dst = binary.AppendVarint(dst, c.Now)
+	case TypeSetMember:
+		dst = appendString(dst, c.Member.ID)
+		dst = appendString(dst, c.Member.RaftAddr)
+		dst = appendString(dst, c.Member.HTTPAddr)
+	case TypeRemoveMember:
+		dst = appendString(dst, c.Member.ID)
+	}
+	return dst
+}
+
+// DecodeCommand parses the binary form of a command. It returns an error, never panics, on
+// malformed input.
+func DecodeCommand(b []byte) (Command, error) {
+	var c Command
+	if len(b) < 2 {
+		return c, ErrShortCommand
+	}
+	if b[0] != commandVersion {
+		return c, fmt.Errorf("%w %d", ErrUnknownVersion, b[0])
+	}
+	c.Type = CommandType(b[1])
+	d := decoder{buf: b[2:]}
+	switch c.Type {
+	case TypeCreateSession:
+		c.Session = d.sessionID()
+		c.Name = d.string()
+		c.TTL = d.duration()
+		c.LockDelay = d.duration()
+	case TypeDestroySession:
+		c.Session = d.sessionID()
+	case TypeExpireSession:
+		c.Session = d.sessionID()
+		c.Now = d.varint()
+	case TypeAcquire:
+		c.Session = d.sessionID()
+		c.Lock = d.string()
+		flags := d.byte()
+		c.SetValue = flags&1 != 0
+		c.Queue = flags&2 != 0
+		if flags&^3 != 0 && d.err == nil {
+			d.err = fmt.Errorf("fsm: unknown acquire flags %#x", flags)
+		}
+		if c.SetValue {
+			c.Value = d.string()
+		}
+		c.Now = d.varint()
+	case TypeRelease:
+		c.Session = d.sessionID()
+		c.Lock = d.string()
+		c.Token = d.uvarint()
+	case TypeCancelWait:
+		c.Session = d.sessionID()
+		c.Lock = d.string()
+	case TypeDelayEnded:
+		c.Lock = d.string()
+		c.Now = d.varint()
+	case TypeSetMember:
+		c.Member.ID = d.string()
+		c.Member.RaftAddr = d.string()
+		c.Member.HTTPAddr = d.string()
+	case TypeRemoveMember:
+		c.Member.ID = d.string()
+	default:
+		return c, fmt.Errorf("%w %d", ErrUnknownCommand, b[1])
+	}
+	if d.err != nil {
+		return Command{}, d.err
+	}
+	if len(d.buf) != 0 {
+		return Command{}, ErrTrailingBytes
+	}
+	return c, nil
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// decoder reads fields from a buffer and remembers the first error, so that a decode function
+// reads like the matching encode function.
+type decoder struct {
+	buf []byte
+	err error
+}
+
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+	d.buf = nil
+}
+
+func (d *decoder) byte() byte {
+	if len(d.buf) < 1 {
+		d.fail(ErrShortCommand)
+		return 0
+	}
+	v := d.buf[0]
+	d.buf = d.buf[1:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.buf)
+	if n <= 0 {
+		d.fail(ErrShortCommand)
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.buf)
+	if n <= 0 {
+		d.fail(ErrShortCommand)
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+func (d *decoder) duration() time.Duration {
+	v := d.uvarint()
+	if v > 1<<63-1 {
+		d.fail(ErrInvalidDuration)
+		return 0
+	}
+	return time.Duration(v)
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > maxStringField {
+		d.fail(ErrFieldTooLong)
+		return ""
+	}
+	if uint64(len(d.buf)) < n {
+		d.fail(ErrShortCommand)
+		return ""
+	}
+	s := string(d.buf[:n])
+	d.buf = d.buf[n:]
+	return s
+}
+
+func (d *decoder) sessionID() SessionID {
+	var id SessionID
+	if len(d.buf) < len(id) {
+		d.fail(ErrShortCommand)
+		return id
+	}
+	copy(id[:], d.buf)
+	d.buf = d.buf[len(id):]
+	return id
+}

@@ -1,0 +1,17 @@
+// Package fsm is raftlock's deterministic lock state machine: sessions, locks with FIFO wait
+// queues and fencing tokens, and the cluster's membership metadata.
+//
+// Every change is a Command, encoded compactly (a version byte, a type byte, then varints and
+// length-prefixed strings) and applied through the raft.FSM interface. Apply never reads a
+// clock, never draws a random number and never lets map order reach the state or a result: the
+// leader writes the time it read into each command that needs one, and session ids are chosen
+// by the proposer. Applying the same log therefore yields the same state, and byte-identical
+// snapshots, on every node.
+//
+// Business outcomes (lock held, not holder, unknown session) are returned as a Result value from
+// Apply, never as errors: an error result means the command could not be decoded.
+//
+// The package imports nothing from the project and nothing of raft beyond its FSM interface.
+// Whoever embeds the FSM learns about grants, session ends and lock changes through an Observer,
+// called after the state lock is released so that it may read the state back.
+package fsm

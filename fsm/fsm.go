@@ -1,0 +1,181 @@
+package fsm
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// FSM is the replicated lock state machine. It implements raft.FSM and raft.BatchingFSM; its
+// read methods are safe to call concurrently with Apply.
+type FSM struct {
+	observer Observer
+
+	mu     sync.RWMutex
+	st     *state
+	events []Event // reused between applies; only touched by the applying goroutine
+}
+
+var _ raft.BatchingFSM = (*FSM)(nil)
+
+// New returns an empty state machine that reports applied effects to obs (which may be nil).
+func New(obs Observer) *FSM {
+	return &FSM{observer: obs, st: newState()}
+}
+
+// Apply applies one log entry and returns its Result.
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies a batch of log entries in order and returns one Result per entry (nil for
+// entries that are not commands, such as configuration changes).
+func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	out := make([]interface{}, len(logs))
+	f.mu.Lock()
+	a := applier{st: f.st, events: f.events[:0]}
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		a.index = l.Index
+		c, err := DecodeCommand(l.Data)
+		if err != nil {
+			out[i] = Result{Index: l.Index, Err: err}
+			continue
+		}
+		r := a.apply(&c)
+		r.Index = l.Index
+		out[i] = r
+	}
+	f.events = a.events
+	f.mu.Unlock()
+	if f.observer != nil && len(a.events) > 0 {
+		f.observer.Observe(a.events)
+	}
+	return out
+}
+
+// ApplyCommand encodes and applies c at index, without raft; for tests and tools that replay
+// commands directly.
+func (f *FSM) ApplyCommand(index uint64, c Command) Result {
+	r := f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: c.Encode(nil)})
+	return r.(Result)
+}
+
+// Lock returns the state of the named lock; a lock without an entry reads as free.
+func (f *FSM) Lock(name string) LockInfo {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.lockInfo(name)
+}
+
+// Locks returns, sorted by name, every held, awaited or delayed lock whose name has prefix.
+func (f *FSM) Locks(prefix string) []LockInfo {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	names := f.st.sortedLockNames(prefix)
+	out := make([]LockInfo, len(names))
+	for i, n := range names {
+		out[i] = f.st.lockInfo(n)
+	}
+	return out
+}
+
+// Session returns the session with id, and whether it exists.
+func (f *FSM) Session(id SessionID) (SessionInfo, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	ss := f.st.sessions[id]
+	if ss == nil {
+		return SessionInfo{}, false
+	}
+	return f.st.sessionInfo(ss), true
+}
+
+// Sessions returns every session, sorted by id.
+func (f *FSM) Sessions() []SessionInfo {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	ids := f.st.sortedSessionIDs()
+	out := make([]SessionInfo, len(ids))
+	for i, id := range ids {
+		out[i] = f.st.sessionInfo(f.st.sessions[id])
+	}
+	return out
+}
+
+// SessionTTLs calls fn with the id and TTL of every session, in no particular order, under the
+// read lock; fn must not call back into the FSM.
+func (f *FSM) SessionTTLs(fn func(id SessionID, ttl time.Duration)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for id, ss := range f.st.sessions {
+		fn(id, ss.ttl)
+	}
+}
+
+// DelayedLocks returns, sorted by name, the locks under a lock-delay that has not been ended.
+func (f *FSM) DelayedLocks() []DelayedLock {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []DelayedLock
+	for _, name := range f.st.sortedLockNames("") {
+		if l := f.st.locks[name]; l.delayUntil != 0 {
+			out = append(out, DelayedLock{Name: name, Until: l.delayUntil})
+		}
+	}
+	return out
+}
+
+// Members returns the published member metadata, sorted by id.
+func (f *FSM) Members() []Member {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Member, 0, len(f.st.members))
+	for _, m := range f.st.members {
+		out = append(out, m)
+	}
+	sortMembers(out)
+	return out
+}
+
+// Stats are counts for metrics.
+type Stats struct {
+	Sessions, Locks, Held, Waiters int
+}
+
+// Stats returns the current counts of sessions, lock entries, held locks and waiters.
+func (f *FSM) Stats() Stats {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return Stats{Sessions: len(f.st.sessions), Locks: len(f.st.locks), Held: f.st.held, Waiters: f.st.waiters}
+}
+
+// Snapshot captures the current state for raft; the capture is cheap and Persist may run
+// concurrently with later applies.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return captureSnapshot(f.st), nil
+}
+
+// Restore replaces the whole state with the snapshot read from rc. On error the current state
+// is kept unchanged.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st, err := readSnapshot(rc)
+	if err != nil {
+		return fmt.Errorf("fsm: restore: %w", err)
+	}
+	f.mu.Lock()
+	f.st = st
+	f.mu.Unlock()
+	if f.observer != nil {
+		f.observer.Observe([]Event{{Kind: EventRestored}})
+	}
+	return nil
+}

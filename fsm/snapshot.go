@@ -1,0 +1,248 @@
+package fsm
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"sort"
+
+	"github.com/hashicorp/raft"
+)
+
+// Snapshot format, version 1: the magic "RLSNAP", a version byte, then uvarint-framed records:
+// freedIndex, the sessions, the locks (each with its queue) and the members, every list sorted,
+// and last the CRC-32C of everything before it. Derived data (a session's held and awaited
+// locks, the counters) is rebuilt on restore rather than stored.
+const (
+	snapshotMagic   = "RLSNAP"
+	snapshotVersion = 1
+)
+
+// Errors of snapshot reading.
+var (
+	ErrSnapshotMagic    = errors.New("fsm: not a raftlock snapshot")
+	ErrSnapshotVersion  = errors.New("fsm: unknown snapshot version")
+	ErrSnapshotChecksum = errors.New("fsm: snapshot checksum mismatch")
+	ErrSnapshotCorrupt  = errors.New("fsm: snapshot inconsistent")
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+type lockRecord struct {
+	name string
+	lock
+}
+
+// snapshot is a point-in-time copy of the state, taken under the read lock and written later.
+type snapshot struct {
+	freedIndex uint64
+	sessions   []session
+	locks      []lockRecord
+	members    []Member
+}
+
+// captureSnapshot copies st. It copies without sorting, so that the apply path is held up only
+// for the copy; Persist sorts.
+func captureSnapshot(st *state) *snapshot {
+	s := &snapshot{
+		freedIndex: st.freedIndex,
+		sessions:   make([]session, 0, len(st.sessions)),
+		locks:      make([]lockRecord, 0, len(st.locks)),
+		members:    make([]Member, 0, len(st.members)),
+	}
+	for _, ss := range st.sessions {
+		s.sessions = append(s.sessions, session{id: ss.id, name: ss.name, ttl: ss.ttl,
+			lockDelay: ss.lockDelay, createIndex: ss.createIndex})
+	}
+	for name, l := range st.locks {
+		c := *l
+		c.waiters = append([]waiter(nil), l.waiters...)
+		s.locks = append(s.locks, lockRecord{name: name, lock: c})
+	}
+	for _, m := range st.members {
+		s.members = append(s.members, m)
+	}
+	return s
+}
+
+// Persist writes the snapshot to sink.
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.write(sink); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+// Release does nothing: the snapshot holds no resources.
+func (s *snapshot) Release() {}
+
+// write writes the snapshot in the versioned format.
+func (s *snapshot) write(w io.Writer) error {
+	sort.Slice(s.sessions, func(i, j int) bool {
+		return string(s.sessions[i].id[:]) < string(s.sessions[j].id[:])
+	})
+	sort.Slice(s.locks, func(i, j int) bool { return s.locks[i].name < s.locks[j].name })
+	sortMembers(s.members)
+
+	crc := crc32.New(castagnoli)
+	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)
+	var buf []byte
+	flush := func() error {
+		_, err := bw.Write(buf)
+		buf = buf[:0]
+		return err
+	}
+	buf = append(buf, snapshotMagic...)
+	buf = append(buf, snapshotVersion)
+	buf = binary.AppendUvarint(buf, s.freedIndex)
+	buf = binary.AppendUvarint(buf, uint64(len(s.sessions)))
+	for i := range s.sessions {
+		ss := &s.sessions[i]
+		buf = append(buf, ss.id[:]...)
+		buf = appendString(buf, ss.name)
+		buf = binary.AppendUvarint(buf, uint64(ss.ttl))
+		buf = binary.AppendUvarint(buf, uint64(ss.lockDelay))
+		buf = binary.AppendUvarint(buf, ss.createIndex)
+		if err := flush(); err != nil {
+			return err
+		}
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(s.locks)))
+	for i := range s.locks {
+		l := &s.locks[i]
+		buf = appendString(buf, l.name)
+		if l.held {
+			buf = append(buf, 1)
+			buf = append(buf, l.holder[:]...)
+			buf = binary.AppendUvarint(buf, l.token)
+			buf = appendString(buf, l.value)
+		} else {
+			buf = append(buf, 0)
+		}
+		buf = binary.AppendUvarint(buf, l.modifyIndex)
+		buf = binary.AppendVarint(buf, l.delayUntil)
+		buf = binary.AppendUvarint(buf, uint64(len(l.waiters)))
+		for _, w := range l.waiters {
+			buf = append(buf, w.session[:]...)
+			buf = appendString(buf, w.value)
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(s.members)))
+	for _, m := range s.members {
+		buf = appendString(buf, m.ID)
+		buf = appendString(buf, m.RaftAddr)
+		buf = appendString(buf, m.HTTPAddr)
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	_, err := w.Write(binary.BigEndian.AppendUint32(nil, crc.Sum32()))
+	return err
+}
+
+// readSnapshot reads a whole snapshot into a new state and checks it for consistency.
+func readSnapshot(r io.Reader) (*state, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) < len(snapshotMagic)+1+4 || string(data[:len(snapshotMagic)]) != snapshotMagic {
+		return nil, ErrSnapshotMagic
+	}
+	if data[len(snapshotMagic)] != snapshotVersion {
+		return nil, fmt.Errorf("%w %d", ErrSnapshotVersion, data[len(snapshotMagic)])
+	}
+	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return nil, ErrSnapshotChecksum
+	}
+	d := decoder{buf: body[len(snapshotMagic)+1:]}
+	st := newState()
+	st.freedIndex = d.uvarint()
+	for n := d.count(); n > 0 && d.err == nil; n-- {
+		ss := &session{id: d.sessionID(), name: d.string(), ttl: d.duration(),
+			lockDelay: d.duration(), createIndex: d.uvarint()}
+		st.sessions[ss.id] = ss
+	}
+	for n := d.count(); n > 0 && d.err == nil; n-- {
+		if err := readLock(&d, st); err != nil {
+			return nil, err
+		}
+	}
+	for n := d.count(); n > 0 && d.err == nil; n-- {
+		m := Member{ID: d.string(), RaftAddr: d.string(), HTTPAddr: d.string()}
+		st.members[m.ID] = m
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if len(d.buf) != 0 {
+		return nil, ErrTrailingBytes
+	}
+	return st, nil
+}
+
+func readLock(d *decoder, st *state) error {
+	name := d.string()
+	l := &lock{}
+	if d.byte() == 1 {
+		l.held, l.holder, l.token, l.value = true, d.sessionID(), d.uvarint(), d.string()
+	}
+	l.modifyIndex = d.uvarint()
+	l.delayUntil = d.varint()
+	for n := d.count(); n > 0 && d.err == nil; n-- {
+		l.waiters = append(l.waiters, waiter{session: d.sessionID(), value: d.string()})
+	}
+	if d.err != nil {
+		return d.err
+	}
+	if l.held {
+		ss := st.sessions[l.holder]
+		if ss == nil {
+			return fmt.Errorf("%w: lock %q held by unknown session", ErrSnapshotCorrupt, name)
+		}
+		if ss.locks == nil {
+			ss.locks = make(map[string]struct{})
+		}
+		ss.locks[name] = struct{}{}
+		st.held++
+	}
+	for _, w := range l.waiters {
+		ss := st.sessions[w.session]
+		if ss == nil {
+			return fmt.Errorf("%w: lock %q awaited by unknown session", ErrSnapshotCorrupt, name)
+		}
+		if ss.waits == nil {
+			ss.waits = make(map[string]struct{})
+		}
+		ss.waits[name] = struct{}{}
+	}
+	st.waiters += len(l.waiters)
+	st.locks[name] = l
+	return nil
+}
+
+// count reads a record count, bounded by the bytes left so that corrupt input cannot allocate.
+func (d *decoder) count() uint64 {
+	n := d.uvarint()
+	if n > uint64(len(d.buf)) {
+		d.fail(ErrShortCommand)
+		return 0
+	}
+	return n
+}
+
+func sortMembers(ms []Member) {
+	sort.Slice(ms, func(i, j int) bool { return ms[i].ID < ms[j].ID })
+}
+

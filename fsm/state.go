@@ -1,0 +1,114 @@
+package fsm
+
+import (
+	"sort"
+	"strings"
+	"time"
+)
+
+// session is the stored form of a session. locks and waits are derived from the lock table and
+// rebuilt on restore, so they are never written to a snapshot.
+type session struct {
+	id          SessionID
+	name        string
+	ttl         time.Duration
+	lockDelay   time.Duration
+	createIndex uint64
+	locks       map[string]struct{} // locks held
+	waits       map[string]struct{} // locks whose queue holds this session
+}
+
+// waiter is one entry of a lock's FIFO queue: a session and the value it asked to store.
+type waiter struct {
+	session SessionID
+	value   string
+}
+
+// lock is the stored form of a lock. An entry exists while the lock is held, awaited or
+// delayed; a free, idle lock is removed.
+type lock struct {
+	held        bool
+	holder      SessionID
+	token       uint64
+	value       string
+	modifyIndex uint64
+	delayUntil  int64 // leader clock, Unix ns; 0 when not delayed
+	waiters     []waiter
+}
+
+// state is the whole replicated state. It is only touched under the FSM's lock.
+type state struct {
+	sessions map[SessionID]*session
+	locks    map[string]*lock
+	members  map[string]Member
+	// freedIndex is the highest index at which a lock entry was removed: the modify index that
+	// absent locks report.
+	freedIndex uint64
+	// held and waiters count held locks and queue entries, for metrics.
+	held, waiters int
+}
+
+func newState() *state {
+	return &state{
+		sessions: make(map[SessionID]*session),
+		locks:    make(map[string]*lock),
+		members:  make(map[string]Member),
+	}
+}
+
+func (s *state) lockInfo(name string) LockInfo {
+	l := s.locks[name]
+	if l == nil {
+		return LockInfo{Name: name, ModifyIndex: s.freedIndex}
+	}
+	return LockInfo{
+		Name:        name,
+		Held:        l.held,
+		Holder:      l.holder,
+		Token:       l.token,
+		Value:       l.value,
+		Waiters:     len(l.waiters),
+		ModifyIndex: l.modifyIndex,
+		DelayUntil:  l.delayUntil,
+	}
+}
+
+func (s *state) sessionInfo(ss *session) SessionInfo {
+	return SessionInfo{
+		ID:          ss.id,
+		Name:        ss.name,
+		TTL:         ss.ttl,
+		LockDelay:   ss.lockDelay,
+		CreateIndex: ss.createIndex,
+		Locks:       sortedKeys(ss.locks),
+	}
+}
+
+func sortedKeys(m map[string]struct{}) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *state) sortedLockNames(prefix string) []string {
+	names := make([]string, 0, len(s.locks))
+	for name := range s.locks {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (s *state) sortedSessionIDs() []SessionID {
+	ids := make([]SessionID, 0, len(s.sessions))
+	for id := range s.sessions {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return string(ids[i][:]) < string(ids[j][:]) })
+	return ids
+}

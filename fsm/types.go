@@ -1,0 +1,151 @@
+package fsm
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInvalidSessionID is returned by ParseSessionID for anything but 32 hex characters.
+var ErrInvalidSessionID = errors.New("fsm: session id must be 32 hex characters")
+
+// SessionID is the 128-bit random identifier of a session; the zero value is never valid.
+type SessionID [16]byte
+
+// String returns the id as 32 lower-case hex characters.
+func (id SessionID) String() string { return hex.EncodeToString(id[:]) }
+
+// IsZero reports whether id is the zero (invalid) id.
+func (id SessionID) IsZero() bool { return id == SessionID{} }
+
+// ParseSessionID parses the 32-hex-character form of a session id.
+func ParseSessionID(s string) (SessionID, error) {
+	var id SessionID
+	if len(s) != 32 {
+		return id, ErrInvalidSessionID
+	}
+	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
+		return id, fmt.Errorf("%w: %w", ErrInvalidSessionID, err)
+	}
+	if id.IsZero() {
+		return id, ErrInvalidSessionID
+	}
+	return id, nil
+}
+
+// Status is the business outcome of applying a command.
+type Status uint8
+
+// Outcomes of Apply.
+const (
+	StatusOK              Status = iota // done; for an acquire, the session holds the lock
+	StatusSessionNotFound               // the session does not exist (never created, expired or destroyed)
+	StatusLockHeld                      // another session holds the lock; nothing queued
+	StatusLockDelayed                   // the lock is free but inside a lock-delay
+	StatusQueued                        // the session waits in the lock's queue
+	StatusNotHolder                     // release by a session/token that does not hold the lock
+	StatusNotQueued                     // cancel-wait found the session neither queued nor holding
+	StatusCancelled                     // cancel-wait removed the session from the queue
+	StatusExists                        // create-session with an id already in use
+)
+
+var statusNames = [...]string{"ok", "session_not_found", "lock_held", "lock_delayed", "queued",
+	"not_holder", "not_queued", "cancelled", "exists"}
+
+// String names the status.
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("status(%d)", s)
+}
+
+// Result is what Apply returns for every command.
+type Result struct {
+	Status Status
+	// Index is the log index of the command.
+	Index uint64
+	// Token and Value describe the caller's grant (StatusOK on acquire or cancel-wait), or the
+	// current holder's token when Status is StatusLockHeld or StatusQueued.
+	Token uint64
+	Value string
+	// Holder is the holding session when Status is StatusLockHeld or StatusQueued.
+	Holder SessionID
+	// DelayUntil is the end of the lock-delay (leader clock, Unix nanoseconds) for StatusLockDelayed,
+	// and for StatusQueued when the lock is free but delayed.
+	DelayUntil int64
+	// Released lists, sorted, the locks a destroy or expiry released.
+	Released []string
+	// Err is set only when the command could not be decoded.
+	Err error
+}
+
+// SessionInfo is a read-only view of a session.
+type SessionInfo struct {
+	ID          SessionID
+	Name        string
+	TTL         time.Duration
+	LockDelay   time.Duration
+	CreateIndex uint64
+	Locks       []string // sorted names of the locks the session holds
+}
+
+// LockInfo is a read-only view of a lock. A lock that does not exist reads as free, with
+// ModifyIndex set to the last index at which any lock entry was removed, so that a blocking
+// query never waits forever on a change it missed.
+type LockInfo struct {
+	Name        string
+	Held        bool
+	Holder      SessionID
+	Token       uint64
+	Value       string
+	Waiters     int
+	ModifyIndex uint64
+	DelayUntil  int64
+}
+
+// Member is the metadata a node publishes about itself through the log.
+type Member struct {
+	ID       string
+	RaftAddr string
+	HTTPAddr string
+}
+
+// DelayedLock is a lock whose lock-delay has yet to be ended by a DelayEnded command.
+type DelayedLock struct {
+	Name  string
+	Until int64
+}
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+// Kinds of events.
+const (
+	EventGranted        EventKind = iota + 1 // Session was granted Lock with Token
+	EventLockChanged                         // Lock's visible state changed at Index
+	EventSessionCreated                      // Session was created with TTL
+	EventSessionEnded                        // Session ended (expired or destroyed)
+	EventDelayStarted                        // Lock is delayed until DelayUntil
+	EventMembersChanged                      // the membership metadata changed
+	EventRestored                            // the whole state was replaced from a snapshot
+)
+
+// Event reports one effect of an applied command to the Observer.
+type Event struct {
+	Kind       EventKind
+	Index      uint64
+	Lock       string
+	Session    SessionID
+	Token      uint64
+	TTL        time.Duration
+	DelayUntil int64
+}
+
+// Observer learns about the effects of applied commands. Observe is called after the state
+// lock is released, in log order, from the goroutine that applies the log; it must not block
+// and must not keep the slice.
+type Observer interface {
+	Observe(events []Event)
+}
