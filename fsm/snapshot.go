@@ -245,4 +245,3 @@ func (d *decoder) count() uint64 {
 func sortMembers(ms []Member) {
 	sort.Slice(ms, func(i, j int) bool { return ms[i].ID < ms[j].ID })
 }
-
