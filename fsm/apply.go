@@ -85,7 +85,7 @@ func (a *applier) endSession(id SessionID, expired bool, now int64) Result {
 		a.changed(name, l)
 	}
 	delete(a.st.sessions, id)
-	a.emit(Event{Kind: EventSessionEnded, Session: id})
+	a.emit(Event{Kind: EventSessionEnded, Session: id, Expired: expired})
 	return Result{Released: released}
 }
 
@@ -226,6 +226,7 @@ func (a *applier) grantNext(name string, l *lock) {
 }
 
 func (a *applier) clearHolder(ss *session, name string, l *lock) {
+	a.emit(Event{Kind: EventReleased, Lock: name, Session: ss.id, Token: l.token})
 	delete(ss.locks, name)
 	l.held, l.holder, l.token, l.value = false, SessionID{}, 0, ""
 	a.st.held--

@@ -130,6 +130,7 @@ const (
 	EventDelayStarted                        // Lock is delayed until DelayUntil
 	EventMembersChanged                      // the membership metadata changed
 	EventRestored                            // the whole state was replaced from a snapshot
+	EventReleased                            // Session's hold on Lock ended (release, destroy or expiry)
 )
 
 // Event reports one effect of an applied command to the Observer.
@@ -141,6 +142,8 @@ type Event struct {
 	Token      uint64
 	TTL        time.Duration
 	DelayUntil int64
+	// Expired is set on EventSessionEnded when the session expired rather than was destroyed.
+	Expired bool
 }
 
 // Observer learns about the effects of applied commands. Observe is called after the state
