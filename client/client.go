@@ -1,0 +1,165 @@
+package client
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Defaults of the client options.
+const (
+	// DefaultRequestTimeout bounds one attempt of a request (plus the wait of a long poll).
+	DefaultRequestTimeout = 10 * time.Second
+	// DefaultRetryTimeout bounds how long a request keeps retrying on other endpoints.
+	DefaultRetryTimeout = 15 * time.Second
+)
+
+// Client talks to a raftlock cluster through any of its endpoints. It is safe for concurrent
+// use; create one per process and share it, so that HTTP connections are reused.
+type Client struct {
+	endpoints      []string
+	cur            atomic.Uint64 // index of the endpoint tried first
+	hc             *http.Client
+	ownTransport   *http.Transport // closed by Close; nil with WithHTTPClient
+	requestTimeout time.Duration
+	retryTimeout   time.Duration
+	backoffMin     time.Duration
+	backoffMax     time.Duration
+	logger         hclog.Logger
+}
+
+// Option configures a Client.
+type Option func(*clientOptions)
+
+type clientOptions struct {
+	requestTimeout time.Duration
+	retryTimeout   time.Duration
+	tlsConfig      *tls.Config
+	httpClient     *http.Client
+	logger         hclog.Logger
+}
+
+// WithRequestTimeout bounds each attempt of a request; long polls get their wait on top.
+func WithRequestTimeout(d time.Duration) Option {
+	return func(o *clientOptions) { o.requestTimeout = d }
+}
+
+// WithRetryTimeout bounds how long a request keeps trying other endpoints after connection
+// errors, 503 no_leader, 503 timeout (when retrying is safe) and 429. Zero means no retries.
+func WithRetryTimeout(d time.Duration) Option {
+	return func(o *clientOptions) { o.retryTimeout = d }
+}
+
+// WithTLSConfig sets the TLS configuration used for https endpoints.
+func WithTLSConfig(cfg *tls.Config) Option {
+	return func(o *clientOptions) { o.tlsConfig = cfg }
+}
+
+// WithHTTPClient replaces the tuned HTTP client; its Timeout must be zero, since long polls
+// hold requests open for minutes. WithTLSConfig is then ignored.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(o *clientOptions) { o.httpClient = hc }
+}
+
+// WithLogger sets a logger for failover and keepalive messages (default: discard).
+func WithLogger(l hclog.Logger) Option {
+	return func(o *clientOptions) { o.logger = l }
+}
+
+// New returns a Client for the given endpoints, e.g. "http://127.0.0.1:7001". An endpoint
+// without a scheme gets http:// (https:// with WithTLSConfig). It does not contact the cluster.
+func New(endpoints []string, opts ...Option) (*Client, error) {
+	o := clientOptions{requestTimeout: DefaultRequestTimeout, retryTimeout: DefaultRetryTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.requestTimeout <= 0 || o.retryTimeout < 0 {
+		return nil, fmt.Errorf("%w: timeouts must be positive", ErrInvalidArgument)
+	}
+	scheme := "http://"
+	if o.tlsConfig != nil {
+		scheme = "https://"
+	}
+	var eps []string
+	for _, ep := range endpoints {
+		ep = strings.TrimRight(strings.TrimSpace(ep), "/")
+		if ep == "" {
+			continue
+		}
+		if !strings.Contains(ep, "://") {
+			ep = scheme + ep
+		}
+		u, err := url.Parse(ep)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, fmt.Errorf("%w: bad endpoint %q", ErrInvalidArgument, ep)
+		}
+		eps = append(eps, ep)
+	}
+	if len(eps) == 0 {
+		return nil, fmt.Errorf("%w: no endpoints", ErrInvalidArgument)
+	}
+	c := &Client{
+		endpoints:      eps,
+		hc:             o.httpClient,
+		requestTimeout: o.requestTimeout,
+		retryTimeout:   o.retryTimeout,
+		backoffMin:     25 * time.Millisecond,
+		backoffMax:     time.Second,
+		logger:         o.logger,
+	}
+	if c.logger == nil {
+		c.logger = hclog.NewNullLogger()
+	}
+	if c.hc == nil {
+		c.ownTransport = newTransport(o.tlsConfig)
+		c.hc = &http.Client{Transport: c.ownTransport}
+	}
+	return c, nil
+}
+
+// newTransport returns a transport that keeps many idle connections per node, since sessions,
+// mutexes and long polls of one process all talk to the same few hosts.
+func newTransport(tlsConfig *tls.Config) *http.Transport {
+	d := &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second}
+	return &http.Transport{
+		DialContext:           d.DialContext,
+		TLSClientConfig:       tlsConfig,
+		TLSHandshakeTimeout:   5 * time.Second,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   128,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+}
+
+// Endpoints returns the endpoints of the client, normalised.
+func (c *Client) Endpoints() []string {
+	return append([]string(nil), c.endpoints...)
+}
+
+// Close releases idle connections. Sessions of the client should be closed first.
+func (c *Client) Close() error {
+	if c.ownTransport != nil {
+		c.ownTransport.CloseIdleConnections()
+	}
+	return nil
+}
+
+// current returns the index of the endpoint to try first.
+func (c *Client) current() int {
+	return int(c.cur.Load() % uint64(len(c.endpoints)))
+}
+
+// rotate moves past endpoint idx, unless another request already did.
+func (c *Client) rotate(idx int) {
+	n := uint64(len(c.endpoints))
+	c.cur.CompareAndSwap(uint64(idx), (uint64(idx)+1)%n)
+}

@@ -1,0 +1,33 @@
+// Package client is the Go client of raftlock: a connection to the cluster with leader
+// failover, and on top of it the primitives a correct lock holder needs.
+//
+//   - [Client] talks to any node of the cluster (every node answers every request), moves to
+//     another endpoint on connection errors and 503 no_leader with jittered backoff, and reports
+//     API errors as [*APIError] values that match the sentinel errors with errors.Is.
+//   - [Session] is a lease with a TTL, renewed in the background. It keeps a conservative local
+//     deadline (the send time of the last acknowledged renewal + TTL − margin, on the monotonic
+//     clock): [Session.Done] closes when the server reports the session gone or when that
+//     deadline passes, so a holder stops believing it holds its locks before the server can give
+//     them to someone else.
+//   - [Mutex] is a FIFO lock on a session. [Mutex.Token] is its fencing token: pass it to the
+//     protected resource with every operation.
+//   - [Election] elects one leader among candidates and lets anyone observe who leads.
+//   - [Fence] is for the protected resource: it remembers the highest token seen per lock and
+//     rejects operations that carry a lower one.
+//
+// A minimal lock holder:
+//
+//	c, err := client.New([]string{"http://127.0.0.1:7001", "http://127.0.0.1:7002"})
+//	if err != nil { ... }
+//	defer c.Close()
+//	s, err := c.NewSession(ctx, client.WithTTL(15*time.Second))
+//	if err != nil { ... }
+//	defer s.Close(context.Background())
+//	m := client.NewMutex(s, "jobs/nightly")
+//	if err := m.Lock(ctx); err != nil { ... }
+//	defer m.Unlock(context.Background())
+//	doWork(m.Context(), m.Token()) // stop when m.Context() is done; send the token along
+//
+// The package imports only the standard library, the wire types of
+// github.com/raftlock/raftlock/api and hclog; it never imports a server package.
+package client

@@ -1,0 +1,185 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+)
+
+// observeWait is how long one blocking query of Observe waits before asking again.
+const observeWait = time.Minute
+
+// Election elects one leader among the candidates that campaign on the same name. It is a
+// Mutex whose value is the leader's announcement (e.g. its address): Campaign blocks until
+// this candidate leads, and anyone can read or observe who leads.
+type Election struct {
+	s    *Session
+	name string
+
+	mu sync.Mutex
+	m  *Mutex // the campaign that won, nil while not leading
+}
+
+// NewElection returns an Election on the lock name for session s.
+func NewElection(s *Session, name string) *Election {
+	return &Election{s: s, name: name}
+}
+
+// Key returns the election's lock name.
+func (e *Election) Key() string { return e.name }
+
+// Session returns the candidate's session.
+func (e *Election) Session() *Session { return e.s }
+
+func (e *Election) current() *Mutex {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.m
+}
+
+// IsLeader reports whether this candidate currently believes it leads.
+func (e *Election) IsLeader() bool {
+	m := e.current()
+	return m != nil && m.Context().Err() == nil
+}
+
+// Token returns the fencing token of the leadership, or 0 when not leading.
+func (e *Election) Token() uint64 {
+	if m := e.current(); m != nil {
+		return m.Token()
+	}
+	return 0
+}
+
+// Context returns a context cancelled when the leadership ends (resigned or session lost).
+// While not leading it is already cancelled.
+func (e *Election) Context() context.Context {
+	if m := e.current(); m != nil {
+		return m.Context()
+	}
+	return (&Mutex{name: e.name}).Context()
+}
+
+// Campaign blocks until this candidate leads with value, ctx is done or the session is lost.
+// Candidates are elected in the order they started campaigning. A leader that campaigns
+// again proclaims the new value.
+func (e *Election) Campaign(ctx context.Context, value string) error {
+	if e.IsLeader() {
+		return e.Proclaim(ctx, value)
+	}
+	m := NewMutex(e.s, e.name, WithValue(value))
+	if err := m.Lock(ctx); err != nil {
+		return fmt.Errorf("raftlock: campaign: %w", err)
+	}
+	e.mu.Lock()
+	e.m = m
+	e.mu.Unlock()
+	return nil
+}
+
+// Proclaim replaces the leader's value without giving up leadership. It fails with
+// ErrNotLeader when this candidate does not lead.
+func (e *Election) Proclaim(ctx context.Context, value string) error {
+	m := e.current()
+	if m == nil || m.Context().Err() != nil {
+		return fmt.Errorf("raftlock: proclaim on %q: %w", e.name, ErrNotLeader)
+	}
+	token := m.Token()
+	resp, err := e.s.c.Acquire(ctx, e.name, api.AcquireRequest{Session: e.s.ID(), Value: &value})
+	if err != nil {
+		return fmt.Errorf("raftlock: proclaim on %q: %w", e.name, err)
+	}
+	if resp.Token != token {
+		// The leadership was lost and this acquire won a new one: give it back, since the
+		// caller's work under the old token has been interrupted.
+		_ = e.s.c.Release(ctx, e.name, e.s.ID(), resp.Token)
+		return fmt.Errorf("raftlock: proclaim on %q: %w", e.name, ErrLockLost)
+	}
+	m.mu.Lock()
+	m.value = &value
+	m.mu.Unlock()
+	return nil
+}
+
+// Resign gives up leadership, so that the next candidate is elected. It is a no-op when this
+// candidate does not lead.
+func (e *Election) Resign(ctx context.Context) error {
+	e.mu.Lock()
+	m := e.m
+	e.m = nil
+	e.mu.Unlock()
+	if m == nil {
+		return nil
+	}
+	err := m.Unlock(ctx)
+	if err != nil && !errors.Is(err, ErrLockLost) {
+		return fmt.Errorf("raftlock: resign: %w", err)
+	}
+	return nil
+}
+
+// Leader returns the current leader's lock state (session, token, value); ErrElectionNoLeader
+// when nobody leads.
+func (e *Election) Leader(ctx context.Context) (*api.Lock, error) {
+	l, err := e.s.c.GetLock(ctx, e.name)
+	if err != nil {
+		return nil, err
+	}
+	if !l.Held {
+		return nil, fmt.Errorf("raftlock: %q: %w", e.name, ErrElectionNoLeader)
+	}
+	return l, nil
+}
+
+// Observe returns a channel of leader changes; see Client.Observe.
+func (e *Election) Observe(ctx context.Context) <-chan api.Lock {
+	return e.s.c.Observe(ctx, e.name)
+}
+
+// Observe reports the leaders of the election (the holders of lock name) as they change: the
+// current leader first, if any, then each new leader or new value. It uses the API's blocking
+// queries, so a change is seen at once without polling. Vacancies are not reported. The
+// channel is closed when ctx is done. Observing needs no session.
+func (c *Client) Observe(ctx context.Context, name string) <-chan api.Lock {
+	ch := make(chan api.Lock)
+	go func() {
+		defer close(ch)
+		var index uint64
+		var last api.Lock
+		for attempt := 0; ctx.Err() == nil; {
+			l, err := c.WatchLock(ctx, name, index, observeWait)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				c.logger.Debug("observe failed; asking again", "lock", name, "error", err)
+				t := time.NewTimer(c.backoff(attempt))
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+				attempt++
+				continue
+			}
+			attempt = 0
+			// A lock never taken has modify_index 0; index 1 then waits for its first change.
+			index = max(l.ModifyIndex, 1)
+			if !l.Held || (l.Session == last.Session && l.Token == last.Token && l.Value == last.Value) {
+				continue
+			}
+			select {
+			case ch <- *l:
+				last = *l
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch
+}

@@ -1,0 +1,217 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+)
+
+// DefaultWaitChunk is how long one long-poll acquire of Mutex.Lock waits at most before it
+// asks again. The server drops a queue entry whose wait elapsed, so a waiter rejoins the tail
+// of the queue at each chunk boundary: chunks are long (the API allows up to 10m) so that this
+// rarely matters, while connection failures are noticed and retried at once regardless.
+const DefaultWaitChunk = time.Minute
+
+// MutexOption configures a Mutex.
+type MutexOption func(*Mutex)
+
+// WithValue stores v with the lock while it is held (e.g. the holder's address).
+func WithValue(v string) MutexOption {
+	return func(m *Mutex) { m.value = &v }
+}
+
+// WithWaitChunk sets how long each long-poll acquire of Lock waits (default DefaultWaitChunk).
+func WithWaitChunk(d time.Duration) MutexOption {
+	return func(m *Mutex) { m.chunk = d }
+}
+
+// Mutex is a distributed FIFO lock held by a Session. A session holds a lock at most once:
+// goroutines that compete for a lock need one session each. Work done under the lock should
+// stop when Context is done, and should pass Token to the protected resource.
+type Mutex struct {
+	s     *Session
+	name  string
+	value *string
+	chunk time.Duration
+
+	mu         sync.Mutex
+	token      uint64 // 0 while not held
+	holdCtx    context.Context
+	holdCancel context.CancelCauseFunc
+	stopWatch  func() bool
+}
+
+// NewMutex returns a Mutex for the lock name on session s. It does not contact the cluster.
+func NewMutex(s *Session, name string, opts ...MutexOption) *Mutex {
+	m := &Mutex{s: s, name: name, chunk: DefaultWaitChunk}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// Key returns the lock name.
+func (m *Mutex) Key() string { return m.name }
+
+// Session returns the session that holds (or will hold) the lock.
+func (m *Mutex) Session() *Session { return m.s }
+
+// Token returns the fencing token of the current hold, or 0 when not held.
+func (m *Mutex) Token() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.token
+}
+
+// Context returns a context that is cancelled when the hold ends: on Unlock, or when the
+// session is lost (context.Cause then matches ErrLockLost and the session's error). When the
+// Mutex is not held, the context is already cancelled.
+func (m *Mutex) Context() context.Context {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.holdCtx == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(fmt.Errorf("%w: mutex %q is not locked", ErrNotHolder, m.name))
+		return ctx
+	}
+	return m.holdCtx
+}
+
+// Lock blocks until the lock is granted, ctx is done or the session is lost. Waiters are
+// granted in arrival order. It survives leader changes and node failures by asking again:
+// the server keeps the session's place in the queue, and an acquire by the holder returns
+// the same token, so a retried request never causes a second grant. If ctx ends while a
+// request is in flight, Lock reads the lock and releases it should the grant have raced with
+// the cancellation. Lock returns at once if this Mutex already holds the lock.
+func (m *Mutex) Lock(ctx context.Context) error {
+	return m.lock(ctx, true)
+}
+
+// TryLock takes the lock if it is free and fails at once otherwise, with an error that
+// matches ErrLockHeld (or ErrLockDelayed) and, as an *APIError, names the holder.
+func (m *Mutex) TryLock(ctx context.Context) error {
+	return m.lock(ctx, false)
+}
+
+func (m *Mutex) lock(ctx context.Context, wait bool) error {
+	m.mu.Lock()
+	held, value := m.token != 0, m.value
+	m.mu.Unlock()
+	if held {
+		return nil
+	}
+	req := api.AcquireRequest{Session: m.s.ID(), Value: value}
+	if wait {
+		req.Wait = m.chunk.String()
+	}
+	for attempt := 0; ; attempt++ {
+		if err := m.s.Err(); err != nil {
+			return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
+		}
+		resp, err := m.acquire(ctx, req)
+		if err == nil {
+			return m.granted(resp.Token)
+		}
+		switch {
+		case ctx.Err() != nil:
+			m.abandon()
+			return fmt.Errorf("raftlock: lock %q: %w", m.name, context.Cause(ctx))
+		case m.s.Err() != nil:
+			return fmt.Errorf("raftlock: lock %q: %w", m.name, m.s.Err())
+		case !wait || errors.Is(err, ErrSessionNotFound):
+			return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
+		case errors.Is(err, ErrLockHeld) || errors.Is(err, ErrLockDelayed):
+			attempt = 0 // a wait chunk elapsed: ask again at once
+			continue
+		case !isTransient(err):
+			return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
+		}
+		m.s.c.logger.Debug("acquire failed; asking again", "lock", m.name, "error", err)
+		t := time.NewTimer(m.s.c.backoff(attempt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			m.abandon()
+			return fmt.Errorf("raftlock: lock %q: %w", m.name, context.Cause(ctx))
+		case <-m.s.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// acquire sends one (long-poll) acquire that is also cut short when the session is lost.
+func (m *Mutex) acquire(ctx context.Context, req api.AcquireRequest) (*api.AcquireResponse, error) {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(m.s.ctx, cancel)
+	defer stop()
+	return m.s.c.Acquire(actx, m.name, req)
+}
+
+// granted records a grant, unless the session was lost meanwhile: then the lock cannot be
+// trusted (and goes with the session).
+func (m *Mutex) granted(token uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.s.Err(); err != nil {
+		return fmt.Errorf("raftlock: lock %q: granted as the session ended: %w", m.name, err)
+	}
+	m.token = token
+	m.holdCtx, m.holdCancel = context.WithCancelCause(context.Background())
+	cancel, s, name := m.holdCancel, m.s, m.name
+	m.stopWatch = context.AfterFunc(s.ctx, func() {
+		cancel(fmt.Errorf("%w: %q: %w", ErrLockLost, name, s.Err()))
+	})
+	return nil
+}
+
+// abandon cleans up after a Lock given up while a request may have been granted: if the lock
+// turns out to be held by this session, it is released.
+func (m *Mutex) abandon() {
+	if m.s.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.s.c.requestTimeout)
+	defer cancel()
+	l, err := m.s.c.GetLock(ctx, m.name)
+	if err != nil || !l.Held || l.Session != m.s.ID() {
+		return
+	}
+	if err := m.s.c.Release(ctx, m.name, m.s.ID(), l.Token); err != nil {
+		m.s.c.logger.Warn("could not release a lock granted after Lock gave up", "lock", m.name,
+			"error", err)
+	}
+}
+
+// Unlock releases the lock. Context is cancelled first, so work under the lock stops before
+// another holder can start. It returns an error matching ErrLockLost if the lock had already
+// been lost (the work done under it may have overlapped with another holder's), and another
+// error if the cluster could not be reached; the lock is then released when the session ends.
+func (m *Mutex) Unlock(ctx context.Context) error {
+	m.mu.Lock()
+	token, cancel, stopWatch := m.token, m.holdCancel, m.stopWatch
+	m.token, m.holdCtx, m.holdCancel, m.stopWatch = 0, nil, nil, nil
+	m.mu.Unlock()
+	if token == 0 {
+		return fmt.Errorf("raftlock: unlock %q: %w: mutex is not locked", m.name, ErrNotHolder)
+	}
+	stopWatch()
+	lost := m.s.Err() // the hold ended before Unlock: reported even if the release works
+	cancel(fmt.Errorf("raftlock: mutex %q unlocked", m.name))
+	err := m.s.c.Release(ctx, m.name, m.s.ID(), token)
+	if lost != nil && err == nil {
+		return fmt.Errorf("raftlock: unlock %q: %w: %w", m.name, ErrLockLost, lost)
+	}
+	if errors.Is(err, ErrNotHolder) || errors.Is(err, ErrSessionNotFound) {
+		return fmt.Errorf("raftlock: unlock %q: %w: %w", m.name, ErrLockLost, err)
+	}
+	if err != nil {
+		return fmt.Errorf("raftlock: unlock %q: %w", m.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,257 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+)
+
+// The methods in this file map one to one onto the HTTP API (shared/API.md). Session, Mutex
+// and Election are built on them; use them directly for tools and tests.
+
+// ReadOption changes how a read is answered.
+type ReadOption func(*readOptions)
+
+type readOptions struct {
+	stale    bool
+	endpoint string
+}
+
+// Stale answers a read from the node asked, without contacting the leader.
+func Stale() ReadOption { return func(o *readOptions) { o.stale = true } }
+
+// AtEndpoint sends the read to one endpoint only, with no failover (e.g. to ask each member).
+func AtEndpoint(ep string) ReadOption { return func(o *readOptions) { o.endpoint = ep } }
+
+func (c *Client) readCall(path string, out any, opts []ReadOption) *call {
+	var o readOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cl := &call{method: http.MethodGet, path: path, out: out, query: url.Values{}, endpoint: o.endpoint}
+	if o.stale {
+		cl.query.Set("consistency", "stale")
+	}
+	return cl
+}
+
+func lockPath(name, action string) (string, error) {
+	if name == "" {
+		return "", fmt.Errorf("%w: empty lock name", ErrInvalidArgument)
+	}
+	p := "/v1/locks/" + name
+	if action != "" {
+		p += "/" + action
+	}
+	return p, nil
+}
+
+func sessionPath(id, action string) (string, error) {
+	if id == "" {
+		return "", fmt.Errorf("%w: empty session id", ErrInvalidArgument)
+	}
+	p := "/v1/sessions/" + url.PathEscape(id)
+	if action != "" {
+		p += "/" + action
+	}
+	return p, nil
+}
+
+// CreateSession creates a session (POST /v1/sessions). Most programs use NewSession instead,
+// which also keeps the session alive.
+func (c *Client) CreateSession(ctx context.Context, req api.CreateSessionRequest) (*api.Session, error) {
+	var s api.Session
+	_, err := c.do(ctx, &call{method: http.MethodPost, path: "/v1/sessions", body: req, out: &s})
+	if err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// RenewSession renews a session once (PUT /v1/sessions/{id}/renew).
+func (c *Client) RenewSession(ctx context.Context, id string) (*api.RenewResponse, error) {
+	p, err := sessionPath(id, "renew")
+	if err != nil {
+		return nil, err
+	}
+	var r api.RenewResponse
+	if _, err := c.do(ctx, &call{method: http.MethodPut, path: p, out: &r}); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// DestroySession destroys a session and releases its locks (DELETE /v1/sessions/{id}).
+func (c *Client) DestroySession(ctx context.Context, id string) (*api.DestroyResponse, error) {
+	p, err := sessionPath(id, "")
+	if err != nil {
+		return nil, err
+	}
+	var r api.DestroyResponse
+	if _, err := c.do(ctx, &call{method: http.MethodDelete, path: p, out: &r}); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// GetSession reads one session with the locks it holds (GET /v1/sessions/{id}).
+func (c *Client) GetSession(ctx context.Context, id string, opts ...ReadOption) (*api.SessionInfo, error) {
+	p, err := sessionPath(id, "")
+	if err != nil {
+		return nil, err
+	}
+	var s api.SessionInfo
+	if _, err := c.do(ctx, c.readCall(p, &s, opts)); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Sessions lists all sessions (GET /v1/sessions).
+func (c *Client) Sessions(ctx context.Context, opts ...ReadOption) ([]api.SessionInfo, error) {
+	var l api.SessionList
+	if _, err := c.do(ctx, c.readCall("/v1/sessions", &l, opts)); err != nil {
+		return nil, err
+	}
+	return l.Sessions, nil
+}
+
+// Acquire asks for a lock once (POST /v1/locks/{name}/acquire); with req.Wait the server
+// holds the request until the grant or the end of the wait. Retrying is safe: an acquire by
+// the holder returns its token again and a queued session keeps its place. Asking with
+// req.TTL instead of req.Session is not retried, since each attempt would create a session.
+func (c *Client) Acquire(ctx context.Context, name string, req api.AcquireRequest) (*api.AcquireResponse, error) {
+	p, err := lockPath(name, "acquire")
+	if err != nil {
+		return nil, err
+	}
+	var wait time.Duration
+	if req.Wait != "" {
+		if wait, err = time.ParseDuration(req.Wait); err != nil {
+			return nil, fmt.Errorf("%w: wait %q: %v", ErrInvalidArgument, req.Wait, err)
+		}
+	}
+	cl := &call{method: http.MethodPost, path: p, body: req, wait: wait}
+	var r api.AcquireResponse
+	cl.out = &r
+	if req.Session == "" {
+		cl.noRetryUnknown = true
+		cl.endpoint = c.endpoints[c.current()]
+	}
+	if _, err := c.do(ctx, cl); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Release releases a lock held by session under token (POST /v1/locks/{name}/release).
+// When the outcome of an attempt is unknown (503 timeout, or a retry after a lost answer), it
+// reads the lock to learn whether the release happened, and asks again only if it did not.
+// It returns nil once the lock is no longer held by that session under that token.
+func (c *Client) Release(ctx context.Context, name, session string, token uint64) error {
+	p, err := lockPath(name, "release")
+	if err != nil {
+		return err
+	}
+	for round := 0; ; round++ {
+		req := api.ReleaseRequest{Session: session, Token: &token}
+		out, err := c.do(ctx, &call{method: http.MethodPost, path: p, body: req,
+			out: &api.ReleaseResponse{}, noRetryUnknown: true})
+		if err == nil {
+			return nil
+		}
+		unknown := errors.Is(err, ErrTimeout) || (out.ambiguous && errors.Is(err, ErrNotHolder))
+		if !unknown || round >= 4 {
+			return err
+		}
+		l, gerr := c.GetLock(ctx, name)
+		if gerr != nil {
+			return fmt.Errorf("%w (reading the lock to learn the outcome: %w)", err, gerr)
+		}
+		if !l.Held || l.Session != session || l.Token != token {
+			return nil
+		}
+		c.logger.Debug("release outcome unknown and lock still held; asking again", "lock", name)
+	}
+}
+
+// GetLock reads the state of a lock (GET /v1/locks/{name}); a lock never taken reads as not held.
+func (c *Client) GetLock(ctx context.Context, name string, opts ...ReadOption) (*api.Lock, error) {
+	return c.WatchLock(ctx, name, 0, 0, opts...)
+}
+
+// WatchLock is a blocking query: it returns when the lock's modify_index exceeds index, or
+// after wait with the current state. Index 0 answers at once.
+func (c *Client) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration, opts ...ReadOption) (*api.Lock, error) {
+	p, err := lockPath(name, "")
+	if err != nil {
+		return nil, err
+	}
+	var l api.Lock
+	cl := c.readCall(p, &l, opts)
+	if index > 0 {
+		cl.query.Set("index", strconv.FormatUint(index, 10))
+		cl.query.Set("wait", wait.String())
+		cl.wait = wait
+	}
+	if _, err := c.do(ctx, cl); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// Locks lists held or awaited locks whose names start with prefix (GET /v1/locks).
+func (c *Client) Locks(ctx context.Context, prefix string, opts ...ReadOption) ([]api.Lock, error) {
+	var l api.LockList
+	cl := c.readCall("/v1/locks", &l, opts)
+	if prefix != "" {
+		cl.query.Set("prefix", prefix)
+	}
+	if _, err := c.do(ctx, cl); err != nil {
+		return nil, err
+	}
+	return l.Locks, nil
+}
+
+// CheckToken asks whether token is the current token of a lock (GET /v1/locks/{name}/check).
+func (c *Client) CheckToken(ctx context.Context, name string, token uint64, opts ...ReadOption) (*api.CheckResponse, error) {
+	p, err := lockPath(name, "check")
+	if err != nil {
+		return nil, err
+	}
+	var r api.CheckResponse
+	cl := c.readCall(p, &r, opts)
+	cl.query.Set("token", strconv.FormatUint(token, 10))
+	if _, err := c.do(ctx, cl); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Cluster reads the cluster's leader, term, indexes and members (GET /v1/cluster).
+func (c *Client) Cluster(ctx context.Context, opts ...ReadOption) (*api.Cluster, error) {
+	var r api.Cluster
+	if _, err := c.do(ctx, c.readCall("/v1/cluster", &r, opts)); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Health returns nil while the node at endpoint serves (GET /v1/health).
+func (c *Client) Health(ctx context.Context, endpoint string) error {
+	_, err := c.do(ctx, &call{method: http.MethodGet, path: "/v1/health", endpoint: endpoint})
+	return err
+}
+
+// Ready returns nil when the node at endpoint knows a leader and has applied the log up to the
+// commit index it knows (GET /v1/ready).
+func (c *Client) Ready(ctx context.Context, endpoint string) error {
+	_, err := c.do(ctx, &call{method: http.MethodGet, path: "/v1/ready", endpoint: endpoint})
+	return err
+}

@@ -1,0 +1,254 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+)
+
+// maxResponseBytes bounds a response body; lists of locks and sessions are the largest.
+const maxResponseBytes = 64 << 20
+
+// call describes one API request.
+type call struct {
+	method string
+	path   string // unescaped, e.g. "/v1/locks/jobs/a/acquire"
+	query  url.Values
+	body   any
+	out    any
+	// wait is how long the server may hold the request (long poll); it extends the attempt timeout.
+	wait time.Duration
+	// attemptTimeout overrides the client's request timeout for each attempt.
+	attemptTimeout time.Duration
+	// endpoint pins the request to one endpoint, without failover or retries.
+	endpoint string
+	// noRetryUnknown returns 503 timeout to the caller instead of asking again, for requests
+	// that are not safe to repeat blindly (release).
+	noRetryUnknown bool
+}
+
+// outcome tells the caller what happened on the way to the answer.
+type outcome struct {
+	// ambiguous is set when an earlier attempt may have been applied by the server.
+	ambiguous bool
+	// endpoint answered the last attempt.
+	endpoint string
+}
+
+// transportError is a failure to get any HTTP answer from an endpoint. It matches ErrUnavailable.
+type transportError struct {
+	endpoint string
+	err      error
+	sent     bool // the request may have reached the server
+}
+
+func (e *transportError) Error() string {
+	return fmt.Sprintf("raftlock: %s: %v", e.endpoint, e.err)
+}
+
+func (e *transportError) Unwrap() error { return e.err }
+
+func (e *transportError) Is(target error) bool { return target == ErrUnavailable }
+
+// do sends c and decodes the answer into c.out. It moves to the next endpoint and tries again
+// after connection errors, 503 no_leader and (unless noRetryUnknown) 503 timeout, and waits
+// and tries again after 429, with jittered exponential backoff, for at most the retry timeout.
+func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
+	var body []byte
+	if cl.body != nil {
+		b, err := json.Marshal(cl.body)
+		if err != nil {
+			return outcome{}, fmt.Errorf("raftlock: encoding request: %w", err)
+		}
+		body = b
+	}
+	start := time.Now()
+	var out outcome
+	for attempt := 0; ; attempt++ {
+		idx, ep := -1, cl.endpoint
+		if ep == "" {
+			idx = c.current()
+			ep = c.endpoints[idx]
+		}
+		out.endpoint = ep
+		err := c.attempt(ctx, ep, cl, body)
+		if err == nil {
+			return out, nil
+		}
+		if ctx.Err() != nil {
+			return out, fmt.Errorf("raftlock: %s %s: %w", cl.method, cl.path, context.Cause(ctx))
+		}
+		retry, rotate, applied := classify(err, cl)
+		if applied {
+			out.ambiguous = true
+		}
+		if !retry || cl.endpoint != "" || time.Since(start) >= c.retryTimeout {
+			return out, err
+		}
+		if rotate && idx >= 0 {
+			c.rotate(idx)
+		}
+		delay := c.backoff(attempt)
+		var ae *APIError
+		if errors.As(err, &ae) && ae.RetryAfter > delay {
+			delay = min(ae.RetryAfter, c.backoffMax*5)
+		}
+		c.logger.Debug("retrying request", "method", cl.method, "path", cl.path, "endpoint", ep,
+			"error", err, "delay", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return out, fmt.Errorf("raftlock: %s %s: %w (last error: %v)", cl.method, cl.path,
+				context.Cause(ctx), err)
+		case <-t.C:
+		}
+	}
+}
+
+// classify says whether err is worth another attempt, whether to move to another endpoint
+// first, and whether the failed attempt may nevertheless have been applied.
+func classify(err error, cl *call) (retry, rotate, applied bool) {
+	var te *transportError
+	if errors.As(err, &te) {
+		return true, true, te.sent
+	}
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return false, false, false
+	}
+	switch ae.Code {
+	case api.CodeNoLeader:
+		return true, true, false
+	case api.CodeTimeout:
+		return !cl.noRetryUnknown, true, true
+	case api.CodeTooManyRequests:
+		return true, false, false
+	}
+	return false, false, false
+}
+
+// backoff returns a jittered delay that doubles with every attempt up to backoffMax.
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.backoffMin << min(attempt, 10)
+	if d > c.backoffMax || d <= 0 {
+		d = c.backoffMax
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// attempt sends one request to one endpoint.
+func (c *Client) attempt(ctx context.Context, ep string, cl *call, body []byte) error {
+	timeout := cl.attemptTimeout
+	if timeout <= 0 {
+		timeout = c.requestTimeout
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout+cl.wait)
+	defer cancel()
+	u := ep + (&url.URL{Path: cl.path}).EscapedPath()
+	if len(cl.query) > 0 {
+		u += "?" + cl.query.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(actx, cl.method, u, rd)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return c.transportErr(ctx, ep, err, timeout+cl.wait)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return c.transportErr(ctx, ep, err, timeout+cl.wait)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if cl.out == nil || len(bytes.TrimSpace(data)) == 0 {
+			return nil
+		}
+		if err := json.Unmarshal(data, cl.out); err != nil {
+			return fmt.Errorf("raftlock: decoding answer of %s: %w", ep, err)
+		}
+		return nil
+	}
+	return parseAPIError(ep, resp, data)
+}
+
+// transportErr wraps a failure to get an answer. A timeout of the attempt (not of the
+// caller's context) is reported as a plain message, so that errors.Is(err,
+// context.DeadlineExceeded) keeps meaning "the caller's deadline passed".
+func (c *Client) transportErr(ctx context.Context, ep string, err error, timeout time.Duration) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	sent := true
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		sent = false
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("no answer within %s", timeout)
+	}
+	return &transportError{endpoint: ep, err: err, sent: sent}
+}
+
+// parseAPIError builds the APIError of a non-2xx answer, also when the body is not ours.
+func parseAPIError(ep string, resp *http.Response, data []byte) error {
+	ae := &APIError{StatusCode: resp.StatusCode, Endpoint: ep}
+	var eb api.ErrorBody
+	if err := json.Unmarshal(data, &eb); err == nil && eb.Error.Code != "" {
+		ae.Code, ae.Message, ae.Holder = eb.Error.Code, eb.Error.Message, eb.Holder
+		if eb.AvailableIn != "" {
+			ae.AvailableIn, _ = time.ParseDuration(eb.AvailableIn)
+		}
+	} else {
+		ae.Code = codeOfStatus(resp.StatusCode)
+		ae.Message = http.StatusText(resp.StatusCode)
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "" {
+		if secs, err := strconv.Atoi(ra); err == nil && secs >= 0 {
+			ae.RetryAfter = time.Duration(secs) * time.Second
+		}
+	}
+	return ae
+}
+
+// codeOfStatus guesses an error code for an answer without our error body (e.g. from a proxy).
+func codeOfStatus(status int) string {
+	switch {
+	case status == http.StatusBadRequest:
+		return api.CodeInvalidArgument
+	case status == http.StatusUnauthorized:
+		return api.CodeUnauthorized
+	case status == http.StatusForbidden:
+		return api.CodeForbidden
+	case status == http.StatusNotFound:
+		return api.CodeNotFound
+	case status == http.StatusTooManyRequests:
+		return api.CodeTooManyRequests
+	case status == http.StatusServiceUnavailable:
+		return api.CodeNoLeader
+	case status == http.StatusBadGateway || status == http.StatusGatewayTimeout:
+		return api.CodeTimeout // the request may have reached the cluster
+	}
+	return api.CodeInternal
+}

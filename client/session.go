@@ -1,0 +1,252 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+)
+
+// DefaultSessionTTL is the TTL of a session created without WithTTL.
+const DefaultSessionTTL = 15 * time.Second
+
+// SessionOption configures a Session.
+type SessionOption func(*sessionOptions)
+
+type sessionOptions struct {
+	ttl       time.Duration
+	name      string
+	lockDelay time.Duration
+	margin    time.Duration
+	onDanger  func(remaining time.Duration)
+}
+
+// WithTTL sets the session TTL (the server accepts 2s to 24h; default 15s).
+func WithTTL(ttl time.Duration) SessionOption {
+	return func(o *sessionOptions) { o.ttl = ttl }
+}
+
+// WithSessionName gives the session a human name shown by operators' tools.
+func WithSessionName(name string) SessionOption {
+	return func(o *sessionOptions) { o.name = name }
+}
+
+// WithLockDelay keeps the session's locks unavailable for d after the session expires, for
+// resources that cannot check fencing tokens.
+func WithLockDelay(d time.Duration) SessionOption {
+	return func(o *sessionOptions) { o.lockDelay = d }
+}
+
+// WithSafetyMargin sets how long before "last acknowledged renewal sent + TTL" the session
+// gives up its locks locally (default TTL/5). It must cover clock-rate differences and the
+// time the program needs to stop working under the lock.
+func WithSafetyMargin(d time.Duration) SessionOption {
+	return func(o *sessionOptions) { o.margin = d }
+}
+
+// WithOnDanger calls fn, once per episode, when renewals have failed for half the TTL: the
+// session may soon be lost (Chubby's jeopardy). remaining is the time left until the local
+// deadline. fn runs on its own goroutine.
+func WithOnDanger(fn func(remaining time.Duration)) SessionOption {
+	return func(o *sessionOptions) { o.onDanger = fn }
+}
+
+// Session is a lease on the cluster, renewed in the background about every TTL/3. Its locks
+// live and die with it. It keeps a conservative local deadline: the moment the last
+// acknowledged renewal was sent, plus the TTL, minus a safety margin, on the monotonic clock.
+// The server frees the session's locks no earlier than TTL after it received that renewal, so
+// Done closes before anyone else can be granted them (unless this process is paused at that
+// very moment, which is what fencing tokens are for).
+type Session struct {
+	c        *Client
+	info     api.Session
+	ttl      time.Duration
+	margin   time.Duration
+	onDanger func(time.Duration)
+
+	ctx    context.Context // cancelled, with the reason as cause, when the session is lost
+	cancel context.CancelCauseFunc
+
+	mu      sync.Mutex
+	lastAck time.Time // send time of the last acknowledged renewal (or of the create)
+
+	stopOnce sync.Once
+	stop     chan struct{}
+	loopDone chan struct{}
+}
+
+// NewSession creates a session and starts keeping it alive. Close it when done.
+func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Session, error) {
+	o := sessionOptions{ttl: DefaultSessionTTL}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.margin <= 0 {
+		o.margin = o.ttl / 5
+	}
+	if o.ttl <= 0 || o.margin >= o.ttl/2 {
+		return nil, fmt.Errorf("%w: session ttl %s with safety margin %s", ErrInvalidArgument, o.ttl, o.margin)
+	}
+	req := api.CreateSessionRequest{TTL: o.ttl.String(), Name: o.name}
+	if o.lockDelay > 0 {
+		req.LockDelay = o.lockDelay.String()
+	}
+	sent := time.Now()
+	info, err := c.CreateSession(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("raftlock: creating session: %w", err)
+	}
+	s := &Session{
+		c: c, info: *info, ttl: o.ttl, margin: o.margin, onDanger: o.onDanger,
+		lastAck: sent, stop: make(chan struct{}), loopDone: make(chan struct{}),
+	}
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	go s.keepAlive()
+	return s, nil
+}
+
+// ID returns the session id, the capability to use the session.
+func (s *Session) ID() string { return s.info.ID }
+
+// TTL returns the session TTL.
+func (s *Session) TTL() time.Duration { return s.ttl }
+
+// Info returns the session as the server created it.
+func (s *Session) Info() api.Session { return s.info }
+
+// Client returns the client the session uses.
+func (s *Session) Client() *Client { return s.c }
+
+// Done is closed when the session is lost or closed; Err then says why.
+func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
+
+// Context returns a context that is cancelled when Done closes; its cause is Err.
+func (s *Session) Context() context.Context { return s.ctx }
+
+// Err returns nil while the session is alive; then ErrSessionExpired (the server reported it
+// gone), ErrSessionDeadline (the local deadline passed without a renewal) or ErrSessionClosed.
+func (s *Session) Err() error {
+	if s.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(s.ctx)
+}
+
+// Deadline returns the local deadline: the session is considered lost from then on unless a
+// renewal sent before it is acknowledged.
+func (s *Session) Deadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadlineLocked()
+}
+
+func (s *Session) deadlineLocked() time.Time { return s.lastAck.Add(s.ttl - s.margin) }
+
+// Close stops the keepalive and destroys the session on the server, which releases its locks.
+// Done closes first, so that work under the session's locks stops before they are released.
+// A session the server no longer knows is not an error.
+func (s *Session) Close(ctx context.Context) error {
+	s.lose(ErrSessionClosed)
+	s.stopOnce.Do(func() { close(s.stop) })
+	<-s.loopDone
+	_, err := s.c.DestroySession(ctx, s.info.ID)
+	if err != nil && !errors.Is(err, ErrSessionNotFound) {
+		return fmt.Errorf("raftlock: destroying session %s: %w", s.info.ID, err)
+	}
+	return nil
+}
+
+// lose marks the session lost for reason; only the first reason counts.
+func (s *Session) lose(reason error) {
+	s.cancel(reason)
+}
+
+type renewResult struct {
+	sent time.Time
+	err  error
+}
+
+// keepAlive renews the session until it is lost or closed.
+func (s *Session) keepAlive() {
+	defer close(s.loopDone)
+	s.mu.Lock()
+	deadline := s.deadlineLocked()
+	last := s.lastAck
+	s.mu.Unlock()
+	deadlineT := time.NewTimer(time.Until(deadline))
+	dangerT := time.NewTimer(time.Until(last.Add(s.ttl / 2)))
+	renewT := time.NewTimer(time.Until(last.Add(s.ttl / 3)))
+	defer deadlineT.Stop()
+	defer dangerT.Stop()
+	defer renewT.Stop()
+	results := make(chan renewResult, 1)
+	inflight := false
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.ctx.Done():
+			return
+		case <-deadlineT.C:
+			s.c.logger.Warn("session deadline passed without renewal", "session", s.info.ID)
+			s.lose(fmt.Errorf("%w (session %s, ttl %s)", ErrSessionDeadline, s.info.ID, s.ttl))
+			return
+		case <-dangerT.C:
+			if s.onDanger != nil {
+				go s.onDanger(time.Until(s.Deadline()))
+			}
+		case <-renewT.C:
+			if inflight {
+				continue
+			}
+			inflight = true
+			go s.renew(s.Deadline(), results)
+		case r := <-results:
+			inflight = false
+			if r.err == nil {
+				s.mu.Lock()
+				if r.sent.After(s.lastAck) {
+					s.lastAck = r.sent
+				}
+				last = s.lastAck
+				deadline = s.deadlineLocked()
+				s.mu.Unlock()
+				deadlineT.Reset(time.Until(deadline))
+				dangerT.Reset(time.Until(last.Add(s.ttl / 2)))
+				renewT.Reset(time.Until(last.Add(s.ttl / 3)))
+				continue
+			}
+			if errors.Is(r.err, ErrSessionNotFound) {
+				s.c.logger.Warn("session expired on the server", "session", s.info.ID)
+				s.lose(fmt.Errorf("%w: session %s: %w", ErrSessionExpired, s.info.ID, r.err))
+				return
+			}
+			s.c.logger.Debug("session renewal failed", "session", s.info.ID, "error", r.err)
+			renewT.Reset(s.retryDelay())
+		}
+	}
+}
+
+// renew sends one renewal, giving up at the local deadline (after it, an answer is useless).
+func (s *Session) renew(deadline time.Time, results chan<- renewResult) {
+	ctx, cancel := context.WithDeadline(s.ctx, deadline)
+	defer cancel()
+	sent := time.Now()
+	p, _ := sessionPath(s.info.ID, "renew")
+	// Short attempts: a node that does not answer within TTL/6 is left for another one.
+	_, err := s.c.do(ctx, &call{method: http.MethodPut, path: p, out: &api.RenewResponse{},
+		attemptTimeout: max(s.ttl/6, 200*time.Millisecond)})
+	results <- renewResult{sent: sent, err: err}
+}
+
+// retryDelay is the pause before asking again after a failed renewal: short, since the
+// local deadline is running, and jittered.
+func (s *Session) retryDelay() time.Duration {
+	d := max(s.ttl/20, 50*time.Millisecond)
+	return d/2 + rand.N(d/2+1)
+}
