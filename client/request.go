@@ -93,8 +93,12 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 		if applied {
 			out.ambiguous = true
 		}
-		if !retry || cl.endpoint != "" || time.Since(start) >= c.retryTimeout {
+		if !retry || cl.endpoint != "" {
 			return out, err
+		}
+		if time.Since(start) >= c.retryTimeout {
+			return out, fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt+1,
+				time.Since(start).Round(time.Millisecond))
 		}
 		if rotate && idx >= 0 {
 			c.rotate(idx)

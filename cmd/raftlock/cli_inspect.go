@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/client"
+	"github.com/spf13/cobra"
+)
+
+// inspectRetry bounds how long an inspection command keeps trying other endpoints.
+const inspectRetry = 5 * time.Second
+
+type inspectFlags struct {
+	clientFlags
+	outputFlag
+	stale bool
+}
+
+func (f *inspectFlags) register(cmd *cobra.Command) {
+	f.clientFlags.register(cmd)
+	f.outputFlag.register(cmd)
+	cmd.Flags().BoolVar(&f.stale, "stale", false, "answer from the node asked, without contacting the leader")
+}
+
+func (f *inspectFlags) readOpts() []client.ReadOption {
+	if f.stale {
+		return []client.ReadOption{client.Stale()}
+	}
+	return nil
+}
+
+// inspectCmd builds an inspection command around run, which gets a connected client.
+func inspectCmd(cmd *cobra.Command, f *inspectFlags,
+	run func(ctx context.Context, c *client.Client, w io.Writer, args []string) error) *cobra.Command {
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := f.validate(); err != nil {
+			return err
+		}
+		c, err := f.newClient(inspectRetry)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return run(cmd.Context(), c, cmd.OutOrStdout(), args)
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func newLocksCmd() *cobra.Command {
+	var f inspectFlags
+	var prefix string
+	cmd := inspectCmd(&cobra.Command{
+		Use:   "locks [--prefix P]",
+		Short: "List held or awaited locks",
+		Example: `  raftlock locks
+  raftlock locks --prefix jobs/ -o json`,
+		Args: cobra.NoArgs,
+	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
+		locks, err := c.Locks(ctx, prefix, f.readOpts()...)
+		if err != nil {
+			return failure("listing locks", err)
+		}
+		if f.json() {
+			return writeJSON(w, api.LockList{Locks: nonNil(locks)})
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tHELD\tSESSION\tTOKEN\tWAITERS\tVALUE\tMODIFY INDEX")
+		for _, l := range locks {
+			fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%d\t%s\t%d\n", l.Name, l.Held, orDash(l.Session),
+				tokenText(l.Token), l.Waiters, orDash(l.Value), l.ModifyIndex)
+		}
+		return tw.Flush()
+	})
+	cmd.Flags().StringVar(&prefix, "prefix", "", "only locks whose name starts with this")
+	return cmd
+}
+
+func newLockInfoCmd() *cobra.Command {
+	var f inspectFlags
+	cmd := inspectCmd(&cobra.Command{
+		Use:   "lock-info NAME",
+		Short: "Show a lock's holder, token, value and waiters",
+		Example: `  raftlock lock-info jobs/nightly
+  raftlock lock-info services/scheduler -o json | jq -r .value   # the elected leader's value`,
+		Args: cobra.ExactArgs(1),
+	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, args []string) error {
+		l, err := c.GetLock(ctx, args[0], f.readOpts()...)
+		if err != nil {
+			return failure("reading lock", err)
+		}
+		if f.json() {
+			return writeJSON(w, l)
+		}
+		holder := "-"
+		if l.Held {
+			holder = l.Session
+			if s, err := c.GetSession(ctx, l.Session, f.readOpts()...); err == nil && s.Name != "" {
+				holder += " (" + s.Name + ")"
+			}
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "name:\t%s\n", l.Name)
+		fmt.Fprintf(tw, "held:\t%t\n", l.Held)
+		fmt.Fprintf(tw, "holder:\t%s\n", holder)
+		fmt.Fprintf(tw, "token:\t%s\n", tokenText(l.Token))
+		fmt.Fprintf(tw, "value:\t%s\n", orDash(l.Value))
+		fmt.Fprintf(tw, "waiters:\t%d\n", l.Waiters)
+		fmt.Fprintf(tw, "modify index:\t%d\n", l.ModifyIndex)
+		return tw.Flush()
+	})
+	cmd.ValidArgsFunction = completeLockNames(&f.clientFlags, cobra.ShellCompDirectiveNoFileComp)
+	return cmd
+}
+
+func newSessionsCmd() *cobra.Command {
+	var f inspectFlags
+	return inspectCmd(&cobra.Command{
+		Use:     "sessions",
+		Short:   "List sessions and the locks they hold",
+		Example: `  raftlock sessions -o json`,
+		Args:    cobra.NoArgs,
+	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
+		sessions, err := c.Sessions(ctx, f.readOpts()...)
+		if err != nil {
+			return failure("listing sessions", err)
+		}
+		if f.json() {
+			return writeJSON(w, api.SessionList{Sessions: nonNil(sessions)})
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tTTL\tLOCK DELAY\tCREATED INDEX\tLOCKS")
+		for _, s := range sessions {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, orDash(s.Name), s.TTL, orDash(s.LockDelay),
+				s.CreatedIndex, orDash(strings.Join(s.Locks, ",")))
+		}
+		return tw.Flush()
+	})
+}
+
+func newMembersCmd() *cobra.Command {
+	var f inspectFlags
+	return inspectCmd(&cobra.Command{
+		Use:     "members",
+		Short:   "List the members of the cluster",
+		Example: `  raftlock members --endpoints http://10.0.0.1:7001`,
+		Args:    cobra.NoArgs,
+	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
+		cl, err := c.Cluster(ctx, f.readOpts()...)
+		if err != nil {
+			return failure("reading the cluster", err)
+		}
+		if f.json() {
+			return writeJSON(w, api.MembersResponse{Members: nonNil(cl.Members)})
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tHTTP ADDR\tRAFT ADDR\tSUFFRAGE\tLEADER")
+		for _, m := range cl.Members {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\n", m.ID, m.HTTPAddr, m.RaftAddr, m.Suffrage, m.Leader)
+		}
+		return tw.Flush()
+	})
+}
+
+// memberStatus is one member's line of `raftlock status`.
+type memberStatus struct {
+	api.Member
+	Health       string `json:"health"` // ready, not ready, unreachable
+	AppliedIndex uint64 `json:"applied_index"`
+	Error        string `json:"error,omitempty"`
+}
+
+// statusOutput is the JSON output of `raftlock status`.
+type statusOutput struct {
+	Version     string         `json:"version"`
+	Leader      string         `json:"leader"`
+	Term        uint64         `json:"term"`
+	CommitIndex uint64         `json:"commit_index"`
+	Members     []memberStatus `json:"members"`
+}
+
+func newStatusCmd() *cobra.Command {
+	var f inspectFlags
+	return inspectCmd(&cobra.Command{
+		Use:   "status",
+		Short: "Show the leader, term, indexes and the health of each member",
+		Long: `Show the cluster as the leader sees it (leader, term, commit index), then ask every
+member directly for its health, readiness and applied index.`,
+		Example: `  raftlock status
+  raftlock status -o json`,
+		Args: cobra.NoArgs,
+	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
+		cl, err := c.Cluster(ctx, f.readOpts()...)
+		if err != nil {
+			return failure("reading the cluster", err)
+		}
+		out := statusOutput{Version: cl.Version, Leader: cl.Leader, Term: cl.Term,
+			CommitIndex: cl.CommitIndex, Members: probeMembers(ctx, c, cl.Members)}
+		if f.json() {
+			return writeJSON(w, out)
+		}
+		fmt.Fprintf(w, "version: %s  leader: %s  term: %d  commit index: %d\n\n",
+			out.Version, orDash(out.Leader), out.Term, out.CommitIndex)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tHTTP ADDR\tRAFT ADDR\tSUFFRAGE\tLEADER\tHEALTH\tAPPLIED INDEX")
+		for _, m := range out.Members {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%d\n", m.ID, m.HTTPAddr, m.RaftAddr, m.Suffrage,
+				m.Leader, m.Health, m.AppliedIndex)
+		}
+		return tw.Flush()
+	})
+}
+
+// probeMembers asks each member, in parallel, for its readiness and applied index.
+func probeMembers(ctx context.Context, c *client.Client, members []api.Member) []memberStatus {
+	scheme := "http://"
+	if eps := c.Endpoints(); len(eps) > 0 && strings.HasPrefix(eps[0], "https://") {
+		scheme = "https://"
+	}
+	out := make([]memberStatus, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		out[i].Member = m
+		wg.Add(1)
+		go func(ms *memberStatus) {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			ep := scheme + ms.HTTPAddr
+			if err := c.Health(pctx, ep); err != nil {
+				ms.Health, ms.Error = "unreachable", err.Error()
+				return
+			}
+			ms.Health = "ready"
+			if err := c.Ready(pctx, ep); err != nil {
+				ms.Health = "not ready"
+			}
+			if cl, err := c.Cluster(pctx, client.AtEndpoint(ep), client.Stale()); err == nil {
+				ms.AppliedIndex = cl.AppliedIndex
+			}
+		}(&out[i])
+	}
+	wg.Wait()
+	return out
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func tokenText(t uint64) string {
+	if t == 0 {
+		return "-"
+	}
+	return strconv.FormatUint(t, 10)
+}
+
+// nonNil makes an empty list print as [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+	"github.com/spf13/cobra"
+)
+
+// runFlags are the flags shared by lock and elect.
+type runFlags struct {
+	clientFlags
+	ttl   time.Duration
+	grace time.Duration
+}
+
+func (f *runFlags) register(cmd *cobra.Command) {
+	f.clientFlags.register(cmd)
+	cmd.Flags().DurationVar(&f.ttl, "ttl", client.DefaultSessionTTL,
+		"session TTL: how long the lock outlives this process if it dies (2s to 24h)")
+	cmd.Flags().DurationVar(&f.grace, "grace", 0,
+		"time between SIGTERM and SIGKILL when the lock is lost (default TTL/10, which ends before the server can grant the lock elsewhere)")
+	// Everything after NAME belongs to the command, even without "--".
+	cmd.Flags().SetInterspersed(false)
+}
+
+func (f *runFlags) graceOrDefault() time.Duration {
+	if f.grace > 0 {
+		return f.grace
+	}
+	return f.ttl / 10
+}
+
+// newSession creates the session that holds the lock, warning on stderr when it is in danger.
+func (f *runFlags) newSession(ctx context.Context, c *client.Client, kind, name string, stderr io.Writer) (*client.Session, error) {
+	host, _ := os.Hostname()
+	return c.NewSession(ctx,
+		client.WithTTL(f.ttl),
+		client.WithSessionName(fmt.Sprintf("raftlock %s on %s pid %d", kind, host, os.Getpid())),
+		client.WithOnDanger(func(remaining time.Duration) {
+			fmt.Fprintf(stderr, "raftlock: warning: cannot renew the session; %q is lost in %s unless the cluster answers\n",
+				name, remaining.Round(time.Millisecond))
+		}))
+}
+
+// closeSession destroys the session, which releases anything it still holds.
+func closeSession(s *client.Session, stderr io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		fmt.Fprintf(stderr, "raftlock: warning: %v (the session expires after its TTL)\n", err)
+	}
+}
+
+// splitCommand splits "NAME [--] COMMAND [ARGS...]".
+func splitCommand(args []string) (string, []string, error) {
+	if len(args) == 0 || args[0] == "" || args[0] == "--" {
+		return "", nil, &exitError{code: exitFailure, msg: "missing lock NAME (usage: NAME -- COMMAND [ARGS...])"}
+	}
+	rest := args[1:]
+	if len(rest) > 0 && rest[0] == "--" {
+		rest = rest[1:]
+	}
+	if len(rest) == 0 {
+		return "", nil, &exitError{code: exitFailure, msg: "missing COMMAND (usage: NAME -- COMMAND [ARGS...])"}
+	}
+	return args[0], rest, nil
+}
+
+// childEnv is what the command learns about its lock.
+func childEnv(c *client.Client, name string, token uint64, session string) []string {
+	return []string{
+		"RAFTLOCK_LOCK=" + name,
+		"RAFTLOCK_TOKEN=" + strconv.FormatUint(token, 10),
+		"RAFTLOCK_SESSION=" + session,
+		"RAFTLOCK_ENDPOINTS=" + strings.Join(c.Endpoints(), ","),
+	}
+}
+
+type lockFlags struct {
+	runFlags
+	wait  time.Duration
+	value string
+}
+
+func newLockCmd() *cobra.Command {
+	var f lockFlags
+	cmd := &cobra.Command{
+		Use:   "lock [flags] NAME -- COMMAND [ARGS...]",
+		Short: "Run a command while holding a lock",
+		Long: `Take the lock NAME, run COMMAND while holding it, and release it when COMMAND exits.
+
+COMMAND runs with RAFTLOCK_LOCK (the name), RAFTLOCK_TOKEN (the fencing token: pass it to the
+resource you protect), RAFTLOCK_SESSION and RAFTLOCK_ENDPOINTS in its environment. raftlock
+keeps the session alive meanwhile. If the lock is lost while COMMAND runs (the cluster was
+unreachable for too long, or the session was destroyed), COMMAND and every process in its
+group get SIGTERM, then SIGKILL after --grace, and raftlock exits with code 3. Signals sent
+to raftlock are passed on to COMMAND; the lock is released once it has exited.
+
+With --wait 0 (the default) raftlock does not wait: if another session holds the lock it
+exits at once with code 75, which makes "run the nightly job on exactly one machine" a
+one-liner in every crontab. With --wait 30s it waits in the lock's FIFO queue for up to 30s;
+a negative --wait waits without limit.
+` + exitCodesHelp,
+		Example: `  # run the nightly job on exactly one of the machines whose crontab has this line
+  raftlock lock jobs/nightly -- /usr/local/bin/nightly.sh
+
+  # wait up to a minute for the lock, and tell the resource which token we hold
+  raftlock lock --wait 1m db/migrate -- sh -c 'migrate --fencing-token "$RAFTLOCK_TOKEN"'
+
+  # against a real cluster
+  RAFTLOCK_ENDPOINTS=http://10.0.0.1:7001,http://10.0.0.2:7001 raftlock lock --ttl 30s backup -- ./backup.sh`,
+		ValidArgsFunction: completeLockNames(&f.clientFlags, cobra.ShellCompDirectiveDefault),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, argv, err := splitCommand(args)
+			if err != nil {
+				return err
+			}
+			return runLock(cmd, &f, cmd.Flags().Changed("value"), name, argv)
+		},
+	}
+	f.runFlags.register(cmd)
+	cmd.Flags().DurationVar(&f.wait, "wait", 0, "how long to wait for the lock: 0 fails at once if it is held, negative waits forever")
+	cmd.Flags().StringVar(&f.value, "value", "", "value stored with the lock while held (shown by lock-info)")
+	return cmd
+}
+
+func runLock(cmd *cobra.Command, f *lockFlags, hasValue bool, name string, argv []string) error {
+	ctx := cmd.Context()
+	stderr := cmd.ErrOrStderr()
+	c, err := f.newClient(client.DefaultRetryTimeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sess, err := f.newSession(ctx, c, "lock", name, stderr)
+	if err != nil {
+		return failure("creating a session", err)
+	}
+	defer closeSession(sess, stderr)
+	var opts []client.MutexOption
+	if hasValue {
+		opts = append(opts, client.WithValue(f.value))
+	}
+	if f.wait > 0 {
+		opts = append(opts, client.WithWaitChunk(min(f.wait, client.DefaultWaitChunk)))
+	}
+	m := client.NewMutex(sess, name, opts...)
+	if err := takeLock(ctx, c, m, f.wait); err != nil {
+		return err
+	}
+	res, err := runChild(childSpec{
+		argv: argv, env: childEnv(c, name, m.Token(), sess.ID()), grace: f.graceOrDefault(),
+		stdin: cmd.InOrStdin(), stdout: cmd.OutOrStdout(), stderr: stderr,
+	}, m.Context())
+	uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	uerr := m.Unlock(uctx)
+	switch {
+	case err != nil:
+		return err
+	case res.lost != nil:
+		return &exitError{code: exitLockLost, msg: fmt.Sprintf(
+			"lost lock %q while the command ran (%v); the command was stopped (exit status %d)", name, res.lost, res.code)}
+	case errors.Is(uerr, client.ErrLockLost):
+		return &exitError{code: exitLockLost, msg: fmt.Sprintf(
+			"lock %q was lost before the command finished: %v", name, uerr)}
+	case uerr != nil:
+		fmt.Fprintf(stderr, "raftlock: warning: releasing %q: %v (it is released when the session ends)\n", name, uerr)
+	}
+	if res.code != 0 {
+		return &exitError{code: res.code}
+	}
+	return nil
+}
+
+// takeLock acquires the lock, turning "held by someone else" into exit code 75.
+func takeLock(ctx context.Context, c *client.Client, m *client.Mutex, wait time.Duration) error {
+	var err error
+	switch {
+	case wait == 0:
+		err = m.TryLock(ctx)
+	case wait < 0:
+		err = m.Lock(ctx)
+	default:
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		err = m.Lock(wctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is still held after waiting %s%s",
+				m.Key(), wait, describeHolder(c, m.Key()))}
+		}
+	}
+	var ae *client.APIError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae) && ae.Holder != nil:
+		return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is held by session %s (token %d)",
+			m.Key(), ae.Holder.Session, ae.Holder.Token)}
+	case errors.Is(err, client.ErrLockHeld):
+		return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is held by another session", m.Key())}
+	case errors.Is(err, client.ErrLockDelayed):
+		return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is in its lock-delay: %v", m.Key(), err)}
+	case ctx.Err() != nil:
+		return &exitError{code: exitFailure, msg: fmt.Sprintf("interrupted while waiting for lock %q", m.Key())}
+	}
+	return failure(fmt.Sprintf("acquiring lock %q", m.Key()), err)
+}
+
+// describeHolder names the holder of a lock for a message, or returns "" if it cannot.
+func describeHolder(c *client.Client, name string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	l, err := c.GetLock(ctx, name)
+	if err != nil || !l.Held {
+		return ""
+	}
+	return fmt.Sprintf(" (held by session %s, token %d)", l.Session, l.Token)
+}
