@@ -1,0 +1,54 @@
+package checker
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/jepsen/history"
+)
+
+// Every checker must pass its good histories and flag its broken ones.
+func TestSyntheticCases(t *testing.T) {
+	for _, c := range SyntheticCases() {
+		t.Run(c.Name, func(t *testing.T) {
+			r := c.Run()
+			if r.Valid != c.Valid {
+				t.Fatalf("want valid=%v, got:\n%s", c.Valid, r)
+			}
+			if !r.Valid && len(r.Examples) == 0 {
+				t.Fatalf("a violation must quote an example:\n%s", r)
+			}
+		})
+	}
+}
+
+func TestSyntheticCasesCoverEveryChecker(t *testing.T) {
+	names := map[string][2]int{}
+	for _, c := range SyntheticCases() {
+		r := c.Run()
+		n := names[r.Name]
+		if c.Valid {
+			n[0]++
+		} else {
+			n[1]++
+		}
+		names[r.Name] = n
+	}
+	for _, want := range []string{"linearizable", "fencing", "token-order", "durability", "expiry", "liveness", "convergence"} {
+		if n := names[want]; n[0] == 0 || n[1] == 0 {
+			t.Errorf("checker %s has %d good and %d broken synthetic histories; want at least one of each", want, n[0], n[1])
+		}
+	}
+}
+
+func TestVisualisationIsWritten(t *testing.T) {
+	ops := handover().ops
+	ops = append(ops, history.Op{ID: len(ops), Kind: history.Nemesis, Fault: "kill", Action: history.ActionStart,
+		FaultID: 1, Detail: "n1", Invoke: ms(15), Complete: ms(16)})
+	l := CheckLinearizable(ops, DefaultConfig(2*time.Second))
+	path := filepath.Join(t.TempDir(), "lin.html")
+	if err := l.WriteHTML(path, history.Faults(ops)); err != nil {
+		t.Fatal(err)
+	}
+}

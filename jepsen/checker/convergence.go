@@ -1,0 +1,110 @@
+package checker
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/jepsen/history"
+)
+
+// NodeState is what one node reported, answering from its own state, at the end of a run.
+type NodeState struct {
+	// Node is the node id.
+	Node string `json:"node"`
+	// AppliedIndex is the node's applied index when the tables were read.
+	AppliedIndex uint64 `json:"applied_index"`
+	// Locks is GET /v1/locks?consistency=stale.
+	Locks []api.Lock `json:"locks"`
+	// Sessions is GET /v1/sessions?consistency=stale.
+	Sessions []api.SessionInfo `json:"sessions"`
+	// Err is why the state could not be read, if it could not.
+	Err string `json:"error,omitempty"`
+	// Panics are the log lines that mention a panic.
+	Panics []string `json:"panics,omitempty"`
+}
+
+// Digest is a short hash of the node's lock and session tables, in a canonical order.
+func (n NodeState) Digest() string {
+	locks := append([]api.Lock(nil), n.Locks...)
+	sort.Slice(locks, func(i, j int) bool { return locks[i].Name < locks[j].Name })
+	sessions := append([]api.SessionInfo(nil), n.Sessions...)
+	for i := range sessions {
+		l := append([]string(nil), sessions[i].Locks...)
+		sort.Strings(l)
+		sessions[i].Locks = l
+	}
+	sort.Slice(sessions, func(i, j int) bool { return sessions[i].ID < sessions[j].ID })
+	b, _ := json.Marshal(struct {
+		L []api.Lock
+		S []api.SessionInfo
+	}{locks, sessions})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+// CheckConvergence checks that every node ended at the same applied index with the same lock
+// and session tables, that no node logged a panic, and that no session the history proved
+// ended is still alive or holding a lock.
+func CheckConvergence(nodes []NodeState, ops []history.Op) Result {
+	res := newResult("convergence")
+	if len(nodes) == 0 {
+		res.violate("no node state was collected")
+		res.Figures = "0 nodes"
+		return res
+	}
+	digests := map[string][]string{}
+	var figures []string
+	for _, n := range nodes {
+		for _, p := range n.Panics {
+			res.violate("node %s logged a panic: %s", n.Node, p)
+		}
+		if n.Err != "" {
+			res.violate("node %s: state not read: %s", n.Node, n.Err)
+			figures = append(figures, n.Node+"=?")
+			continue
+		}
+		d := n.Digest()
+		digests[d] = append(digests[d], n.Node)
+		figures = append(figures, fmt.Sprintf("%s@%d=%s", n.Node, n.AppliedIndex, d))
+		if n.AppliedIndex != nodes[0].AppliedIndex {
+			res.violate("node %s applied up to %d but node %s up to %d", n.Node, n.AppliedIndex, nodes[0].Node, nodes[0].AppliedIndex)
+		}
+	}
+	if len(digests) > 1 {
+		var parts []string
+		for _, d := range sortedKeys(digests) {
+			parts = append(parts, fmt.Sprintf("%s: %s", d, strings.Join(digests[d], ",")))
+		}
+		res.violate("nodes disagree on the lock and session tables: %s", strings.Join(parts, "; "))
+	}
+	checkEndedSessions(&res, nodes, ops)
+	res.Figures = fmt.Sprintf("%d nodes: %s", len(nodes), strings.Join(figures, " "))
+	return res
+}
+
+// checkEndedSessions flags a session that the history proved ended but a node still lists.
+func checkEndedSessions(res *Result, nodes []NodeState, ops []history.Op) {
+	ended := map[string]history.Op{}
+	for _, op := range ops {
+		if op.Session != "" && provesEnd(op) {
+			ended[op.Session] = op
+		}
+	}
+	for _, n := range nodes {
+		for _, s := range n.Sessions {
+			if e, ok := ended[s.ID]; ok {
+				res.violate("node %s still lists session %s, which ended:\n%s", n.Node, shortID(s.ID), e)
+			}
+		}
+		for _, l := range n.Locks {
+			if e, ok := ended[l.Session]; ok && l.Held {
+				res.violate("node %s: lock %q still held by session %s, which ended:\n%s", n.Node, l.Name, shortID(l.Session), e)
+			}
+		}
+	}
+}

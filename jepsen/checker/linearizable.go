@@ -1,0 +1,253 @@
+package checker
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/jepsen/history"
+)
+
+// Linearizability is the outcome of the porcupine check, kept to draw its visualisation.
+type Linearizability struct {
+	// Result is the verdict.
+	Result Result
+	model  porcupine.Model
+	info   porcupine.LinearizationInfo
+}
+
+// sessionNames numbers session ids densely for the model; 0 stays "none".
+type sessionNames struct {
+	ids   map[string]uint32
+	names []string
+}
+
+func (n *sessionNames) id(s string) uint32 {
+	if s == "" {
+		return 0
+	}
+	if id, ok := n.ids[s]; ok {
+		return id
+	}
+	n.names = append(n.names, s)
+	id := uint32(len(n.names))
+	n.ids[s] = id
+	return id
+}
+
+func (n *sessionNames) name(id uint32) string {
+	if id == 0 || int(id) > len(n.names) {
+		return "-"
+	}
+	return shortID(n.names[id-1])
+}
+
+// CheckLinearizable checks lock operations with porcupine, one partition per lock. Renewals and
+// destroys of every session that touched a lock are copied into that lock's partition, since
+// they say whether the session was alive. An op with an unknown outcome may take effect until
+// the session is proven ended (a later 404 or an acknowledged destroy); after that it cannot.
+func CheckLinearizable(ops []history.Op, cfg Config) *Linearizability {
+	res := newResult("linearizable")
+	names := &sessionNames{ids: map[string]uint32{}}
+	pops := toPorcupine(ops, names)
+	model := lockModel(names.name)
+	l := &Linearizability{model: model}
+	if len(pops) == 0 {
+		res.Figures = "no lock operations"
+		l.Result = res
+		return l
+	}
+	verdict, info := porcupine.CheckOperationsVerbose(model, pops, cfg.LinearizabilityTimeout)
+	l.info = info
+	parts := partitionByLock(pops)
+	unknown := 0
+	for _, p := range pops {
+		if p.Output.(lockOutput).out == outUnknown {
+			unknown++
+		}
+	}
+	res.Figures = fmt.Sprintf("%d ops in %d lock partitions (%d unknown outcomes): %s",
+		len(pops), len(parts), unknown, verdict)
+	switch verdict {
+	case porcupine.Unknown:
+		res.violate("porcupine timed out after %s: inconclusive", cfg.LinearizabilityTimeout)
+	case porcupine.Illegal:
+		reportIllegal(&res, parts, info.PartialLinearizationsOperations())
+	}
+	l.Result = res
+	return l
+}
+
+// reportIllegal names each lock whose partition is not linearizable and the first op that no
+// linearization could place.
+func reportIllegal(res *Result, parts [][]porcupine.Operation, partials [][][]porcupine.Operation) {
+	for i, part := range parts {
+		best := 0
+		placed := map[int]bool{}
+		for _, lin := range partials[i] {
+			if len(lin) > best {
+				best = len(lin)
+				placed = map[int]bool{}
+				for _, op := range lin {
+					placed[op.Metadata.(history.Op).ID] = true
+				}
+			}
+		}
+		if best == len(part) {
+			continue
+		}
+		lock := part[0].Input.(lockInput).lock
+		var stuck []history.Op
+		for _, op := range part {
+			if h := op.Metadata.(history.Op); !placed[h.ID] {
+				stuck = append(stuck, h)
+			}
+		}
+		sort.Slice(stuck, func(a, b int) bool { return stuck[a].Invoke < stuck[b].Invoke })
+		msg := fmt.Sprintf("lock %q is not linearizable: the longest linearization places %d of %d ops; first op it cannot place:\n%s",
+			lock, best, len(part), stuck[0])
+		res.violate("%s", msg)
+	}
+}
+
+// toPorcupine converts the history to porcupine operations.
+func toPorcupine(ops []history.Op, names *sessionNames) []porcupine.Operation {
+	var horizon int64
+	sessionsOf := map[string]map[string]bool{} // lock -> sessions that acted on it
+	deaths := map[string][]int64{}             // session -> completion times proving its end
+	clients := map[int]int{}
+	for _, op := range ops {
+		if op.Complete > horizon {
+			horizon = op.Complete
+		}
+		if (op.Kind == history.Acquire || op.Kind == history.Release) && op.Session != "" {
+			if sessionsOf[op.Lock] == nil {
+				sessionsOf[op.Lock] = map[string]bool{}
+			}
+			sessionsOf[op.Lock][op.Session] = true
+		}
+		if op.Session != "" && provesEnd(op) {
+			deaths[op.Session] = append(deaths[op.Session], op.Complete)
+		}
+		if _, ok := clients[op.Process]; !ok && op.Kind != history.Nemesis {
+			clients[op.Process] = len(clients)
+		}
+	}
+	for _, d := range deaths {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	}
+	ret := func(op history.Op, out lockOutput) int64 {
+		if out.out != outUnknown {
+			return op.Complete
+		}
+		d := deaths[op.Session]
+		if len(d) > 0 && d[0] < op.Invoke {
+			return op.Invoke // the session had already ended: no effect possible
+		}
+		if k := sort.Search(len(d), func(i int) bool { return d[i] >= op.Invoke }); k < len(d) {
+			return d[k]
+		}
+		return horizon + 1
+	}
+	var out []porcupine.Operation
+	add := func(op history.Op, lock string, o lockOutput) {
+		out = append(out, porcupine.Operation{
+			ClientId: clients[op.Process],
+			Input:    lockInput{lock: lock, kind: op.Kind, session: names.id(op.Session), token: op.Token},
+			Call:     op.Invoke,
+			Output:   o,
+			Return:   ret(op, o),
+			Metadata: op,
+		})
+	}
+	for _, op := range ops {
+		o, ok := modelOutput(op, names)
+		if !ok {
+			continue
+		}
+		switch op.Kind {
+		case history.Acquire, history.Release, history.Read:
+			add(op, op.Lock, o)
+		case history.Renew, history.Destroy:
+			for _, lock := range sortedKeys(sessionsOf) {
+				if sessionsOf[lock][op.Session] {
+					add(op, lock, o)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// provesEnd reports whether a definite answer shows the session had ended by its completion.
+func provesEnd(op history.Op) bool {
+	if op.Kind == history.Destroy && op.Type == history.OK {
+		return true
+	}
+	return op.Type == history.Fail && op.Code == api.CodeSessionNotFound
+}
+
+// modelOutput maps an op's outcome to the model; false drops an op that says nothing about the
+// lock (a refusal that applied nothing, a lost read or renewal).
+func modelOutput(op history.Op, names *sessionNames) (lockOutput, bool) {
+	switch op.Kind {
+	case history.Acquire, history.Release, history.Read, history.Renew, history.Destroy:
+	default:
+		return lockOutput{}, false
+	}
+	switch op.Type {
+	case history.OK:
+		o := lockOutput{out: outOK, token: op.OutToken}
+		if op.Kind == history.Read {
+			o.held = op.Held
+			o.holder = names.id(op.OutSession)
+		}
+		return o, true
+	case history.Info:
+		if op.Kind == history.Read || op.Kind == history.Renew {
+			return lockOutput{}, false
+		}
+		return lockOutput{out: outUnknown}, true
+	}
+	switch op.Code {
+	case api.CodeLockHeld:
+		if op.Kind != history.Acquire {
+			return lockOutput{}, false
+		}
+		return lockOutput{out: outHeld, held: true, holder: names.id(op.OutSession), token: op.OutToken}, true
+	case api.CodeLockDelayed:
+		return lockOutput{out: outDelayed}, op.Kind == history.Acquire
+	case api.CodeNotHolder:
+		return lockOutput{out: outNotHolder}, op.Kind == history.Release
+	case api.CodeSessionNotFound:
+		return lockOutput{out: outNoSession}, op.Kind != history.Read
+	}
+	return lockOutput{}, false
+}
+
+// WriteHTML writes porcupine's visualisation of the check, with each fault interval drawn as an
+// annotation.
+func (l *Linearizability) WriteHTML(path string, faults []history.Interval) error {
+	var ann []porcupine.Annotation
+	for _, f := range faults {
+		color := "#f9d6d5"
+		if f.Fault == FaultClientPause {
+			color = "#d5e8f9"
+		}
+		ann = append(ann, porcupine.Annotation{
+			Tag:             "nemesis: " + f.Fault,
+			Start:           f.Start,
+			End:             f.End,
+			Description:     fmt.Sprintf("%s %s", f.Fault, f.Detail),
+			Details:         fmt.Sprintf("fault %d: %s %s from %s to %s", f.FaultID, f.Fault, f.Detail, secs(f.Start), secs(f.End)),
+			BackgroundColor: color,
+		})
+	}
+	l.info.AddAnnotations(ann)
+	if err := porcupine.VisualizePath(l.model, l.info, path); err != nil {
+		return fmt.Errorf("checker: write visualisation: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,332 @@
+package checker
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/raftlock/raftlock/jepsen/history"
+)
+
+// outcome is what a lock operation answered, as far as the model cares.
+type outcome uint8
+
+const (
+	outOK        outcome = iota
+	outHeld              // 409 lock_held
+	outDelayed           // 409 lock_delayed
+	outNoSession         // 404 session_not_found
+	outNotHolder         // 409 not_holder
+	outUnknown           // info: may have taken effect, or not
+)
+
+// lockInput is one operation on one lock partition. Sessions are small numbers; 0 is none.
+type lockInput struct {
+	lock    string
+	kind    history.Kind
+	session uint32
+	token   uint64
+}
+
+// lockOutput is the observed answer.
+type lockOutput struct {
+	out    outcome
+	held   bool
+	holder uint32 // for reads and lock_held; 0 when the answer did not name one
+	token  uint64
+}
+
+// lockState is the model of one lock: its holder and token, the lower bound on the next grant's
+// token, and the sessions known to have ended. A holder's token is 0 when it was granted by an
+// operation whose answer was lost; tokLB is then a lower bound until an observation pins it.
+type lockState struct {
+	holder  uint32
+	token   uint64
+	tokLB   uint64
+	minNext uint64
+	dead    string // sorted 4-byte big-endian session numbers
+}
+
+func (s lockState) isDead(id uint32) bool {
+	i := s.deadIndex(id)
+	return i < len(s.dead) && binary.BigEndian.Uint32([]byte(s.dead[i:i+4])) == id
+}
+
+func (s lockState) deadIndex(id uint32) int {
+	n := len(s.dead) / 4
+	k := sort.Search(n, func(i int) bool {
+		return binary.BigEndian.Uint32([]byte(s.dead[4*i:4*i+4])) >= id
+	})
+	return 4 * k
+}
+
+// kill marks a session ended and, if it held the lock, frees the lock.
+func (s lockState) kill(id uint32) lockState {
+	if !s.isDead(id) {
+		i := s.deadIndex(id)
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], id)
+		s.dead = s.dead[:i] + string(b[:]) + s.dead[i:]
+	}
+	if s.holder == id {
+		s.holder, s.token, s.tokLB = 0, 0, 0
+	}
+	return s
+}
+
+// pin checks that the holder is (h, t), learning the token if it was unknown.
+func (s lockState) pin(h uint32, t uint64) (lockState, bool) {
+	if s.holder == 0 || s.holder != h {
+		return s, false
+	}
+	if s.token != 0 {
+		return s, s.token == t
+	}
+	if t < s.tokLB {
+		return s, false
+	}
+	s.token, s.tokLB = t, 0
+	if t+1 > s.minNext {
+		s.minNext = t + 1
+	}
+	return s, true
+}
+
+// preStates are the states the lock may be in just before an op by session id: sessions can
+// expire at any moment, and only the holder's and the op's own expiry can change the op's result.
+func preStates(s lockState, id uint32) []lockState {
+	states := []lockState{s}
+	if s.holder != 0 {
+		states = append(states, s.kill(s.holder))
+	}
+	if id != 0 && id != s.holder && !s.isDead(id) {
+		for _, st := range states {
+			states = append(states, st.kill(id))
+		}
+	}
+	return states
+}
+
+// step returns every state the op can lead to from s; none means the op is impossible.
+func step(s lockState, in lockInput, out lockOutput) []lockState {
+	switch in.kind {
+	case history.Acquire:
+		return stepAcquire(s, in, out)
+	case history.Release:
+		return stepRelease(s, in, out)
+	case history.Read:
+		if !out.held {
+			return when(s, s.holder == 0)
+		}
+		n, ok := s.pin(out.holder, out.token)
+		return when(n, ok)
+	case history.Renew:
+		return stepSessionLiveness(s, in, out)
+	case history.Destroy:
+		switch out.out {
+		case outOK:
+			return when(s.kill(in.session), !s.isDead(in.session))
+		case outUnknown:
+			return []lockState{s, s.kill(in.session)}
+		}
+		return stepSessionLiveness(s, in, out)
+	}
+	return nil
+}
+
+// stepSessionLiveness handles answers that only say whether the session was alive.
+func stepSessionLiveness(s lockState, in lockInput, out lockOutput) []lockState {
+	switch out.out {
+	case outOK:
+		return when(s, !s.isDead(in.session))
+	case outNoSession:
+		return when(s, s.isDead(in.session))
+	}
+	return []lockState{s}
+}
+
+func stepAcquire(s lockState, in lockInput, out lockOutput) []lockState {
+	me := in.session
+	alive := !s.isDead(me)
+	switch out.out {
+	case outOK:
+		if !alive {
+			return nil
+		}
+		if s.holder == me {
+			n, ok := s.pin(me, out.token)
+			return when(n, ok)
+		}
+		if s.holder != 0 || out.token < s.minNext {
+			return nil
+		}
+		s.holder, s.token, s.tokLB, s.minNext = me, out.token, 0, out.token+1
+		return []lockState{s}
+	case outHeld:
+		if !alive || s.holder == 0 || s.holder == me {
+			return nil
+		}
+		if out.holder == 0 {
+			return []lockState{s}
+		}
+		n, ok := s.pin(out.holder, out.token)
+		return when(n, ok)
+	case outDelayed:
+		// Lock-delay follows expiries the model cannot time; it is only possible while free.
+		return when(s, alive && s.holder == 0)
+	case outNoSession:
+		return when(s, !alive)
+	case outUnknown:
+		states := []lockState{s}
+		if alive && s.holder == 0 {
+			g := s
+			g.holder, g.token, g.tokLB, g.minNext = me, 0, s.minNext, s.minNext+1
+			states = append(states, g)
+		}
+		return states
+	}
+	return nil
+}
+
+func stepRelease(s lockState, in lockInput, out lockOutput) []lockState {
+	me := in.session
+	alive := !s.isDead(me)
+	released := func() (lockState, bool) {
+		n, ok := s.pin(me, in.token)
+		n.holder, n.token, n.tokLB = 0, 0, 0
+		return n, ok && alive
+	}
+	switch out.out {
+	case outOK:
+		return when(released())
+	case outNotHolder:
+		// A holder whose token is still unknown may hold under another token; the model cannot
+		// express "not t", so that case is allowed.
+		holds := s.holder == me && s.token == in.token
+		return when(s, alive && !holds)
+	case outNoSession:
+		return when(s, !alive)
+	case outUnknown:
+		states := []lockState{s}
+		if n, ok := released(); ok {
+			states = append(states, n)
+		}
+		return states
+	}
+	return nil
+}
+
+func when(s lockState, ok bool) []lockState {
+	if ok {
+		return []lockState{s}
+	}
+	return nil
+}
+
+// lockModel is the porcupine model of one lock per partition.
+func lockModel(names func(uint32) string) porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Partition: partitionByLock,
+		Init:      func() []any { return []any{lockState{minNext: 1}} },
+		Step: func(state, input, output any) []any {
+			s, in, out := state.(lockState), input.(lockInput), output.(lockOutput)
+			var next []any
+			for _, pre := range preStates(s, in.session) {
+				for _, n := range step(pre, in, out) {
+					next = append(next, n)
+				}
+			}
+			return next
+		},
+		Equal: func(a, b any) bool { return a.(lockState) == b.(lockState) },
+		Hash: func(state any) uint64 {
+			s := state.(lockState)
+			h := fnv.New64a()
+			fmt.Fprintf(h, "%d/%d/%d/%d/", s.holder, s.token, s.tokLB, s.minNext)
+			h.Write([]byte(s.dead))
+			return h.Sum64()
+		},
+		DescribeOperation: func(input, output any) string {
+			return describeOp(input.(lockInput), output.(lockOutput), names)
+		},
+		DescribeState: func(state any) string { return describeState(state.(lockState), names) },
+		DescribeOperationMetadata: func(info any) string {
+			if info == nil {
+				return ""
+			}
+			return info.(history.Op).String()
+		},
+	}
+	return nm.ToModel()
+}
+
+func partitionByLock(ops []porcupine.Operation) [][]porcupine.Operation {
+	byLock := map[string][]porcupine.Operation{}
+	for _, op := range ops {
+		l := op.Input.(lockInput).lock
+		byLock[l] = append(byLock[l], op)
+	}
+	out := make([][]porcupine.Operation, 0, len(byLock))
+	for _, l := range sortedKeys(byLock) {
+		out = append(out, byLock[l])
+	}
+	return out
+}
+
+func describeOp(in lockInput, out lockOutput, names func(uint32) string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s(%s", in.kind, names(in.session))
+	if in.token != 0 {
+		fmt.Fprintf(&b, ", %d", in.token)
+	}
+	b.WriteString(") -> ")
+	switch out.out {
+	case outOK:
+		switch {
+		case in.kind == history.Read && out.held:
+			fmt.Fprintf(&b, "held by %s/%d", names(out.holder), out.token)
+		case in.kind == history.Read:
+			b.WriteString("free")
+		case in.kind == history.Acquire:
+			fmt.Fprintf(&b, "token %d", out.token)
+		default:
+			b.WriteString("ok")
+		}
+	case outHeld:
+		fmt.Fprintf(&b, "lock_held by %s/%d", names(out.holder), out.token)
+	case outDelayed:
+		b.WriteString("lock_delayed")
+	case outNoSession:
+		b.WriteString("session_not_found")
+	case outNotHolder:
+		b.WriteString("not_holder")
+	case outUnknown:
+		b.WriteString("unknown")
+	}
+	return b.String()
+}
+
+func describeState(s lockState, names func(uint32) string) string {
+	var b strings.Builder
+	switch {
+	case s.holder == 0:
+		b.WriteString("free")
+	case s.token == 0:
+		fmt.Fprintf(&b, "held by %s/token>=%d", names(s.holder), s.tokLB)
+	default:
+		fmt.Fprintf(&b, "held by %s/%d", names(s.holder), s.token)
+	}
+	fmt.Fprintf(&b, ", next token>=%d", s.minNext)
+	if len(s.dead) > 0 {
+		var dead []string
+		for i := 0; i+4 <= len(s.dead); i += 4 {
+			dead = append(dead, names(binary.BigEndian.Uint32([]byte(s.dead[i:i+4]))))
+		}
+		fmt.Fprintf(&b, ", ended: %s", strings.Join(dead, " "))
+	}
+	return b.String()
+}

@@ -1,0 +1,245 @@
+package checker
+
+import (
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/jepsen/history"
+)
+
+// Case is a small hand-written history with the verdict one checker must reach on it.
+type Case struct {
+	// Name describes the history.
+	Name string
+	// Valid is the verdict the checker must reach.
+	Valid bool
+	// Run runs the checker on the history.
+	Run func() Result
+}
+
+// Session ids of the synthetic histories.
+const (
+	s1 = "aaaaaaaa111111111111111111111111"
+	s2 = "bbbbbbbb222222222222222222222222"
+)
+
+// ms converts milliseconds to run-clock nanoseconds.
+func ms(v int64) int64 { return v * int64(time.Millisecond) }
+
+// syn builds synthetic ops; times are in milliseconds.
+type syn struct{ ops []history.Op }
+
+func (b *syn) add(op history.Op, inv, comp int64) *syn {
+	op.ID, op.Invoke, op.Complete = len(b.ops), ms(inv), ms(comp)
+	if op.Type == "" {
+		op.Type = history.OK
+	}
+	b.ops = append(b.ops, op)
+	return b
+}
+
+func (b *syn) create(s string, inv, comp int64) *syn {
+	return b.add(history.Op{Kind: history.CreateSession, Session: s, TTLNS: int64(2 * time.Second)}, inv, comp)
+}
+
+func (b *syn) acquire(s, lock string, tok uint64, inv, comp int64) *syn {
+	return b.add(history.Op{Kind: history.Acquire, Session: s, Lock: lock, OutSession: s, OutToken: tok}, inv, comp)
+}
+
+func (b *syn) waitAcquire(s, lock string, wait time.Duration, tok uint64, inv, comp int64) *syn {
+	return b.add(history.Op{Kind: history.Acquire, Session: s, Lock: lock, WaitNS: int64(wait), OutSession: s, OutToken: tok}, inv, comp)
+}
+
+func (b *syn) held(s, lock, holder string, tok uint64, inv, comp int64) *syn {
+	return b.add(history.Op{Kind: history.Acquire, Type: history.Fail, Code: api.CodeLockHeld, Status: 409,
+		Session: s, Lock: lock, OutSession: holder, OutToken: tok}, inv, comp)
+}
+
+func (b *syn) release(s, lock string, tok uint64, typ history.Type, inv, comp int64) *syn {
+	return b.add(history.Op{Kind: history.Release, Type: typ, Session: s, Lock: lock, Token: tok}, inv, comp)
+}
+
+func (b *syn) read(lock, holder string, tok uint64, inv, comp int64) *syn {
+	return b.add(history.Op{Kind: history.Read, Lock: lock, Held: holder != "", OutSession: holder, OutToken: tok}, inv, comp)
+}
+
+func (b *syn) renew(s string, typ history.Type, inv, comp int64) *syn {
+	op := history.Op{Kind: history.Renew, Type: typ, Session: s}
+	if typ == history.Fail {
+		op.Code, op.Status = api.CodeSessionNotFound, 404
+	}
+	return b.add(op, inv, comp)
+}
+
+func (b *syn) destroy(s string, inv, comp int64) *syn {
+	return b.add(history.Op{Kind: history.Destroy, Session: s}, inv, comp)
+}
+
+func (b *syn) write(s, lock string, tok uint64, accepted bool, inv, comp int64) *syn {
+	typ := history.OK
+	if !accepted {
+		typ = history.Fail
+	}
+	return b.add(history.Op{Kind: history.Write, Type: typ, Session: s, Lock: lock, Token: tok}, inv, comp)
+}
+
+func (b *syn) final(s, lock string, tok uint64, ok bool, inv, comp int64) *syn {
+	b.add(history.Op{Kind: history.CreateSession, Session: s, Lock: lock, Phase: history.PhaseFinal}, inv, inv+1)
+	op := history.Op{Kind: history.Acquire, Session: s, Lock: lock, OutSession: s, OutToken: tok, Phase: history.PhaseFinal}
+	if !ok {
+		op = history.Op{Kind: history.Acquire, Type: history.Fail, Code: api.CodeLockHeld, Session: s, Lock: lock, Phase: history.PhaseFinal}
+	}
+	return b.add(op, inv+1, comp)
+}
+
+// handover is a correct history: s1 takes "a", writes, releases; s2, refused meanwhile, takes
+// it next and writes; s1's late write with its old token is rejected.
+func handover() *syn {
+	b := &syn{}
+	b.create(s1, 0, 5).create(s2, 0, 5).
+		acquire(s1, "a", 5, 10, 20).
+		held(s2, "a", s1, 5, 25, 30).
+		write(s1, "a", 5, true, 31, 32).
+		read("a", s1, 5, 33, 40).
+		release(s1, "a", 5, history.OK, 50, 60).
+		acquire(s2, "a", 9, 70, 80).
+		write(s2, "a", 9, true, 81, 82).
+		write(s1, "a", 5, false, 83, 84).
+		read("a", s2, 9, 90, 100).
+		final("cccccccc", "a", 12, true, 200, 300)
+	return b
+}
+
+func lin(b *syn) func() Result {
+	return func() Result {
+		return CheckLinearizable(b.ops, DefaultConfig(2*time.Second)).Result
+	}
+}
+
+func with(b *syn, f func([]history.Op, Config) Result) func() Result {
+	return func() Result { return f(b.ops, DefaultConfig(2*time.Second)) }
+}
+
+// SyntheticCases returns, for every checker, histories it must pass and histories it must flag.
+func SyntheticCases() []Case {
+	var cases []Case
+	cases = append(cases, linearizableCases()...)
+	cases = append(cases, fencingCases()...)
+	cases = append(cases, tokenCases()...)
+	cases = append(cases, durabilityCases()...)
+	cases = append(cases, expiryCases()...)
+	cases = append(cases, livenessCases()...)
+	cases = append(cases, convergenceCases()...)
+	return cases
+}
+
+func linearizableCases() []Case {
+	return []Case{
+		{"linearizable: handover", true, lin(handover())},
+		{"linearizable: lost acquire reply learnt by a read, then destroy", true, lin((&syn{}).
+			add(history.Op{Kind: history.Acquire, Type: history.Info, Session: s1, Lock: "a"}, 0, 10).
+			read("a", s1, 7, 20, 30).destroy(s1, 40, 50).acquire(s2, "a", 9, 60, 70))},
+		{"linearizable: holder expires, another takes the lock", true, lin((&syn{}).
+			acquire(s1, "a", 5, 0, 10).renew(s1, history.OK, 20, 30).acquire(s2, "a", 9, 3000, 3010).
+			renew(s1, history.Fail, 3100, 3110))},
+		{"linearizable: second grant while the holder lives", false, lin((&syn{}).
+			acquire(s1, "a", 5, 0, 10).acquire(s2, "a", 9, 20, 30).renew(s1, history.OK, 40, 50))},
+		{"linearizable: acknowledged release undone", false, lin((&syn{}).
+			acquire(s1, "a", 5, 0, 10).release(s1, "a", 5, history.OK, 20, 30).read("a", s1, 5, 40, 50))},
+		{"linearizable: token goes backwards", false, lin((&syn{}).
+			acquire(s1, "a", 9, 0, 10).release(s1, "a", 9, history.OK, 20, 30).acquire(s2, "a", 5, 40, 50))},
+		{"linearizable: lost acquire takes effect after destroy", false, lin((&syn{}).
+			add(history.Op{Kind: history.Acquire, Type: history.Info, Session: s1, Lock: "a"}, 0, 10).
+			destroy(s1, 20, 30).read("a", s1, 7, 40, 50))},
+		{"linearizable: refused as held while free", false, lin((&syn{}).
+			acquire(s1, "a", 5, 0, 10).release(s1, "a", 5, history.OK, 20, 30).held(s2, "a", s1, 5, 40, 50))},
+	}
+}
+
+func fencingCases() []Case {
+	stale := func() *syn {
+		return (&syn{}).acquire(s1, "a", 5, 0, 10).write(s1, "a", 5, true, 11, 12).
+			acquire(s2, "a", 9, 3000, 3010).write(s2, "a", 9, true, 3011, 3012)
+	}
+	cfgStale := func(b *syn) func() Result {
+		return func() Result {
+			cfg := DefaultConfig(2 * time.Second)
+			cfg.ExpectStaleWrites = true
+			return CheckFencing(b.ops, cfg)
+		}
+	}
+	return []Case{
+		{"fencing: stale write rejected", true, cfgStale(stale().write(s1, "a", 5, false, 4000, 4001))},
+		{"fencing: resource ignores tokens, stale write accepted", false, with(stale().write(s1, "a", 5, true, 4000, 4001), CheckFencing)},
+		{"fencing: accepted token never granted", false, with((&syn{}).acquire(s1, "a", 5, 0, 10).write(s1, "a", 6, true, 11, 12), CheckFencing)},
+		{"fencing: two writers under one token", false, with((&syn{}).acquire(s1, "a", 5, 0, 10).read("a", s2, 5, 11, 12).
+			write(s1, "a", 5, true, 13, 14).write(s2, "a", 5, true, 15, 16), CheckFencing)},
+		{"fencing: client pauses but nothing stale was rejected", false, cfgStale(stale())},
+	}
+}
+
+func tokenCases() []Case {
+	return []Case{
+		{"token-order: handover", true, with(handover(), CheckTokenOrder)},
+		{"token-order: idempotent re-acquire keeps its token", true, with((&syn{}).acquire(s1, "a", 5, 0, 10).acquire(s1, "a", 5, 20, 30), CheckTokenOrder)},
+		{"token-order: later grant has lower token", false, with((&syn{}).acquire(s1, "a", 9, 0, 10).acquire(s2, "a", 5, 20, 30), CheckTokenOrder)},
+		{"token-order: one token, two sessions", false, with((&syn{}).acquire(s1, "a", 5, 0, 10).acquire(s2, "a", 5, 5, 30), CheckTokenOrder)},
+	}
+}
+
+func durabilityCases() []Case {
+	return []Case{
+		{"durability: handover", true, with(handover(), CheckDurability)},
+		{"durability: released lock seen held again", false, with((&syn{}).acquire(s1, "a", 5, 0, 10).
+			release(s1, "a", 5, history.OK, 20, 30).read("a", s1, 5, 40, 50), CheckDurability)},
+		{"durability: destroyed session renewed", false, with((&syn{}).create(s1, 0, 5).destroy(s1, 20, 30).
+			renew(s1, history.OK, 40, 50), CheckDurability)},
+		{"durability: lost session revived", false, with((&syn{}).create(s1, 0, 5).renew(s1, history.Fail, 20, 30).
+			acquire(s1, "a", 9, 40, 50), CheckDurability)},
+	}
+}
+
+// paused is s1 taking "a" and renewing once at 600ms, then falling silent.
+func paused() *syn {
+	return (&syn{}).create(s1, 0, 5).create(s2, 0, 5).acquire(s1, "a", 5, 10, 20).renew(s1, history.OK, 600, 610)
+}
+
+func expiryCases() []Case {
+	return []Case{
+		{"expiry: waiter granted after TTL", true, with(paused().waitAcquire(s2, "a", 10*time.Second, 9, 1000, 2800), CheckExpiry)},
+		{"expiry: lock handed on before TTL", false, with(paused().waitAcquire(s2, "a", 10*time.Second, 9, 1000, 1500), CheckExpiry)},
+		{"expiry: waiter granted long after TTL", false, with(paused().waitAcquire(s2, "a", 10*time.Second, 9, 1000, 8000), CheckExpiry)},
+		{"expiry: dead holder still holds", false, with(paused().read("a", s1, 5, 10000, 10010), CheckExpiry)},
+	}
+}
+
+func livenessCases() []Case {
+	base := func() *syn { return (&syn{}).acquire(s1, "a", 5, 0, 10).release(s1, "a", 5, history.OK, 20, 30) }
+	return []Case{
+		{"liveness: probe granted", true, with(base().final(s2, "a", 9, true, 100, 200), CheckLiveness)},
+		{"liveness: probe refused", false, with(base().final(s2, "a", 0, false, 100, 200), CheckLiveness)},
+		{"liveness: probe too slow", false, with(base().final(s2, "a", 9, true, 100, 60000), CheckLiveness)},
+		{"liveness: lock never probed", false, with(base(), CheckLiveness)},
+	}
+}
+
+func convergenceCases() []Case {
+	lock := api.Lock{Name: "a", Held: true, Session: s1, Token: 5, ModifyIndex: 5}
+	sess := api.SessionInfo{Session: api.Session{ID: s1, TTL: "2s"}, Locks: []string{"a"}}
+	node := func(id string, applied uint64, l api.Lock) NodeState {
+		return NodeState{Node: id, AppliedIndex: applied, Locks: []api.Lock{l}, Sessions: []api.SessionInfo{sess}}
+	}
+	conv := func(nodes []NodeState, b *syn) func() Result {
+		return func() Result { return CheckConvergence(nodes, b.ops) }
+	}
+	other := lock
+	other.Token = 6
+	panicky := node("n2", 7, lock)
+	panicky.Panics = []string{"panic: runtime error: index out of range"}
+	return []Case{
+		{"convergence: nodes agree", true, conv([]NodeState{node("n1", 7, lock), node("n2", 7, lock)}, &syn{})},
+		{"convergence: nodes disagree", false, conv([]NodeState{node("n1", 7, lock), node("n2", 7, other)}, &syn{})},
+		{"convergence: a node panicked", false, conv([]NodeState{node("n1", 7, lock), panicky}, &syn{})},
+		{"convergence: destroyed session still there", false, conv([]NodeState{node("n1", 7, lock)}, (&syn{}).destroy(s1, 0, 10))},
+	}
+}
