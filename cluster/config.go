@@ -1,0 +1,101 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Config configures a Node. Zero durations and counts take the defaults below.
+type Config struct {
+	// ID is this node's unique, stable name (e.g. "n1").
+	ID string
+	// DataDir holds raft.db (log and stable store) and the snapshots.
+	DataDir string
+	// RaftListener, if set, is the bound listener for Raft traffic; otherwise RaftAddr is bound.
+	RaftListener net.Listener
+	// RaftAddr is the address to bind for Raft traffic when RaftListener is nil.
+	RaftAddr string
+	// AdvertiseRaft is the Raft address other nodes reach this one at; default the bound address.
+	AdvertiseRaft string
+	// AdvertiseHTTP is the HTTP address this node publishes for forwarding and clients.
+	AdvertiseHTTP string
+	// InitialCluster maps node ids to Raft addresses; used to bootstrap only when DataDir holds no
+	// Raft state yet. Leave empty to join an existing cluster.
+	InitialCluster map[string]string
+	// PeerAddrs overrides the address this node dials for some peers (a fault-injection hook).
+	PeerAddrs map[string]string
+
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	SnapshotThreshold  uint64
+	SnapshotInterval   time.Duration
+	TrailingLogs       uint64
+	// ApplyTimeout bounds how long a proposal may wait to enter the leader's queue.
+	ApplyTimeout time.Duration
+
+	// Logger receives the node's and raft's logs; default discards.
+	Logger hclog.Logger
+}
+
+// Defaults for Config. The timeouts suit a LAN or loopback: a crashed leader is replaced in
+// about one to two election timeouts.
+const (
+	DefaultHeartbeatTimeout   = 500 * time.Millisecond
+	DefaultElectionTimeout    = 500 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 250 * time.Millisecond
+	DefaultCommitTimeout      = 20 * time.Millisecond
+	DefaultSnapshotThreshold  = 16384
+	DefaultSnapshotInterval   = 30 * time.Second
+	DefaultTrailingLogs       = 10240
+	DefaultApplyTimeout       = 5 * time.Second
+)
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	def(&c.ElectionTimeout, DefaultElectionTimeout)
+	def(&c.LeaderLeaseTimeout, DefaultLeaderLeaseTimeout)
+	def(&c.CommitTimeout, DefaultCommitTimeout)
+	def(&c.SnapshotInterval, DefaultSnapshotInterval)
+	def(&c.ApplyTimeout, DefaultApplyTimeout)
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = DefaultTrailingLogs
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+}
+
+func (c *Config) validate() error {
+	if c.ID == "" {
+		return errors.New("cluster: config: ID is required")
+	}
+	if c.DataDir == "" {
+		return errors.New("cluster: config: DataDir is required")
+	}
+	if c.RaftListener == nil && c.RaftAddr == "" {
+		return errors.New("cluster: config: RaftAddr or RaftListener is required")
+	}
+	if c.AdvertiseHTTP == "" {
+		return errors.New("cluster: config: AdvertiseHTTP is required")
+	}
+	if len(c.InitialCluster) > 0 {
+		if _, ok := c.InitialCluster[c.ID]; !ok {
+			return fmt.Errorf("cluster: config: initial cluster does not name this node %q", c.ID)
+		}
+	}
+	return nil
+}

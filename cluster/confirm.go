@@ -1,0 +1,63 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// confirmer shares leadership confirmations among concurrent callers. A caller joins the next
+// round, and a round starts only after the previous one finished, so every caller is answered
+// by a confirmation that began after it arrived — which is what makes a renewal or a read safe
+// — while a burst of N callers costs about two rounds of heartbeats, not N.
+type confirmer struct {
+	r       *raft.Raft
+	mu      sync.Mutex
+	next    *round
+	running bool
+}
+
+type round struct {
+	done chan struct{}
+	err  error
+}
+
+func newConfirmer(r *raft.Raft) *confirmer { return &confirmer{r: r} }
+
+// confirm returns nil once a majority confirmed this node's leadership after the call began.
+func (c *confirmer) confirm(ctx context.Context) error {
+	c.mu.Lock()
+	if c.next == nil {
+		c.next = &round{done: make(chan struct{})}
+	}
+	r := c.next
+	if !c.running {
+		c.running = true
+		c.next = nil
+		go c.run(r)
+	}
+	c.mu.Unlock()
+	select {
+	case <-r.done:
+		if r.err != nil {
+			return verifyError(r.err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *confirmer) run(r *round) {
+	for r != nil {
+		r.err = c.r.VerifyLeader().Error()
+		close(r.done)
+		c.mu.Lock()
+		r, c.next = c.next, nil
+		if r == nil {
+			c.running = false
+		}
+		c.mu.Unlock()
+	}
+}

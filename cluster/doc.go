@@ -1,0 +1,14 @@
+// Package cluster runs one raftlock node: hashicorp/raft over TCP with a bbolt log and stable
+// store (raft-boltdb/v2, fsync on) and file snapshots, replicating the fsm package's lock state
+// machine.
+//
+// A Node proposes commands and reports an Apply whose outcome is unknown as ErrUnknownOutcome,
+// never as a failure. On the leader it keeps one expiry timer per session (armed only after a
+// Barrier once leadership is gained, restarted at the full TTL, cleared on loss), acknowledges
+// renewals only after a leadership confirmation that began after the renewal arrived (shared by
+// concurrent renewals), and ends lock-delays with a timer too. Linearizable reads use the
+// read-index method: note the commit index, confirm leadership, wait until it is applied.
+// Blocked acquires and blocking queries are woken by the state machine as it applies the log.
+//
+// It imports fsm and api (for the join request); it never imports httpapi.
+package cluster

@@ -1,0 +1,48 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+)
+
+// Errors of the Node API.
+var (
+	// ErrNotLeader means this node cannot execute the request because it is not the ready
+	// leader; nothing was applied.
+	ErrNotLeader = errors.New("cluster: not the leader")
+	// ErrNoLeader means no leader is known right now; nothing was applied.
+	ErrNoLeader = errors.New("cluster: no leader")
+	// ErrUnknownOutcome means a command was submitted but it is not known whether it committed.
+	ErrUnknownOutcome = errors.New("cluster: outcome unknown")
+	// ErrSessionNotFound means the session does not exist or has expired.
+	ErrSessionNotFound = errors.New("cluster: session not found")
+	// ErrUnknownMember means no member has the given id.
+	ErrUnknownMember = errors.New("cluster: unknown member")
+	// ErrShutdown means the node is shutting down.
+	ErrShutdown = errors.New("cluster: node is shut down")
+)
+
+// applyError classifies a raft error: definite refusals become ErrNotLeader, everything after
+// the command may have entered the log becomes ErrUnknownOutcome.
+func applyError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress),
+		errors.Is(err, raft.ErrEnqueueTimeout):
+		return fmt.Errorf("%w: %w", ErrNotLeader, err)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrShutdown)
+	default:
+		return fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+	}
+}
+
+// verifyError classifies the error of a leadership confirmation; nothing is applied by one.
+func verifyError(err error) error {
+	if errors.Is(err, raft.ErrRaftShutdown) {
+		return fmt.Errorf("%w: %w", ErrNotLeader, ErrShutdown)
+	}
+	return fmt.Errorf("%w: %w", ErrNotLeader, err)
+}

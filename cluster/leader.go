@@ -1,0 +1,118 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// monitorLeadership follows leadership changes: on gaining it, it waits for a Barrier (so the
+// state machine holds every entry of earlier terms), then arms the session and delay timers and
+// publishes this node's metadata; on losing it, it drops the timers at once.
+func (n *Node) monitorLeadership() {
+	defer n.wg.Done()
+	var cancel context.CancelFunc
+	done := make(chan struct{})
+	close(done)
+	for {
+		select {
+		case <-n.stop:
+			if cancel != nil {
+				cancel()
+			}
+			<-done
+			return
+		case leading := <-n.leaderCh:
+			if cancel != nil {
+				cancel()
+				cancel = nil
+				<-done
+			}
+			n.ready.Store(false)
+			n.timers.deactivate()
+			if leading {
+				var ctx context.Context
+				ctx, cancel = context.WithCancel(context.Background())
+				done = make(chan struct{})
+				go func() {
+					defer close(done)
+					n.establishLeadership(ctx)
+				}()
+			}
+		}
+	}
+}
+
+func (n *Node) establishLeadership(ctx context.Context) {
+	for {
+		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		if err == nil {
+			break
+		}
+		n.log.Warn("barrier after gaining leadership failed", "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	n.timers.activate()
+	n.ready.Store(true)
+	n.log.Info("leading", "term", n.raft.CurrentTerm(), "applied_index", n.raft.AppliedIndex())
+	n.publishSelf(ctx)
+}
+
+// publishSelf records this leader's own addresses in the log if they are missing or stale, so
+// that followers can forward to it.
+func (n *Node) publishSelf(ctx context.Context) {
+	me := fsm.Member{ID: n.cfg.ID, RaftAddr: string(n.trans.LocalAddr()), HTTPAddr: n.cfg.AdvertiseHTTP}
+	for _, m := range n.fsm.Members() {
+		if m == me {
+			return
+		}
+	}
+	if _, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeSetMember, Member: me}); err != nil {
+		n.log.Warn("could not publish own address", "error", err)
+	}
+}
+
+// expireSession proposes the expiry of a session whose timer ran out.
+func (n *Node) expireSession(id fsm.SessionID) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout*2)
+	defer cancel()
+	res, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeExpireSession, Session: id, Now: time.Now().UnixNano()})
+	switch {
+	case err == nil && res.Status == fsm.StatusOK:
+		n.log.Debug("session expired", "session", id, "released", len(res.Released))
+	case err == nil:
+		// Already gone (destroyed meanwhile): nothing to do.
+	case errors.Is(err, ErrNotLeader) && !n.IsLeader():
+		// The next leader restarts the timer at the full TTL.
+	default:
+		n.log.Warn("session expiry not committed; will retry", "session", id, "error", err)
+		if _, ok := n.fsm.Session(id); ok {
+			n.timers.retryExpiry(id)
+		}
+	}
+}
+
+// endDelay proposes the end of a lock-delay whose timer ran out.
+func (n *Node) endDelay(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout*2)
+	defer cancel()
+	res, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeDelayEnded, Lock: name, Now: time.Now().UnixNano()})
+	switch {
+	case err == nil && res.Status == fsm.StatusLockDelayed:
+		n.timers.rearmDelay(name, res.DelayUntil) // this leader's clock is behind the one that started it
+	case err == nil:
+	default:
+		if l := n.fsm.Lock(name); l.DelayUntil != 0 {
+			n.timers.rearmDelay(name, l.DelayUntil)
+		}
+	}
+}

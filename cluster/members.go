@@ -1,0 +1,272 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// MemberInfo describes one member of the Raft configuration with its published HTTP address.
+type MemberInfo struct {
+	ID       string
+	RaftAddr string
+	HTTPAddr string
+	Voter    bool
+	Leader   bool
+}
+
+// Status is a node's view of the cluster.
+type Status struct {
+	Leader       string
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	State        string
+	Members      []MemberInfo
+}
+
+// Status returns this node's view of the cluster: leader, term, indexes and members.
+func (n *Node) Status() (Status, error) {
+	members, err := n.Members()
+	if err != nil {
+		return Status{}, err
+	}
+	_, leader := n.raft.LeaderWithID()
+	return Status{
+		Leader:       string(leader),
+		Term:         n.raft.CurrentTerm(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.raft.AppliedIndex(),
+		State:        n.raft.State().String(),
+		Members:      members,
+	}, nil
+}
+
+// Members returns the Raft configuration, sorted by id, with each member's HTTP address.
+func (n *Node) Members() ([]MemberInfo, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("cluster: configuration: %w", err)
+	}
+	published := make(map[string]fsm.Member)
+	for _, m := range n.fsm.Members() {
+		published[m.ID] = m
+	}
+	_, leader := n.raft.LeaderWithID()
+	var out []MemberInfo
+	for _, s := range f.Configuration().Servers {
+		out = append(out, MemberInfo{
+			ID:       string(s.ID),
+			RaftAddr: string(s.Address),
+			HTTPAddr: published[string(s.ID)].HTTPAddr,
+			Voter:    s.Suffrage == raft.Voter,
+			Leader:   s.ID == leader,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// AddMember adds a voter, or only records its HTTP address when a member with that id and Raft
+// address already exists. A different member under an existing id is replaced.
+func (n *Node) AddMember(ctx context.Context, id, raftAddr, httpAddr string) error {
+	if err := n.leaderOnly(); err != nil {
+		return err
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return applyError(err)
+	}
+	present := false
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id && string(s.Address) == raftAddr && s.Suffrage == raft.Voter {
+			present = true
+		}
+	}
+	if !present {
+		if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			return applyError(err)
+		}
+	}
+	m := fsm.Member{ID: id, RaftAddr: raftAddr, HTTPAddr: httpAddr}
+	for _, have := range n.fsm.Members() {
+		if have == m {
+			return nil
+		}
+	}
+	_, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeSetMember, Member: m})
+	return err
+}
+
+// RemoveMember removes a member from the configuration and forgets its metadata.
+func (n *Node) RemoveMember(ctx context.Context, id string) error {
+	if err := n.leaderOnly(); err != nil {
+		return err
+	}
+	members, err := n.Members()
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, m := range members {
+		found = found || m.ID == id
+	}
+	if !found {
+		return fmt.Errorf("%w %q", ErrUnknownMember, id)
+	}
+	if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+		return applyError(err)
+	}
+	if id == n.cfg.ID {
+		return nil // we are no longer a voter, so we cannot commit the metadata change
+	}
+	_, err = n.propose(ctx, &fsm.Command{Type: fsm.TypeRemoveMember, Member: fsm.Member{ID: id}})
+	return err
+}
+
+// TransferLeadership hands leadership to the member id, or to the most up-to-date follower
+// when id is empty, and waits until the transfer completes.
+func (n *Node) TransferLeadership(ctx context.Context, id string) error {
+	if n.raft.State() != raft.Leader {
+		return ErrNotLeader
+	}
+	var f raft.Future
+	if id == "" {
+		f = n.raft.LeadershipTransfer()
+	} else {
+		members, err := n.Members()
+		if err != nil {
+			return err
+		}
+		var addr string
+		for _, m := range members {
+			if m.ID == id {
+				addr = m.RaftAddr
+			}
+		}
+		if addr == "" {
+			return fmt.Errorf("%w %q", ErrUnknownMember, id)
+		}
+		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("cluster: leadership transfer: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
+	}
+}
+
+// Join asks a running cluster, through any member's HTTP API, to add this node as a voter, and
+// retries until it succeeds or ctx ends.
+func (n *Node) Join(ctx context.Context, endpoints []string) error {
+	return n.announce(ctx, endpoints)
+}
+
+// announce posts this node's id and addresses to the cluster (which adds it as a voter, or just
+// records its HTTP address when it is already one), trying each endpoint in turn until one
+// accepts or ctx ends.
+func (n *Node) announce(ctx context.Context, endpoints []string) error {
+	body, err := json.Marshal(api.AddMemberRequest{ID: n.cfg.ID, RaftAddr: string(n.trans.LocalAddr()), HTTPAddr: n.cfg.AdvertiseHTTP})
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	var last error
+	for attempt := 0; ; attempt++ {
+		for _, ep := range endpoints {
+			if last = postMember(ctx, client, ep, body); last == nil {
+				return nil
+			}
+		}
+		n.log.Debug("announcing to the cluster failed; retrying", "error", last)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: join: %w (last error: %w)", ctx.Err(), last)
+		case <-time.After(backoff(attempt)):
+		}
+	}
+}
+
+func postMember(ctx context.Context, client *http.Client, endpoint string, body []byte) error {
+	url := strings.TrimSuffix(endpoint, "/") + "/v1/cluster/members"
+	if !strings.Contains(endpoint, "://") {
+		url = "http://" + url
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var eb api.ErrorBody
+		_ = json.NewDecoder(resp.Body).Decode(&eb)
+		return fmt.Errorf("%s: %s %s", url, resp.Status, eb.Error.Message)
+	}
+	return nil
+}
+
+func backoff(attempt int) time.Duration {
+	d := 100 * time.Millisecond << min(attempt, 4)
+	return d
+}
+
+// publishLoop keeps this follower's HTTP address recorded in the log: whenever it is missing or
+// stale and a leader is known, it announces itself to the leader. It returns when the node closes.
+func (n *Node) publishLoop(ctx context.Context) {
+	defer n.wg.Done()
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if !n.isPublished() {
+			if id, addr := n.Leader(); id != "" && id != n.cfg.ID && addr != "" {
+				actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				if err := n.announce(actx, []string{addr}); err != nil && !errors.Is(err, context.Canceled) {
+					n.log.Debug("publishing own address failed", "error", err)
+				}
+				cancel()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (n *Node) isPublished() bool {
+	for _, m := range n.fsm.Members() {
+		if m.ID == n.cfg.ID {
+			return m.HTTPAddr == n.cfg.AdvertiseHTTP && m.RaftAddr == string(n.trans.LocalAddr())
+		}
+	}
+	return false
+}
+
+func sortServers(s []raft.Server) {
+	sort.Slice(s, func(i, j int) bool { return s[i].ID < s[j].ID })
+}

@@ -1,0 +1,279 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// Node is one member of a raftlock cluster.
+type Node struct {
+	cfg    Config
+	log    hclog.Logger
+	raft   *raft.Raft
+	fsm    *fsm.FSM
+	store  *raftboltdb.BoltStore
+	trans  *raft.NetworkTransport
+	events *notifier
+	timers *leaderTimers
+	verify *confirmer
+	stats  counters
+
+	// ready is set while this node leads and has passed the Barrier of its term.
+	ready atomic.Bool
+
+	leaderCh    chan bool
+	stop        chan struct{}
+	cancelLoops context.CancelFunc
+	wg       sync.WaitGroup
+	closed   atomic.Bool
+}
+
+// New opens the stores in cfg.DataDir, starts Raft and, when the data directory is new and an
+// initial cluster is given, bootstraps it.
+func New(cfg Config) (*Node, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("cluster: data dir: %w", err)
+	}
+	n := &Node{
+		cfg:      cfg,
+		log:      cfg.Logger.Named("cluster"),
+		events:   newNotifier(),
+		leaderCh: make(chan bool, 16),
+		stop:     make(chan struct{}),
+	}
+	n.fsm = fsm.New(n)
+	n.timers = newLeaderTimers(n)
+
+	if err := n.open(); err != nil {
+		n.closeResources()
+		return nil, err
+	}
+	n.verify = newConfirmer(n.raft)
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancelLoops = cancel
+	n.wg.Add(2)
+	go n.monitorLeadership()
+	go n.publishLoop(ctx)
+	return n, nil
+}
+
+func (n *Node) open() error {
+	cfg := n.cfg
+	ln := cfg.RaftListener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.RaftAddr); err != nil {
+			return fmt.Errorf("cluster: raft listen: %w", err)
+		}
+	}
+	adv := ln.Addr()
+	if cfg.AdvertiseRaft != "" {
+		a, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseRaft)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("cluster: advertise raft address: %w", err)
+		}
+		adv = a
+	}
+	tcfg := &raft.NetworkTransportConfig{
+		Stream:  &streamLayer{Listener: ln, advertise: adv},
+		MaxPool: 5,
+		Timeout: 10 * time.Second,
+		Logger:  cfg.Logger.Named("raft-net"),
+	}
+	if len(cfg.PeerAddrs) > 0 {
+		tcfg.ServerAddressProvider = peerOverrides(cfg.PeerAddrs)
+	}
+	n.trans = raft.NewNetworkTransportWithConfig(tcfg)
+
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	if err != nil {
+		return fmt.Errorf("cluster: open log store: %w", err)
+	}
+	n.store = store
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshot"))
+	if err != nil {
+		return fmt.Errorf("cluster: open snapshot store: %w", err)
+	}
+	logs, err := raft.NewLogCache(1024, store)
+	if err != nil {
+		return fmt.Errorf("cluster: log cache: %w", err)
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	rc.NotifyCh = n.leaderCh
+	rc.Logger = cfg.Logger.Named("raft")
+	rc.NoLegacyTelemetry = true
+
+	existing, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return fmt.Errorf("cluster: inspect raft state: %w", err)
+	}
+	if !existing && len(cfg.InitialCluster) > 0 {
+		var servers []raft.Server
+		for id, addr := range cfg.InitialCluster {
+			if id == cfg.ID {
+				addr = string(adv.String())
+			}
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(addr)})
+		}
+		sortServers(servers)
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, n.trans, raft.Configuration{Servers: servers}); err != nil {
+			return fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+		n.log.Info("bootstrapped a new cluster", "members", len(servers))
+	}
+	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, n.trans)
+	if err != nil {
+		return fmt.Errorf("cluster: start raft: %w", err)
+	}
+	n.raft = r
+	return nil
+}
+
+// closeResources closes what open() managed to open, after raft (if any) has stopped.
+func (n *Node) closeResources() {
+	if n.trans != nil {
+		n.trans.Close()
+	}
+	if n.store != nil {
+		n.store.Close()
+	}
+}
+
+// Close stops the node at once, as a crash would from the cluster's point of view (without
+// leadership transfer); acknowledged commands are already durable in the log.
+func (n *Node) Close() error {
+	if !n.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(n.stop)
+	n.cancelLoops()
+	err := n.raft.Shutdown().Error()
+	n.wg.Wait()
+	n.timers.deactivate()
+	n.events.closeAll()
+	n.closeResources()
+	return err
+}
+
+// Shutdown transfers leadership away if this node leads, then closes the node.
+func (n *Node) Shutdown(ctx context.Context) error {
+	if n.raft.State() == raft.Leader && n.hasOtherVoters() {
+		f := n.raft.LeadershipTransfer()
+		done := make(chan error, 1)
+		go func() { done <- f.Error() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				n.log.Warn("leadership transfer before shutdown failed", "error", err)
+			}
+		case <-ctx.Done():
+		}
+	}
+	return n.Close()
+}
+
+func (n *Node) hasOtherVoters() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.ID {
+			return true
+		}
+	}
+	return false
+}
+
+// ID returns this node's id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// FSM returns the node's state machine, for local (stale) reads.
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// Raft returns the underlying raft instance, for embedders that need more than Node offers.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// IsLeader reports whether this node is the leader and ready to serve leader-only requests.
+func (n *Node) IsLeader() bool { return n.ready.Load() && n.raft.State() == raft.Leader }
+
+// Leader returns the id of the current leader and its published HTTP address; both are empty
+// when no leader is known, and the address is empty until the leader has published it.
+func (n *Node) Leader() (id, httpAddr string) {
+	_, lid := n.raft.LeaderWithID()
+	if lid == "" {
+		return "", ""
+	}
+	id = string(lid)
+	for _, m := range n.fsm.Members() {
+		if m.ID == id {
+			return id, m.HTTPAddr
+		}
+	}
+	return id, ""
+}
+
+// AppliedIndex returns the last log index applied to the state machine on this node.
+func (n *Node) AppliedIndex() uint64 { return n.raft.AppliedIndex() }
+
+// WaitLeader blocks until this node knows a leader that has published its HTTP address, or ctx ends.
+func (n *Node) WaitLeader(ctx context.Context) (id, httpAddr string, err error) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if id, addr := n.Leader(); id != "" && (addr != "" || id == n.cfg.ID) {
+			if id == n.cfg.ID && !n.IsLeader() {
+				// Leading but not past the Barrier yet: wait for readiness.
+			} else {
+				return id, addr, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", "", fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
+		case <-n.stop:
+			return "", "", ErrShutdown
+		case <-t.C:
+		}
+	}
+}
+
+// Ready reports whether the node knows a leader and has applied everything it knows committed.
+func (n *Node) Ready() bool {
+	if id, _ := n.Leader(); id == "" {
+		return false
+	}
+	return n.raft.AppliedIndex() >= n.raft.CommitIndex()
+}
+
+// errClosed is returned by waits that end because the node closed.
+var errClosed = errors.New("cluster: node closed")

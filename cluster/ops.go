@@ -1,0 +1,198 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// leaderOnly fails fast unless this node is the ready leader.
+func (n *Node) leaderOnly() error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	return nil
+}
+
+// CreateSession creates a session with a fresh random id and returns it as applied.
+func (n *Node) CreateSession(ctx context.Context, name string, ttl, lockDelay time.Duration) (fsm.SessionInfo, error) {
+	if err := n.leaderOnly(); err != nil {
+		return fsm.SessionInfo{}, err
+	}
+	for {
+		var id fsm.SessionID
+		if _, err := rand.Read(id[:]); err != nil {
+			return fsm.SessionInfo{}, fmt.Errorf("cluster: session id: %w", err)
+		}
+		if id.IsZero() {
+			continue
+		}
+		res, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeCreateSession, Session: id, Name: name, TTL: ttl, LockDelay: lockDelay})
+		if err != nil {
+			return fsm.SessionInfo{}, err
+		}
+		if res.Status == fsm.StatusExists {
+			continue // a 128-bit collision: draw again
+		}
+		return fsm.SessionInfo{ID: id, Name: name, TTL: ttl, LockDelay: lockDelay, CreateIndex: res.Index}, nil
+	}
+}
+
+// DestroySession ends a session and releases its locks (without lock-delay).
+func (n *Node) DestroySession(ctx context.Context, id fsm.SessionID) ([]string, error) {
+	if err := n.leaderOnly(); err != nil {
+		return nil, err
+	}
+	res, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeDestroySession, Session: id})
+	if err != nil {
+		return nil, err
+	}
+	if res.Status == fsm.StatusSessionNotFound {
+		return nil, ErrSessionNotFound
+	}
+	return res.Released, nil
+}
+
+// Renew restarts the session's lease at its full TTL. It answers only after a leadership
+// confirmation that began after the renewal arrived, so a deposed leader cannot acknowledge it.
+func (n *Node) Renew(ctx context.Context, id fsm.SessionID) (time.Duration, error) {
+	if err := n.leaderOnly(); err != nil {
+		return 0, err
+	}
+	ttl, err := n.timers.renew(id)
+	if err != nil {
+		return 0, err
+	}
+	if err := n.verify.confirm(ctx); err != nil {
+		return 0, err
+	}
+	return ttl, nil
+}
+
+// AcquireRequest asks for a lock on behalf of a session.
+type AcquireRequest struct {
+	Session fsm.SessionID
+	Lock    string
+	// Value is stored with the grant when SetValue is true.
+	Value    string
+	SetValue bool
+	// Wait, if positive, queues the session and waits up to this long for the grant.
+	Wait time.Duration
+}
+
+// Acquire tries, or with a Wait queues for, a lock. The Result's Status says what happened:
+// StatusOK with the token, StatusLockHeld or StatusLockDelayed when it could not be had (in
+// time), StatusSessionNotFound when the session does not exist or ended while waiting.
+func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, error) {
+	if err := n.leaderOnly(); err != nil {
+		return fsm.Result{}, err
+	}
+	cmd := &fsm.Command{Type: fsm.TypeAcquire, Session: req.Session, Lock: req.Lock,
+		Value: req.Value, SetValue: req.SetValue, Queue: req.Wait > 0, Now: time.Now().UnixNano()}
+	if req.Wait <= 0 {
+		return n.propose(ctx, cmd)
+	}
+	// Register before proposing, so that a grant applied at any point after is seen.
+	w := n.events.waitGrant(req.Lock, req.Session)
+	defer n.events.cancel(w)
+	res, err := n.propose(ctx, cmd)
+	if err != nil || res.Status != fsm.StatusQueued {
+		return res, err
+	}
+	timer := time.NewTimer(req.Wait)
+	defer timer.Stop()
+	select {
+	case token := <-w.granted:
+		return n.grantResult(req, token), nil
+	case <-w.ended:
+		if _, ok := n.fsm.Session(req.Session); !ok {
+			return fsm.Result{Status: fsm.StatusSessionNotFound}, nil
+		}
+		// The state was replaced (snapshot restore) or the node is closing: settle it below.
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return n.cancelWait(req)
+}
+
+// cancelWait removes the session from the lock's queue after its wait ended. A grant that won
+// the race is reported as a grant, never lost.
+func (n *Node) cancelWait(req AcquireRequest) (fsm.Result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+	defer cancel()
+	res, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeCancelWait, Session: req.Session, Lock: req.Lock})
+	if err != nil {
+		// The queue entry stays until the session asks again, is granted or ends; the caller
+		// learns the outcome is unknown.
+		return fsm.Result{}, fmt.Errorf("%w: wait ended but the queue entry could not be removed: %w", ErrUnknownOutcome, err)
+	}
+	switch res.Status {
+	case fsm.StatusOK, fsm.StatusSessionNotFound:
+		return res, nil
+	}
+	l := n.fsm.Lock(req.Lock)
+	if l.Held {
+		return fsm.Result{Status: fsm.StatusLockHeld, Index: res.Index, Holder: l.Holder, Token: l.Token}, nil
+	}
+	if l.DelayUntil != 0 {
+		return fsm.Result{Status: fsm.StatusLockDelayed, Index: res.Index, DelayUntil: l.DelayUntil}, nil
+	}
+	// Free, undelayed and we were not queued: only a grant-and-release race gets here.
+	return fsm.Result{Status: fsm.StatusLockHeld, Index: res.Index}, nil
+}
+
+func (n *Node) grantResult(req AcquireRequest, token uint64) fsm.Result {
+	l := n.fsm.Lock(req.Lock)
+	value := ""
+	if req.SetValue {
+		value = req.Value
+	}
+	if l.Held && l.Holder == req.Session && l.Token == token {
+		value = l.Value
+	}
+	return fsm.Result{Status: fsm.StatusOK, Index: token, Token: token, Value: value}
+}
+
+// Release releases a lock held by the session under token; the first waiter, if any, is granted
+// in the same command.
+func (n *Node) Release(ctx context.Context, session fsm.SessionID, lock string, token uint64) (fsm.Result, error) {
+	if err := n.leaderOnly(); err != nil {
+		return fsm.Result{}, err
+	}
+	return n.propose(ctx, &fsm.Command{Type: fsm.TypeRelease, Session: session, Lock: lock, Token: token})
+}
+
+// ReadBarrier makes the local state machine linearizable for a read that follows it: it notes
+// the commit index, confirms leadership, and waits until that index is applied here.
+func (n *Node) ReadBarrier(ctx context.Context) error {
+	if err := n.leaderOnly(); err != nil {
+		return err
+	}
+	commit := n.raft.CommitIndex()
+	if err := n.verify.confirm(ctx); err != nil {
+		return err
+	}
+	if n.raft.AppliedIndex() >= commit {
+		return nil
+	}
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for n.raft.AppliedIndex() < commit {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// WatchLock returns a channel closed at the next applied change of the named lock. Take it
+// before reading the lock, then wait on it, so that no change falls in between.
+func (n *Node) WatchLock(name string) <-chan struct{} { return n.events.watchLock(name) }
+
+// WatchLocks returns a channel closed at the next applied change of any lock.
+func (n *Node) WatchLocks() <-chan struct{} { return n.events.watchAny() }

@@ -1,0 +1,43 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// propose submits c to the log and waits for its result. It fails with ErrNotLeader when the
+// command was certainly not applied and with ErrUnknownOutcome when it may have been; ctx
+// ending while the command is in flight is an unknown outcome too.
+func (n *Node) propose(ctx context.Context, c *fsm.Command) (fsm.Result, error) {
+	if n.closed.Load() {
+		return fsm.Result{}, fmt.Errorf("%w: %w", ErrNotLeader, ErrShutdown)
+	}
+	f := n.raft.Apply(c.Encode(nil), n.cfg.ApplyTimeout)
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fsm.Result{}, applyError(err)
+		}
+	case <-ctx.Done():
+		return fsm.Result{}, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
+	}
+	res, ok := f.Response().(fsm.Result)
+	if !ok {
+		return fsm.Result{}, fmt.Errorf("cluster: unexpected apply response %T", f.Response())
+	}
+	if res.Err != nil {
+		return res, fmt.Errorf("cluster: command refused by the state machine: %w", res.Err)
+	}
+	return res, nil
+}
+
+// Observe implements fsm.Observer: it wakes waiters, moves the leader's timers and counts.
+func (n *Node) Observe(events []fsm.Event) {
+	n.events.observe(events)
+	n.timers.observe(events)
+	n.stats.observe(events)
+}

@@ -1,0 +1,184 @@
+package cluster
+
+import (
+	"sync"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// expiryRetry is how soon the leader tries an expiry or a delay end again after its proposal
+// failed while it still leads.
+const expiryRetry = 500 * time.Millisecond
+
+// sessionTimer tracks one session's lease on the leader's monotonic clock.
+type sessionTimer struct {
+	ttl      time.Duration
+	deadline time.Time
+	t        *time.Timer
+}
+
+// leaderTimers holds the leader's session expiry timers and lock-delay timers. They exist only
+// while this node leads and has passed its Barrier (active); renewals reset them in memory and
+// never touch the log.
+type leaderTimers struct {
+	n *Node
+
+	mu       sync.Mutex
+	active   bool
+	sessions map[fsm.SessionID]*sessionTimer
+	delays   map[string]*time.Timer
+}
+
+func newLeaderTimers(n *Node) *leaderTimers {
+	return &leaderTimers{n: n}
+}
+
+// activate starts a timer at the full TTL for every session and one for every delayed lock.
+// The state machine must be current (called after a Barrier).
+func (lt *leaderTimers) activate() {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	lt.active = true
+	lt.sessions = make(map[fsm.SessionID]*sessionTimer)
+	lt.delays = make(map[string]*time.Timer)
+	// Events applied from here on arm their own timers (observe takes lt.mu after the FSM lock is
+	// released), so nothing falls between this scan and them.
+	lt.n.fsm.SessionTTLs(func(id fsm.SessionID, ttl time.Duration) {
+		lt.armSessionLocked(id, ttl)
+	})
+	for _, d := range lt.n.fsm.DelayedLocks() {
+		lt.armDelayLocked(d.Name, d.Until)
+	}
+}
+
+// deactivate stops and forgets every timer; called when leadership is lost.
+func (lt *leaderTimers) deactivate() {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	lt.active = false
+	for _, st := range lt.sessions {
+		st.t.Stop()
+	}
+	for _, t := range lt.delays {
+		t.Stop()
+	}
+	lt.sessions, lt.delays = nil, nil
+}
+
+func (lt *leaderTimers) observe(events []fsm.Event) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if !lt.active {
+		return
+	}
+	for i := range events {
+		e := &events[i]
+		switch e.Kind {
+		case fsm.EventSessionCreated:
+			lt.armSessionLocked(e.Session, e.TTL)
+		case fsm.EventSessionEnded:
+			if st := lt.sessions[e.Session]; st != nil {
+				st.t.Stop()
+				delete(lt.sessions, e.Session)
+			}
+		case fsm.EventDelayStarted:
+			lt.armDelayLocked(e.Lock, e.DelayUntil)
+		case fsm.EventRestored:
+			// A leader never restores a snapshot while leading; nothing to do.
+		}
+	}
+}
+
+func (lt *leaderTimers) armSessionLocked(id fsm.SessionID, ttl time.Duration) {
+	if _, ok := lt.sessions[id]; ok {
+		return
+	}
+	st := &sessionTimer{ttl: ttl, deadline: time.Now().Add(ttl)}
+	st.t = time.AfterFunc(ttl, func() { lt.fire(id, st) })
+	lt.sessions[id] = st
+}
+
+// renew restarts the session's lease at the full TTL, measured from now (the moment the leader
+// received the renewal).
+func (lt *leaderTimers) renew(id fsm.SessionID) (time.Duration, error) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if !lt.active {
+		return 0, ErrNotLeader
+	}
+	st := lt.sessions[id]
+	if st == nil {
+		return 0, ErrSessionNotFound
+	}
+	st.deadline = time.Now().Add(st.ttl)
+	return st.ttl, nil
+}
+
+// fire runs when a session timer goes off: it re-arms if a renewal moved the deadline, else it
+// forgets the session (so that later renewals are refused) and proposes its expiry.
+func (lt *leaderTimers) fire(id fsm.SessionID, st *sessionTimer) {
+	lt.mu.Lock()
+	if !lt.active || lt.sessions[id] != st {
+		lt.mu.Unlock()
+		return
+	}
+	if left := time.Until(st.deadline); left > 0 {
+		st.t.Reset(left)
+		lt.mu.Unlock()
+		return
+	}
+	delete(lt.sessions, id)
+	lt.mu.Unlock()
+	go lt.n.expireSession(id)
+}
+
+// retryExpiry proposes the expiry again later, for a proposal that failed while leading.
+func (lt *leaderTimers) retryExpiry(id fsm.SessionID) {
+	time.AfterFunc(expiryRetry, func() {
+		lt.mu.Lock()
+		active := lt.active
+		lt.mu.Unlock()
+		if active {
+			lt.n.expireSession(id)
+		}
+	})
+}
+
+func (lt *leaderTimers) armDelayLocked(name string, until int64) {
+	if t, ok := lt.delays[name]; ok {
+		t.Stop()
+	}
+	d := time.Until(time.Unix(0, until))
+	if d < 0 {
+		d = 0
+	}
+	lt.delays[name] = time.AfterFunc(d, func() {
+		lt.mu.Lock()
+		active := lt.active
+		delete(lt.delays, name)
+		lt.mu.Unlock()
+		if active {
+			go lt.n.endDelay(name)
+		}
+	})
+}
+
+// rearmDelay schedules another attempt to end a lock-delay.
+func (lt *leaderTimers) rearmDelay(name string, until int64) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if lt.active {
+		if min := time.Now().Add(expiryRetry).UnixNano(); until < min {
+			until = min
+		}
+		lt.armDelayLocked(name, until)
+	}
+}
+
+// count returns the number of session timers, for metrics.
+func (lt *leaderTimers) count() int {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	return len(lt.sessions)
+}

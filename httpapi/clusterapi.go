@@ -1,0 +1,108 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster"
+)
+
+func (s *Server) getCluster(c echo.Context) error {
+	q, err := s.cfg.Limits.readQuery(c)
+	if err != nil {
+		return err
+	}
+	return s.read(c, q, func() error {
+		st, err := s.node.Status()
+		if err != nil {
+			return fromClusterError(err)
+		}
+		return c.JSON(http.StatusOK, api.Cluster{
+			Version:      s.cfg.Version,
+			Leader:       st.Leader,
+			Term:         st.Term,
+			CommitIndex:  st.CommitIndex,
+			AppliedIndex: st.AppliedIndex,
+			Members:      membersBody(st.Members),
+		})
+	})
+}
+
+func (s *Server) addMember(c echo.Context) error {
+	var req api.AddMemberRequest
+	if err := decodeBody(c, &req, false); err != nil {
+		return err
+	}
+	switch {
+	case req.ID == "" || len(req.ID) > 128 || strings.ContainsAny(req.ID, " \t\r\n/"):
+		return invalid("id is required: 1–128 characters without spaces or '/'")
+	case !hostPort(req.RaftAddr):
+		return invalid("raft_addr %q is not a host:port address", req.RaftAddr)
+	case !hostPort(req.HTTPAddr):
+		return invalid("http_addr %q is not a host:port address", req.HTTPAddr)
+	}
+	return s.atLeader(c, func() error {
+		ctx, cancel := s.commandContext(c, 0)
+		defer cancel()
+		if err := s.node.AddMember(ctx, req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
+			return fromClusterError(err)
+		}
+		return s.membersResponse(c)
+	})
+}
+
+func (s *Server) removeMember(c echo.Context) error {
+	id := c.Param("id")
+	return s.atLeader(c, func() error {
+		ctx, cancel := s.commandContext(c, 0)
+		defer cancel()
+		if err := s.node.RemoveMember(ctx, id); err != nil {
+			return fromClusterError(err)
+		}
+		return s.membersResponse(c)
+	})
+}
+
+func (s *Server) membersResponse(c echo.Context) error {
+	st, err := s.node.Status()
+	if err != nil {
+		return fromClusterError(err)
+	}
+	return c.JSON(http.StatusOK, api.MembersResponse{Members: membersBody(st.Members)})
+}
+
+func (s *Server) transferLeadership(c echo.Context) error {
+	var req api.TransferRequest
+	if err := decodeBody(c, &req, true); err != nil {
+		return err
+	}
+	return s.atLeader(c, func() error {
+		ctx, cancel := s.commandContext(c, 0)
+		defer cancel()
+		if err := s.node.TransferLeadership(ctx, req.ID); err != nil {
+			return fromClusterError(err)
+		}
+		id, _ := s.node.Leader()
+		return c.JSON(http.StatusOK, api.TransferResponse{Leader: id})
+	})
+}
+
+func membersBody(ms []cluster.MemberInfo) []api.Member {
+	out := make([]api.Member, len(ms))
+	for i, m := range ms {
+		suffrage := "nonvoter"
+		if m.Voter {
+			suffrage = "voter"
+		}
+		out[i] = api.Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Suffrage: suffrage, Leader: m.Leader}
+	}
+	return out
+}
+
+func hostPort(s string) bool {
+	i := strings.LastIndexByte(s, ':')
+	return i > 0 && i < len(s)-1 && !strings.ContainsAny(s, " /")
+}

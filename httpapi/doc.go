@@ -1,0 +1,11 @@
+// Package httpapi serves raftlock's HTTP API v1 (shared/API.md) with echo/v4.
+//
+// It validates every request at the edge (names, sizes, durations, unknown JSON fields) and maps
+// every failure to the one error body of the API in a single place (errors.go). Writes and
+// linearizable reads that reach a follower are forwarded to the leader over HTTP, long polls
+// included, and answered as if the leader had been called. It also serves /v1/health,
+// /v1/ready and /metrics.
+//
+// It depends on the cluster node only through the Node interface defined here, and imports
+// fsm for the state's read types and api for the wire types.
+package httpapi

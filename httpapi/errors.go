@@ -1,0 +1,116 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster"
+)
+
+// apiError is a failure to be answered with the API's error body.
+type apiError struct {
+	status      int
+	body        api.ErrorBody
+	retryAfter  string
+	internalErr error
+}
+
+func (e *apiError) Error() string {
+	if e.internalErr != nil {
+		return fmt.Sprintf("%s: %s: %v", e.body.Error.Code, e.body.Error.Message, e.internalErr)
+	}
+	return e.body.Error.Code + ": " + e.body.Error.Message
+}
+
+func newError(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, body: api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: fmt.Sprintf(format, args...)}}}
+}
+
+func invalid(format string, args ...any) *apiError {
+	return newError(http.StatusBadRequest, api.CodeInvalidArgument, format, args...)
+}
+
+func sessionNotFound(id string) *apiError {
+	return newError(http.StatusNotFound, api.CodeSessionNotFound, "session %q does not exist or has expired", id)
+}
+
+func noLeader(format string, args ...any) *apiError {
+	e := newError(http.StatusServiceUnavailable, api.CodeNoLeader, format, args...)
+	e.retryAfter = "1"
+	return e
+}
+
+func tooMany(format string, args ...any) *apiError {
+	e := newError(http.StatusTooManyRequests, api.CodeTooManyRequests, format, args...)
+	e.retryAfter = "1"
+	return e
+}
+
+// fromClusterError maps an error of the cluster node to the API's codes.
+func fromClusterError(err error) *apiError {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, cluster.ErrSessionNotFound):
+		return newError(http.StatusNotFound, api.CodeSessionNotFound, "the session does not exist or has expired")
+	case errors.Is(err, cluster.ErrUnknownMember):
+		return newError(http.StatusNotFound, api.CodeNotFound, "%v", err)
+	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader):
+		e := noLeader("the cluster has no leader right now; nothing was applied")
+		e.internalErr = err
+		return e
+	case errors.Is(err, cluster.ErrUnknownOutcome), errors.Is(err, context.DeadlineExceeded):
+		e := newError(http.StatusServiceUnavailable, api.CodeTimeout,
+			"the command was submitted but its outcome is unknown; read the lock or session before retrying")
+		e.retryAfter = "1"
+		e.internalErr = err
+		return e
+	}
+	e := newError(http.StatusInternalServerError, api.CodeInternal, "internal error")
+	e.internalErr = err
+	return e
+}
+
+// errorHandler renders every error, including echo's own (unknown route, wrong method, body
+// too large, recovered panics), as the API's error body.
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var ae *apiError
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &he):
+		switch he.Code {
+		case http.StatusNotFound:
+			ae = newError(he.Code, api.CodeNotFound, "no such route: %s %s", c.Request().Method, c.Request().URL.Path)
+		case http.StatusMethodNotAllowed:
+			ae = newError(he.Code, api.CodeMethodNotAllowed, "method %s is not allowed on %s", c.Request().Method, c.Request().URL.Path)
+		case http.StatusRequestEntityTooLarge:
+			ae = newError(he.Code, api.CodePayloadTooLarge, "request body is larger than %d bytes", s.cfg.MaxBodyBytes)
+		case http.StatusBadRequest:
+			ae = invalid("%v", he.Message)
+		default:
+			ae = newError(http.StatusInternalServerError, api.CodeInternal, "internal error")
+			ae.internalErr = err
+		}
+	default:
+		ae = fromClusterError(err)
+	}
+	if ae.status >= 500 {
+		s.log.Warn("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "code", ae.body.Error.Code, "error", ae)
+	}
+	if ae.retryAfter != "" {
+		c.Response().Header().Set("Retry-After", ae.retryAfter)
+	}
+	if err := c.JSON(ae.status, ae.body); err != nil {
+		s.log.Debug("writing error response failed", "error", err)
+	}
+}

@@ -1,0 +1,242 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// lockRoute dispatches /v1/locks/{name}[/acquire|/release|/check]: names may contain '/', so
+// the action is the last segment, which is why names may not end in one.
+func (s *Server) lockRoute(c echo.Context) error {
+	path := c.Param("*")
+	name, action := path, ""
+	if i := strings.LastIndexByte(path, '/'); i >= 0 && reservedActions[path[i+1:]] {
+		name, action = path[:i], path[i+1:]
+	} else if reservedActions[path] {
+		name, action = "", path
+	}
+	method := c.Request().Method
+	want := http.MethodGet
+	if action == "acquire" || action == "release" {
+		want = http.MethodPost
+	}
+	if method != want {
+		return echo.ErrMethodNotAllowed
+	}
+	if err := s.cfg.Limits.lockName(name); err != nil {
+		return err
+	}
+	switch action {
+	case "acquire":
+		return s.acquire(c, name)
+	case "release":
+		return s.release(c, name)
+	case "check":
+		return s.check(c, name)
+	}
+	return s.getLock(c, name)
+}
+
+func (s *Server) acquire(c echo.Context, name string) error {
+	var req api.AcquireRequest
+	if err := decodeBody(c, &req, false); err != nil {
+		return err
+	}
+	lim := &s.cfg.Limits
+	wait, err := duration("wait", req.Wait, 0, lim.MaxWait)
+	if err != nil {
+		return err
+	}
+	var value string
+	if req.Value != nil {
+		value = *req.Value
+		if err := lim.value(value); err != nil {
+			return err
+		}
+	}
+	var id fsm.SessionID
+	var ttl time.Duration
+	switch {
+	case req.Session != "" && req.TTL != "":
+		return invalid("give either session or ttl, not both")
+	case req.Session != "":
+		if id, err = sessionID(req.Session); err != nil {
+			return err
+		}
+	case req.TTL != "":
+		if ttl, err = duration("ttl", req.TTL, lim.MinTTL, lim.MaxTTL); err != nil {
+			return err
+		}
+	default:
+		return invalid("session (or ttl, to create one) is required")
+	}
+	return s.atLeader(c, func() error {
+		if max := lim.MaxWaitersPerLock; max > 0 && wait > 0 && s.node.FSM().Lock(name).Waiters >= max {
+			return tooMany("lock %q has %d waiters, the configured maximum", name, max)
+		}
+		created := false
+		if id.IsZero() {
+			info, err := s.newSession(c, "", ttl, 0)
+			if err != nil {
+				return err
+			}
+			id, created = info.ID, true
+		}
+		ctx, cancel := s.commandContext(c, wait)
+		defer cancel()
+		res, err := s.node.Acquire(ctx, cluster.AcquireRequest{Session: id, Lock: name, Value: value, SetValue: req.Value != nil, Wait: wait})
+		if created && (err != nil || res.Status != fsm.StatusOK) {
+			// The caller never learned the session's id: do not leave it holding a place.
+			dctx, dcancel := s.commandContext(c, 0)
+			_, _ = s.node.DestroySession(dctx, id)
+			dcancel()
+		}
+		if err != nil {
+			return fromClusterError(err)
+		}
+		return s.acquireResult(c, name, id, res)
+	})
+}
+
+func (s *Server) acquireResult(c echo.Context, name string, id fsm.SessionID, res fsm.Result) error {
+	switch res.Status {
+	case fsm.StatusOK:
+		return c.JSON(http.StatusOK, api.AcquireResponse{Name: name, Session: id.String(), Token: res.Token, Value: res.Value})
+	case fsm.StatusSessionNotFound:
+		return sessionNotFound(id.String())
+	case fsm.StatusLockDelayed:
+		return lockDelayed(name, res.DelayUntil)
+	}
+	e := newError(http.StatusConflict, api.CodeLockHeld, "lock %q is held by another session", name)
+	if !res.Holder.IsZero() {
+		e.body.Holder = &api.Holder{Session: res.Holder.String(), Token: res.Token}
+	}
+	return e
+}
+
+func lockDelayed(name string, until int64) error {
+	left := time.Until(time.Unix(0, until)).Round(time.Millisecond)
+	if left < 0 {
+		left = 0
+	}
+	e := newError(http.StatusConflict, api.CodeLockDelayed, "lock %q is free but inside a lock-delay for %v", name, left)
+	e.body.AvailableIn = left.String()
+	return e
+}
+
+func (s *Server) release(c echo.Context, name string) error {
+	var req api.ReleaseRequest
+	if err := decodeBody(c, &req, false); err != nil {
+		return err
+	}
+	if req.Token == nil {
+		return invalid("token is required")
+	}
+	id, err := sessionID(req.Session)
+	if err != nil {
+		return err
+	}
+	return s.atLeader(c, func() error {
+		ctx, cancel := s.commandContext(c, 0)
+		defer cancel()
+		res, err := s.node.Release(ctx, id, name, *req.Token)
+		if err != nil {
+			return fromClusterError(err)
+		}
+		switch res.Status {
+		case fsm.StatusOK:
+			return c.JSON(http.StatusOK, api.ReleaseResponse{Released: true})
+		case fsm.StatusSessionNotFound:
+			return sessionNotFound(id.String())
+		}
+		return newError(http.StatusConflict, api.CodeNotHolder, "session %s does not hold lock %q under token %d", id, name, *req.Token)
+	})
+}
+
+func (s *Server) getLock(c echo.Context, name string) error {
+	q, err := s.cfg.Limits.readQuery(c)
+	if err != nil {
+		return err
+	}
+	return s.read(c, q, func() error {
+		info := s.node.FSM().Lock(name)
+		if q.block && info.ModifyIndex <= q.index && q.wait > 0 {
+			info = s.waitLockChange(c, name, q)
+		}
+		return c.JSON(http.StatusOK, lockBody(info))
+	})
+}
+
+// waitLockChange holds a blocking query until the lock's modify index exceeds q.index, the
+// wait elapses or the client leaves, and returns the lock's state then.
+func (s *Server) waitLockChange(c echo.Context, name string, q query) fsm.LockInfo {
+	timer := time.NewTimer(q.wait)
+	defer timer.Stop()
+	for {
+		changed := s.node.WatchLock(name) // taken before the read, so no change is missed
+		info := s.node.FSM().Lock(name)
+		if info.ModifyIndex > q.index {
+			return info
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return s.node.FSM().Lock(name)
+		case <-c.Request().Context().Done():
+			return info
+		}
+	}
+}
+
+func (s *Server) check(c echo.Context, name string) error {
+	q, err := s.cfg.Limits.readQuery(c)
+	if err != nil {
+		return err
+	}
+	raw := c.QueryParam("token")
+	if raw == "" {
+		return invalid("token is required")
+	}
+	token, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil {
+		return invalid("token %q is not a non-negative integer", raw)
+	}
+	return s.read(c, q, func() error {
+		info := s.node.FSM().Lock(name)
+		return c.JSON(http.StatusOK, api.CheckResponse{Current: info.Held && info.Token == token, Token: info.Token})
+	})
+}
+
+func (s *Server) listLocks(c echo.Context) error {
+	q, err := s.cfg.Limits.readQuery(c)
+	if err != nil {
+		return err
+	}
+	prefix := c.QueryParam("prefix")
+	return s.read(c, q, func() error {
+		out := api.LockList{Locks: []api.Lock{}}
+		for _, info := range s.node.FSM().Locks(prefix) {
+			if info.Held || info.Waiters > 0 {
+				out.Locks = append(out.Locks, lockBody(info))
+			}
+		}
+		return c.JSON(http.StatusOK, out)
+	})
+}
+
+func lockBody(info fsm.LockInfo) api.Lock {
+	l := api.Lock{Name: info.Name, Held: info.Held, Token: info.Token, Value: info.Value,
+		Waiters: info.Waiters, ModifyIndex: info.ModifyIndex}
+	if info.Held {
+		l.Session = info.Holder.String()
+	}
+	return l
+}

@@ -1,0 +1,86 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics is one node's Prometheus registry: its own, so that several nodes can live in one
+// process (raftlock dev, tests).
+type metrics struct {
+	reg     *prometheus.Registry
+	latency *prometheus.HistogramVec
+}
+
+func newMetrics(node Node) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "raftlock_http_request_duration_seconds",
+		Help:    "Latency of HTTP requests by route, method and status code.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"route", "method", "code"})
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	status := func() (leader bool, term, commit, applied float64) {
+		st, err := node.Status()
+		if err != nil {
+			return false, 0, 0, 0
+		}
+		return st.State == "Leader", float64(st.Term), float64(st.CommitIndex), float64(st.AppliedIndex)
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.latency,
+		gauge("raftlock_raft_leader", "1 if this node is the Raft leader, else 0.", func() float64 {
+			if l, _, _, _ := status(); l {
+				return 1
+			}
+			return 0
+		}),
+		gauge("raftlock_raft_term", "Current Raft term.", func() float64 { _, t, _, _ := status(); return t }),
+		gauge("raftlock_raft_commit_index", "Raft commit index known to this node.", func() float64 { _, _, c, _ := status(); return c }),
+		gauge("raftlock_raft_applied_index", "Last Raft index applied by this node.", func() float64 { return float64(node.AppliedIndex()) }),
+		gauge("raftlock_sessions", "Live sessions.", func() float64 { return float64(node.FSM().Stats().Sessions) }),
+		gauge("raftlock_locks_held", "Locks currently held.", func() float64 { return float64(node.FSM().Stats().Held) }),
+		gauge("raftlock_waiters", "Queued acquire requests across all locks.", func() float64 { return float64(node.FSM().Stats().Waiters) }),
+		gauge("raftlock_session_timers", "Session expiry timers run by this node (the leader).", func() float64 { return float64(node.SessionTimers()) }),
+		counter("raftlock_grants_total", "Lock grants applied by this node since it started.", func() float64 { return float64(node.Counters().Grants) }),
+		counter("raftlock_releases_total", "Lock releases (including by session end) applied since start.", func() float64 { return float64(node.Counters().Releases) }),
+		counter("raftlock_session_expiries_total", "Session expiries applied since start.", func() float64 { return float64(node.Counters().Expiries) }),
+	)
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// middleware records the latency of every request under its route pattern (never the raw
+// path, which would give each lock name its own series).
+func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err) // write the error now, so the status code is known
+			err = nil
+		}
+		route := c.Path()
+		if route == "" {
+			route = "unmatched"
+		}
+		m.latency.WithLabelValues(route, c.Request().Method, strconv.Itoa(c.Response().Status)).Observe(time.Since(start).Seconds())
+		return err
+	}
+}

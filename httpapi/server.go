@@ -1,0 +1,232 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// Node is what the API needs from a cluster node; *cluster.Node implements it.
+type Node interface {
+	ID() string
+	IsLeader() bool
+	Leader() (id, httpAddr string)
+	AppliedIndex() uint64
+	Ready() bool
+	FSM() *fsm.FSM
+	Status() (cluster.Status, error)
+	Counters() cluster.Counters
+	SessionTimers() int
+
+	CreateSession(ctx context.Context, name string, ttl, lockDelay time.Duration) (fsm.SessionInfo, error)
+	DestroySession(ctx context.Context, id fsm.SessionID) ([]string, error)
+	Renew(ctx context.Context, id fsm.SessionID) (time.Duration, error)
+	Acquire(ctx context.Context, req cluster.AcquireRequest) (fsm.Result, error)
+	Release(ctx context.Context, session fsm.SessionID, lock string, token uint64) (fsm.Result, error)
+	ReadBarrier(ctx context.Context) error
+	WatchLock(name string) <-chan struct{}
+	AddMember(ctx context.Context, id, raftAddr, httpAddr string) error
+	RemoveMember(ctx context.Context, id string) error
+	TransferLeadership(ctx context.Context, id string) error
+}
+
+var _ Node = (*cluster.Node)(nil)
+
+// Config configures a Server.
+type Config struct {
+	// Version is reported by GET /v1/cluster.
+	Version string
+	// MaxBodyBytes bounds request bodies; default 64 KiB.
+	MaxBodyBytes int64
+	// Limits are the validation limits.
+	Limits Limits
+	// LeaderWait is how long a request waits for a leader to appear before 503 no_leader;
+	// default 3s.
+	LeaderWait time.Duration
+	// CommandTimeout bounds a write's wait for its commit (a blocking acquire adds its wait);
+	// default 10s. Past it the outcome is reported unknown.
+	CommandTimeout time.Duration
+	// Logger receives request errors; default discards.
+	Logger hclog.Logger
+}
+
+// Server serves the v1 API for one node.
+type Server struct {
+	cfg     Config
+	node    Node
+	log     hclog.Logger
+	echo    *echo.Echo
+	fwd     *forwarder
+	metrics *metrics
+}
+
+// New returns a server for node; call Serve to start it.
+func New(node Node, cfg Config) *Server {
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 64 << 10
+	}
+	if cfg.LeaderWait == 0 {
+		cfg.LeaderWait = 3 * time.Second
+	}
+	if cfg.CommandTimeout == 0 {
+		cfg.CommandTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	cfg.Limits.setDefaults()
+	s := &Server{cfg: cfg, node: node, log: cfg.Logger.Named("http")}
+	s.fwd = newForwarder(s)
+	s.metrics = newMetrics(node)
+	s.echo = s.routes()
+	return s
+}
+
+// Handler returns the server's http.Handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Serve serves HTTP on ln until Shutdown; it returns nil after a Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	srv := s.echo.Server
+	srv.Handler = s.echo
+	srv.ReadHeaderTimeout = 10 * time.Second
+	srv.IdleTimeout = 2 * time.Minute
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting requests and waits for the ones in flight until ctx ends, then
+// closes the rest (long polls included).
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.echo.Server.Shutdown(ctx)
+	if err != nil {
+		_ = s.echo.Server.Close()
+	}
+	s.fwd.close()
+	return err
+}
+
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.errorHandler
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true, LogErrorFunc: s.logPanic}))
+	e.Use(s.metrics.middleware)
+	e.Use(s.headers)
+	e.Use(middleware.BodyLimit(strconv.FormatInt(s.cfg.MaxBodyBytes, 10) + "B"))
+
+	v1 := e.Group("/v1")
+	v1.POST("/sessions", s.createSession)
+	v1.GET("/sessions", s.listSessions)
+	v1.GET("/sessions/:id", s.getSession)
+	v1.PUT("/sessions/:id/renew", s.renewSession)
+	v1.DELETE("/sessions/:id", s.destroySession)
+	v1.GET("/locks", s.listLocks)
+	v1.Any("/locks/*", s.lockRoute)
+	v1.GET("/cluster", s.getCluster)
+	v1.POST("/cluster/members", s.addMember)
+	v1.DELETE("/cluster/members/:id", s.removeMember)
+	v1.POST("/cluster/leadership-transfer", s.transferLeadership)
+	v1.GET("/health", s.health)
+	v1.GET("/ready", s.ready)
+	e.GET("/metrics", echo.WrapHandler(s.metrics.handler()))
+	return e
+}
+
+func (s *Server) logPanic(c echo.Context, err error, stack []byte) error {
+	s.log.Error("handler panic", "method", c.Request().Method, "path", c.Request().URL.Path, "error", err, "stack", string(stack))
+	return err
+}
+
+// headers sets X-Raftlock-Index and X-Raftlock-Leader just before the response is written,
+// unless a forwarded response already carries the leader's.
+func (s *Server) headers(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		res := c.Response()
+		res.Before(func() {
+			h := res.Header()
+			if h.Get(api.HeaderIndex) == "" {
+				h.Set(api.HeaderIndex, strconv.FormatUint(s.node.AppliedIndex(), 10))
+			}
+			if h.Get(api.HeaderLeader) == "" {
+				if id, _ := s.node.Leader(); id != "" {
+					h.Set(api.HeaderLeader, id)
+				}
+			}
+		})
+		return next(c)
+	}
+}
+
+// atLeader runs fn here if this node is the ready leader, or forwards the request to the
+// leader. A request that was already forwarded once is never forwarded again.
+func (s *Server) atLeader(c echo.Context, fn func() error) error {
+	deadline := time.Now().Add(s.cfg.LeaderWait)
+	forwarded := c.Request().Header.Get(api.HeaderForwarded) != ""
+	for {
+		if s.node.IsLeader() {
+			return fn()
+		}
+		id, addr := s.node.Leader()
+		if id != "" && id != s.node.ID() && addr != "" && !forwarded {
+			return s.fwd.forward(c, addr)
+		}
+		if time.Now().After(deadline) || forwarded && id != s.node.ID() {
+			if forwarded {
+				return noLeader("this node received a forwarded request but is not the leader; nothing was applied")
+			}
+			return noLeader("no leader is known right now; nothing was applied")
+		}
+		select {
+		case <-c.Request().Context().Done():
+			return noLeader("request cancelled while waiting for a leader")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// read runs fn locally: at once for a stale read, otherwise after a read barrier on the leader
+// (forwarding there if this node does not lead).
+func (s *Server) read(c echo.Context, q query, fn func() error) error {
+	if q.stale {
+		return fn()
+	}
+	return s.atLeader(c, func() error {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.CommandTimeout)
+		defer cancel()
+		if err := s.node.ReadBarrier(ctx); err != nil {
+			return fromClusterError(err)
+		}
+		return fn()
+	})
+}
+
+// commandContext bounds a write by the command timeout plus extra (a blocking acquire's wait).
+func (s *Server) commandContext(c echo.Context, extra time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.Request().Context(), s.cfg.CommandTimeout+extra)
+}
+
+func (s *Server) health(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "id": s.node.ID()})
+}
+
+func (s *Server) ready(c echo.Context) error {
+	if !s.node.Ready() {
+		return noLeader("not ready: no known leader, or the log is not applied up to the commit index yet")
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready", "id": s.node.ID()})
+}

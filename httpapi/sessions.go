@@ -1,0 +1,149 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+func (s *Server) createSession(c echo.Context) error {
+	var req api.CreateSessionRequest
+	if err := decodeBody(c, &req, false); err != nil {
+		return err
+	}
+	lim := &s.cfg.Limits
+	ttl, err := duration("ttl", req.TTL, lim.MinTTL, lim.MaxTTL)
+	if err != nil {
+		return err
+	}
+	delay, err := duration("lock_delay", req.LockDelay, 0, lim.MaxLockDelay)
+	if err != nil {
+		return err
+	}
+	if err := sessionName(req.Name); err != nil {
+		return err
+	}
+	return s.atLeader(c, func() error {
+		info, err := s.newSession(c, req.Name, ttl, delay)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusCreated, sessionBody(info))
+	})
+}
+
+// newSession creates a session on the leader, within the configured session limit.
+func (s *Server) newSession(c echo.Context, name string, ttl, delay time.Duration) (fsm.SessionInfo, error) {
+	if max := s.cfg.Limits.MaxSessions; max > 0 && s.node.FSM().Stats().Sessions >= max {
+		return fsm.SessionInfo{}, tooMany("the cluster holds %d sessions, the configured maximum", max)
+	}
+	ctx, cancel := s.commandContext(c, 0)
+	defer cancel()
+	info, err := s.node.CreateSession(ctx, name, ttl, delay)
+	if err != nil {
+		return info, fromClusterError(err)
+	}
+	return info, nil
+}
+
+func (s *Server) renewSession(c echo.Context) error {
+	var empty struct{}
+	if err := decodeBody(c, &empty, true); err != nil {
+		return err
+	}
+	id, err := sessionID(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return s.atLeader(c, func() error {
+		ctx, cancel := s.commandContext(c, 0)
+		defer cancel()
+		ttl, err := s.node.Renew(ctx, id)
+		if err != nil {
+			e := fromClusterError(err)
+			if e.body.Error.Code == api.CodeSessionNotFound {
+				return sessionNotFound(id.String())
+			}
+			return e
+		}
+		return c.JSON(http.StatusOK, api.RenewResponse{ID: id.String(), TTL: ttl.String()})
+	})
+}
+
+func (s *Server) destroySession(c echo.Context) error {
+	id, err := sessionID(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return s.atLeader(c, func() error {
+		ctx, cancel := s.commandContext(c, 0)
+		defer cancel()
+		released, err := s.node.DestroySession(ctx, id)
+		if err != nil {
+			e := fromClusterError(err)
+			if e.body.Error.Code == api.CodeSessionNotFound {
+				return sessionNotFound(id.String())
+			}
+			return e
+		}
+		if released == nil {
+			released = []string{}
+		}
+		return c.JSON(http.StatusOK, api.DestroyResponse{Released: released})
+	})
+}
+
+func (s *Server) getSession(c echo.Context) error {
+	q, err := s.cfg.Limits.readQuery(c)
+	if err != nil {
+		return err
+	}
+	id, err := sessionID(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return s.read(c, q, func() error {
+		info, ok := s.node.FSM().Session(id)
+		if !ok {
+			return sessionNotFound(id.String())
+		}
+		return c.JSON(http.StatusOK, sessionInfoBody(info))
+	})
+}
+
+func (s *Server) listSessions(c echo.Context) error {
+	q, err := s.cfg.Limits.readQuery(c)
+	if err != nil {
+		return err
+	}
+	return s.read(c, q, func() error {
+		infos := s.node.FSM().Sessions()
+		out := api.SessionList{Sessions: make([]api.SessionInfo, len(infos))}
+		for i, info := range infos {
+			out.Sessions[i] = sessionInfoBody(info)
+		}
+		return c.JSON(http.StatusOK, out)
+	})
+}
+
+func sessionBody(info fsm.SessionInfo) api.Session {
+	return api.Session{
+		ID:           info.ID.String(),
+		Name:         info.Name,
+		TTL:          info.TTL.String(),
+		LockDelay:    info.LockDelay.String(),
+		CreatedIndex: info.CreateIndex,
+	}
+}
+
+func sessionInfoBody(info fsm.SessionInfo) api.SessionInfo {
+	locks := info.Locks
+	if locks == nil {
+		locks = []string{}
+	}
+	return api.SessionInfo{Session: sessionBody(info), Locks: locks}
+}
