@@ -37,8 +37,8 @@ type Node struct {
 	leaderCh    chan bool
 	stop        chan struct{}
 	cancelLoops context.CancelFunc
-	wg       sync.WaitGroup
-	closed   atomic.Bool
+	wg          sync.WaitGroup
+	closed      atomic.Bool
 }
 
 // New opens the stores in cfg.DataDir, starts Raft and, when the data directory is new and an
