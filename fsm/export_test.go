@@ -1,0 +1,123 @@
+package fsm
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Waiter is one queue entry as tests see it.
+type Waiter struct {
+	Session SessionID
+	Value   string
+}
+
+// Waiters returns the queue of the named lock, in order; for tests that must check what the
+// read API does not show.
+func Waiters(f *FSM, name string) []Waiter {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	l := f.st.locks[name]
+	if l == nil {
+		return nil
+	}
+	out := make([]Waiter, len(l.waiters))
+	for i, w := range l.waiters {
+		out[i] = Waiter{w.session, w.value}
+	}
+	return out
+}
+
+// CheckIntegrity recounts the state and checks that the derived data (each session's held and
+// awaited locks, the counters) agrees with the lock table and that no stored state breaks a
+// rule: one holder, a live holder that is not in its own queue, live waiters queued once, no
+// idle lock entry, no delay on a held lock.
+func CheckIntegrity(f *FSM) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	st := f.st
+	held, waiters := 0, 0
+	wantLocks := map[SessionID]map[string]bool{}
+	wantWaits := map[SessionID]map[string]bool{}
+	add := func(m map[SessionID]map[string]bool, id SessionID, name string) {
+		if m[id] == nil {
+			m[id] = map[string]bool{}
+		}
+		m[id][name] = true
+	}
+	names := make([]string, 0, len(st.locks))
+	for name := range st.locks {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		l := st.locks[name]
+		if !l.held && l.delayUntil == 0 && len(l.waiters) == 0 {
+			return fmt.Errorf("lock %q: idle entry kept", name)
+		}
+		if l.held {
+			held++
+			if st.sessions[l.holder] == nil {
+				return fmt.Errorf("lock %q: held by dead session %v", name, l.holder)
+			}
+			if l.delayUntil != 0 {
+				return fmt.Errorf("lock %q: held and delayed", name)
+			}
+			if l.token == 0 || l.token > l.modifyIndex {
+				return fmt.Errorf("lock %q: token %d, modify index %d", name, l.token, l.modifyIndex)
+			}
+			add(wantLocks, l.holder, name)
+		} else if l.holder != (SessionID{}) || l.token != 0 || l.value != "" {
+			return fmt.Errorf("lock %q: free but keeps holder %v token %d value %q", name, l.holder, l.token, l.value)
+		}
+		if !l.held && l.delayUntil == 0 && len(l.waiters) > 0 {
+			return fmt.Errorf("lock %q: free and undelayed with %d waiters", name, len(l.waiters))
+		}
+		seen := map[SessionID]bool{}
+		for _, w := range l.waiters {
+			waiters++
+			if seen[w.session] {
+				return fmt.Errorf("lock %q: session %v queued twice", name, w.session)
+			}
+			seen[w.session] = true
+			if l.held && w.session == l.holder {
+				return fmt.Errorf("lock %q: holder %v in its own queue", name, w.session)
+			}
+			if st.sessions[w.session] == nil {
+				return fmt.Errorf("lock %q: dead session %v queued", name, w.session)
+			}
+			add(wantWaits, w.session, name)
+		}
+	}
+	if held != st.held || waiters != st.waiters {
+		return fmt.Errorf("counters held=%d waiters=%d, recount held=%d waiters=%d", st.held, st.waiters, held, waiters)
+	}
+	for id, ss := range st.sessions {
+		if ss.id != id {
+			return fmt.Errorf("session %v stored under %v", ss.id, id)
+		}
+		if err := sameSet(ss.locks, wantLocks[id]); err != nil {
+			return fmt.Errorf("session %v locks: %w", id, err)
+		}
+		if err := sameSet(ss.waits, wantWaits[id]); err != nil {
+			return fmt.Errorf("session %v waits: %w", id, err)
+		}
+	}
+	for id, m := range st.members {
+		if m.ID != id {
+			return fmt.Errorf("member %q stored under %q", m.ID, id)
+		}
+	}
+	return nil
+}
+
+func sameSet(got map[string]struct{}, want map[string]bool) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("has %v, want %v", sortedKeys(got), want)
+	}
+	for k := range got {
+		if !want[k] {
+			return fmt.Errorf("has %v, want %v", sortedKeys(got), want)
+		}
+	}
+	return nil
+}
