@@ -15,6 +15,9 @@ var (
 	ErrTrailingBytes   = errors.New("fsm: trailing bytes after command")
 	ErrFieldTooLong    = errors.New("fsm: string field too long")
 	ErrInvalidDuration = errors.New("fsm: negative duration")
+	// ErrNonCanonical is returned for a varint written with more bytes than it needs. Encode
+	// never writes one, and refusing them keeps one encoding per command.
+	ErrNonCanonical = errors.New("fsm: non-canonical varint")
 )
 
 // commandVersion is the first byte of every encoded command.
@@ -208,8 +211,7 @@ func (d *decoder) byte() byte {
 
 func (d *decoder) uvarint() uint64 {
 	v, n := binary.Uvarint(d.buf)
-	if n <= 0 {
-		d.fail(ErrShortCommand)
+	if !d.varintOK(n) {
 		return 0
 	}
 	d.buf = d.buf[n:]
@@ -218,12 +220,25 @@ func (d *decoder) uvarint() uint64 {
 
 func (d *decoder) varint() int64 {
 	v, n := binary.Varint(d.buf)
-	if n <= 0 {
-		d.fail(ErrShortCommand)
+	if !d.varintOK(n) {
 		return 0
 	}
 	d.buf = d.buf[n:]
 	return v
+}
+
+// varintOK checks the length n that binary.Uvarint or binary.Varint reported: a varint must be
+// complete, fit 64 bits, and be minimal (its last byte is non-zero unless it is the only one).
+func (d *decoder) varintOK(n int) bool {
+	switch {
+	case n <= 0:
+		d.fail(ErrShortCommand)
+		return false
+	case n > 1 && d.buf[n-1] == 0:
+		d.fail(ErrNonCanonical)
+		return false
+	}
+	return true
 }
 
 func (d *decoder) duration() time.Duration {
