@@ -1,0 +1,137 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/client"
+)
+
+// renewMode tells a fake session node how to answer renewals.
+type renewMode int32
+
+const (
+	renewOK renewMode = iota
+	renewHang
+	renewNotFound
+)
+
+// newSessionNode fakes the session endpoints; renewals answer as mode says.
+func newSessionNode(t *testing.T, mode *atomic.Int32, renewed *atomic.Int32) *fakeNode {
+	return newFakeNode(t, func(w http.ResponseWriter, r *http.Request) bool {
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/sessions":
+			var req api.CreateSessionRequest
+			if err := decodeStrict(r, &req); err != nil {
+				writeError(w, http.StatusBadRequest, api.CodeInvalidArgument, err.Error(), nil)
+				return true
+			}
+			writeJSON(w, http.StatusCreated, api.Session{ID: strings.Repeat("ab", 16), TTL: req.TTL})
+		case r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/renew"):
+			switch renewMode(mode.Load()) {
+			case renewHang:
+				<-r.Context().Done()
+				return true
+			case renewNotFound:
+				writeError(w, http.StatusNotFound, api.CodeSessionNotFound, "session expired", nil)
+				return true
+			}
+			renewed.Add(1)
+			writeJSON(w, http.StatusOK, api.RenewResponse{ID: strings.Repeat("ab", 16), TTL: "2s"})
+		case r.Method == http.MethodDelete:
+			writeJSON(w, http.StatusOK, api.DestroyResponse{Released: []string{}})
+		default:
+			return false
+		}
+		return true
+	})
+}
+
+func TestSessionDeadlinePassesBeforeServerCouldExpire(t *testing.T) {
+	var mode, renewed atomic.Int32
+	n := newSessionNode(t, &mode, &renewed)
+	c, _ := client.New([]string{n.URL()})
+	var danger atomic.Bool
+	ttl := 2 * time.Second
+	s, err := c.NewSession(context.Background(), client.WithTTL(ttl),
+		client.WithOnDanger(func(time.Duration) { danger.Store(true) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	waitFor(t, 5*time.Second, "a renewal", func() bool { return renewed.Load() > 0 })
+
+	// From now on renewals get no answer. The server would expire the session no earlier
+	// than TTL after the last renewal it received, which was sent after lastSent.
+	mode.Store(int32(renewHang))
+	select {
+	case <-s.Done():
+	case <-time.After(2 * ttl):
+		t.Fatal("Done not closed while renewals hang")
+	}
+	closed := time.Now()
+	lastSent := s.Deadline().Add(-(ttl - ttl/5)) // the default margin is TTL/5
+	if !closed.Before(lastSent.Add(ttl)) {
+		t.Fatalf("Done closed %s after the earliest server expiry", closed.Sub(lastSent.Add(ttl)))
+	}
+	if !errors.Is(s.Err(), client.ErrSessionDeadline) {
+		t.Fatalf("Err = %v, want ErrSessionDeadline", s.Err())
+	}
+	if !danger.Load() {
+		t.Fatal("the danger callback was not called")
+	}
+}
+
+func TestSessionReportsServerExpiry(t *testing.T) {
+	var mode, renewed atomic.Int32
+	mode.Store(int32(renewNotFound))
+	n := newSessionNode(t, &mode, &renewed)
+	c, _ := client.New([]string{n.URL()})
+	s, err := c.NewSession(context.Background(), client.WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed after session_not_found")
+	}
+	if !errors.Is(s.Err(), client.ErrSessionExpired) || errors.Is(s.Err(), client.ErrSessionDeadline) {
+		t.Fatalf("Err = %v, want ErrSessionExpired", s.Err())
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if !errors.Is(s.Err(), client.ErrSessionExpired) {
+		t.Fatalf("Close replaced the reason: %v", s.Err())
+	}
+}
+
+func TestSessionCloseDestroysAndClosesDone(t *testing.T) {
+	var mode, renewed atomic.Int32
+	n := newSessionNode(t, &mode, &renewed)
+	c, _ := client.New([]string{n.URL()})
+	s, err := c.NewSession(context.Background(), client.WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Err() != nil {
+		t.Fatalf("new session: Err = %v", s.Err())
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-s.Done()
+	if !errors.Is(s.Err(), client.ErrSessionClosed) {
+		t.Fatalf("Err = %v, want ErrSessionClosed", s.Err())
+	}
+	if n.count("DELETE /v1/sessions/"+s.ID()) != 1 {
+		t.Fatal("Close did not destroy the session")
+	}
+}
