@@ -192,6 +192,8 @@ func (s *Server) waitLockChange(c echo.Context, name string, q query) fsm.LockIn
 			return s.node.FSM().Lock(name)
 		case <-c.Request().Context().Done():
 			return info
+		case <-s.closing.Done():
+			return info
 		}
 	}
 }

@@ -69,6 +69,9 @@ type Server struct {
 	echo    *echo.Echo
 	fwd     *forwarder
 	metrics *metrics
+	// closing ends when Shutdown begins, so that long polls answer at once.
+	closing      context.Context
+	closingStart context.CancelFunc
 }
 
 // New returns a server for node; call Serve to start it.
@@ -87,6 +90,7 @@ func New(node Node, cfg Config) *Server {
 	}
 	cfg.Limits.setDefaults()
 	s := &Server{cfg: cfg, node: node, log: cfg.Logger.Named("http")}
+	s.closing, s.closingStart = context.WithCancel(context.Background())
 	s.fwd = newForwarder(s)
 	s.metrics = newMetrics(node)
 	s.echo = s.routes()
@@ -112,12 +116,20 @@ func (s *Server) Serve(ln net.Listener) error {
 // Shutdown stops accepting requests and waits for the ones in flight until ctx ends, then
 // closes the rest (long polls included).
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.closingStart()
 	err := s.echo.Server.Shutdown(ctx)
 	if err != nil {
 		_ = s.echo.Server.Close()
 	}
 	s.fwd.close()
 	return err
+}
+
+// Close stops the server at once, cutting off every request in flight.
+func (s *Server) Close() {
+	s.closingStart()
+	_ = s.echo.Server.Close()
+	s.fwd.close()
 }
 
 func (s *Server) routes() *echo.Echo {
@@ -216,8 +228,14 @@ func (s *Server) read(c echo.Context, q query, fn func() error) error {
 }
 
 // commandContext bounds a write by the command timeout plus extra (a blocking acquire's wait).
+// A blocking one also ends when the server begins to shut down, so that its wait ends at once.
 func (s *Server) commandContext(c echo.Context, extra time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(c.Request().Context(), s.cfg.CommandTimeout+extra)
+	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.CommandTimeout+extra)
+	if extra == 0 {
+		return ctx, cancel
+	}
+	stop := context.AfterFunc(s.closing, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 func (s *Server) health(c echo.Context) error {

@@ -132,6 +132,8 @@ func decodeBody(c echo.Context, dst any, emptyOK bool) error {
 		}
 		return invalid("reading the request body: %v", err)
 	}
+	// Keep the body readable: a follower forwards the request to the leader as it came.
+	c.Request().Body = io.NopCloser(bytes.NewReader(data))
 	if len(bytes.TrimSpace(data)) == 0 {
 		if emptyOK {
 			return nil

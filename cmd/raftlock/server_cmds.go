@@ -1,6 +1,117 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+
+	"github.com/raftlock/raftlock/agent"
+	"github.com/raftlock/raftlock/config"
+)
 
 // addServerCommands registers agent and dev.
-func addServerCommands(root *cobra.Command) {}
+func addServerCommands(root *cobra.Command) {
+	root.AddCommand(newAgentCmd(), newDevCmd())
+}
+
+func newLogger(w io.Writer, level, format string) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "raftlock",
+		Level:      hclog.LevelFromString(level),
+		JSONFormat: format == "json",
+		Output:     w,
+	})
+}
+
+func newAgentCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run one raftlock server node",
+		Long: `Run one node of a raftlock cluster. Every flag can also be set by the environment
+variable RAFTLOCK_<FLAG> (upper case, '-' as '_') or by a key of the same name in the
+config file given by --config; a flag on the command line wins, then the environment, then
+the file. --initial-cluster bootstraps only when the data directory holds no Raft state, so
+the same command restarts a node.`,
+		Example: `  raftlock agent --id n1 --data-dir /var/lib/raftlock/n1 \
+    --http-addr 127.0.0.1:7001 --raft-addr 127.0.0.1:7101 \
+    --initial-cluster n1=127.0.0.1:7101,n2=127.0.0.1:7102,n3=127.0.0.1:7103
+  raftlock agent --id n4 --data-dir /var/lib/raftlock/n4 --http-addr 127.0.0.1:7004 \
+    --raft-addr 127.0.0.1:7104 --join http://127.0.0.1:7001`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			log := newLogger(cmd.ErrOrStderr(), cfg.LogLevel, cfg.LogFormat)
+			return runAgent(cmd.Context(), cfg, log)
+		},
+	}
+	config.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// runAgent runs one agent until ctx ends (SIGINT/SIGTERM), then shuts it down gracefully.
+func runAgent(ctx context.Context, cfg config.Config, log hclog.Logger) error {
+	a, err := agent.Start(ctx, cfg, log, agent.Listeners{})
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-a.Errors():
+		log.Error("http server failed", "error", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	return a.Shutdown(sctx)
+}
+
+func newDevCmd() *cobra.Command {
+	var dataDir, logLevel string
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a three-node development cluster in this process",
+		Long: `Start three raftlock nodes in one process on 127.0.0.1 (HTTP 7001-7003, Raft
+7101-7103), with data in a temporary directory unless --data-dir is given, and print how
+to use them. Stop with Ctrl-C.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := newLogger(cmd.ErrOrStderr(), logLevel, "text")
+			dev, err := agent.StartDev(cmd.Context(), agent.DevOptions{DataDir: dataDir, BasePort: 7001, Logger: log})
+			if err != nil {
+				return err
+			}
+			defer dev.Close()
+			fmt.Fprint(cmd.OutOrStdout(), devBanner(dev.Endpoints()))
+			<-cmd.Context().Done()
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the nodes' data here (default: a temporary directory, removed on exit)")
+	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "log level: trace, debug, info, warn or error")
+	return cmd
+}
+
+func devBanner(endpoints []string) string {
+	ep := endpoints[0]
+	var b strings.Builder
+	fmt.Fprintf(&b, "raftlock %s dev cluster is up: %s\n\n", version, strings.Join(endpoints, " "))
+	fmt.Fprintf(&b, `Try it (any node answers):
+  curl -s -XPOST %[1]s/v1/sessions -d '{"ttl":"30s","name":"me"}'        # -> {"id":"<SID>",...}
+  curl -s -XPOST %[1]s/v1/locks/jobs/nightly/acquire -d '{"session":"<SID>"}' # -> {"token":N,...}
+  curl -s %[1]s/v1/locks/jobs/nightly
+  curl -s -XPOST %[1]s/v1/locks/jobs/nightly/release -d '{"session":"<SID>","token":N}'
+  curl -s -XPUT %[1]s/v1/sessions/<SID>/renew
+  curl -s %[1]s/v1/cluster
+
+Press Ctrl-C to stop.
+`, ep)
+	return b.String()
+}
+

@@ -1,0 +1,139 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/config"
+	"github.com/raftlock/raftlock/httpapi"
+)
+
+// Version is the raftlock version the API reports.
+const Version = "0.1.0"
+
+// Agent is one running raftlock server: a Raft node and the HTTP API in front of it.
+type Agent struct {
+	cfg    config.Config
+	log    hclog.Logger
+	node   *cluster.Node
+	http   *httpapi.Server
+	httpLn net.Listener
+
+	serveErr chan error
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Listeners are optional pre-bound listeners; nil ones are bound from the config's addresses.
+type Listeners struct {
+	HTTP, Raft net.Listener
+}
+
+// Start binds the listeners, starts the node and serves the API. With cfg.Join set it asks the
+// named members to add it, and returns only once it was added (or ctx ends).
+func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listeners) (*Agent, error) {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	var err error
+	if ls.HTTP == nil {
+		if ls.HTTP, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return nil, fmt.Errorf("agent: http listen: %w", err)
+		}
+	}
+	if ls.Raft == nil {
+		if ls.Raft, err = net.Listen("tcp", cfg.RaftAddr); err != nil {
+			ls.HTTP.Close()
+			return nil, fmt.Errorf("agent: raft listen: %w", err)
+		}
+	}
+	advHTTP := cfg.AdvertiseHTTP
+	if advHTTP == "" {
+		advHTTP = ls.HTTP.Addr().String()
+	}
+	node, err := cluster.New(cluster.Config{
+		ID:                 cfg.ID,
+		DataDir:            cfg.DataDir,
+		RaftListener:       ls.Raft,
+		AdvertiseRaft:      cfg.AdvertiseRaft,
+		AdvertiseHTTP:      advHTTP,
+		InitialCluster:     cfg.InitialCluster,
+		PeerAddrs:          cfg.RaftPeerAddrs,
+		HeartbeatTimeout:   cfg.HeartbeatTimeout,
+		ElectionTimeout:    cfg.ElectionTimeout,
+		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
+		SnapshotThreshold:  cfg.SnapshotThreshold,
+		SnapshotInterval:   cfg.SnapshotInterval,
+		TrailingLogs:       cfg.TrailingLogs,
+		Logger:             log,
+	})
+	if err != nil {
+		ls.HTTP.Close()
+		ls.Raft.Close()
+		return nil, err
+	}
+	a := &Agent{
+		cfg:  cfg,
+		log:  log,
+		node: node,
+		http: httpapi.New(node, httpapi.Config{
+			Version:      Version,
+			MaxBodyBytes: cfg.MaxBodyBytes,
+			Limits:       httpapi.Limits{MaxSessions: cfg.MaxSessions, MaxWaitersPerLock: cfg.MaxWaitersPerLock},
+			Logger:       log,
+		}),
+		httpLn:   ls.HTTP,
+		serveErr: make(chan error, 1),
+	}
+	go func() { a.serveErr <- a.http.Serve(ls.HTTP) }()
+	log.Info("serving", "id", cfg.ID, "http", ls.HTTP.Addr().String(), "raft", ls.Raft.Addr().String(), "data_dir", cfg.DataDir)
+	if len(cfg.Join) > 0 {
+		if err := node.Join(ctx, cfg.Join); err != nil {
+			a.Kill()
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		log.Info("joined the cluster", "via", cfg.Join)
+	}
+	return a, nil
+}
+
+// Node returns the agent's cluster node.
+func (a *Agent) Node() *cluster.Node { return a.node }
+
+// HTTPAddr returns the address the API listens on.
+func (a *Agent) HTTPAddr() string { return a.httpLn.Addr().String() }
+
+// Endpoint returns the API's base URL.
+func (a *Agent) Endpoint() string { return "http://" + a.HTTPAddr() }
+
+// Errors reports a failure of the HTTP server while the agent runs.
+func (a *Agent) Errors() <-chan error { return a.serveErr }
+
+// Shutdown stops gracefully: it stops taking requests (long polls end at once, their queue
+// entries removed), hands leadership over if it leads, and closes the node. Whatever still runs
+// when ctx ends is cut off.
+func (a *Agent) Shutdown(ctx context.Context) error {
+	a.stopOnce.Do(func() {
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		httpErr := a.http.Shutdown(hctx)
+		cancel()
+		a.stopErr = errors.Join(httpErr, a.node.Shutdown(ctx))
+	})
+	return a.stopErr
+}
+
+// Kill stops the agent at once, without handing leadership over: from the cluster's point of
+// view, a crash.
+func (a *Agent) Kill() {
+	a.stopOnce.Do(func() {
+		a.http.Close()
+		_ = a.node.Close()
+	})
+}

@@ -1,0 +1,213 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/raftlock/raftlock/config"
+)
+
+// DevOptions configure an in-process development cluster.
+type DevOptions struct {
+	// Nodes is the cluster size; default 3.
+	Nodes int
+	// DataDir holds one directory per node; default a new temporary directory, removed by Close.
+	DataDir string
+	// BasePort numbers the ports: node i serves HTTP on BasePort+i and Raft on BasePort+100+i.
+	// Zero picks free ports on 127.0.0.1 (what tests use).
+	BasePort int
+	// Logger receives every node's logs; default discards.
+	Logger hclog.Logger
+	// Tune, if set, adjusts each node's config before it starts (tests shorten timeouts).
+	Tune func(*config.Config)
+}
+
+// Dev is a cluster of agents in one process, on 127.0.0.1.
+type Dev struct {
+	opts    DevOptions
+	tempDir bool
+
+	mu      sync.Mutex
+	agents  []*Agent
+	configs []config.Config
+}
+
+// StartDev starts a development cluster and waits until it has a leader ready to serve.
+func StartDev(ctx context.Context, opts DevOptions) (*Dev, error) {
+	if opts.Nodes == 0 {
+		opts.Nodes = 3
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	d := &Dev{opts: opts}
+	if d.opts.DataDir == "" {
+		dir, err := os.MkdirTemp("", "raftlock-dev-")
+		if err != nil {
+			return nil, fmt.Errorf("agent: dev data dir: %w", err)
+		}
+		d.opts.DataDir, d.tempDir = dir, true
+	}
+	httpLns, raftLns, err := d.listen()
+	if err != nil {
+		d.removeTemp()
+		return nil, err
+	}
+	initial := make(map[string]string)
+	for i, ln := range raftLns {
+		initial[nodeID(i)] = ln.Addr().String()
+	}
+	d.agents = make([]*Agent, opts.Nodes)
+	d.configs = make([]config.Config, opts.Nodes)
+	for i := range opts.Nodes {
+		cfg := config.Default()
+		cfg.ID = nodeID(i)
+		cfg.DataDir = filepath.Join(d.opts.DataDir, cfg.ID)
+		cfg.HTTPAddr = httpLns[i].Addr().String()
+		cfg.RaftAddr = raftLns[i].Addr().String()
+		cfg.InitialCluster = initial
+		if opts.Tune != nil {
+			opts.Tune(&cfg)
+		}
+		d.configs[i] = cfg
+		a, err := Start(ctx, cfg, opts.Logger.Named(cfg.ID), Listeners{HTTP: httpLns[i], Raft: raftLns[i]})
+		if err != nil {
+			for _, ln := range append(httpLns[i+1:], raftLns[i+1:]...) {
+				ln.Close()
+			}
+			d.Close()
+			return nil, err
+		}
+		d.agents[i] = a
+	}
+	if _, err := d.WaitLeader(ctx); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func nodeID(i int) string { return fmt.Sprintf("n%d", i+1) }
+
+func (d *Dev) listen() (httpLns, raftLns []net.Listener, err error) {
+	closeAll := func() {
+		for _, ln := range append(httpLns, raftLns...) {
+			ln.Close()
+		}
+	}
+	for i := range d.opts.Nodes {
+		httpAddr, raftAddr := "127.0.0.1:0", "127.0.0.1:0"
+		if d.opts.BasePort != 0 {
+			httpAddr = fmt.Sprintf("127.0.0.1:%d", d.opts.BasePort+i)
+			raftAddr = fmt.Sprintf("127.0.0.1:%d", d.opts.BasePort+100+i)
+		}
+		h, err := net.Listen("tcp", httpAddr)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("agent: dev: %w", err)
+		}
+		httpLns = append(httpLns, h)
+		r, err := net.Listen("tcp", raftAddr)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("agent: dev: %w", err)
+		}
+		raftLns = append(raftLns, r)
+	}
+	return httpLns, raftLns, nil
+}
+
+// Endpoints returns every node's base URL, e.g. "http://127.0.0.1:7001".
+func (d *Dev) Endpoints() []string {
+	out := make([]string, len(d.configs))
+	for i, c := range d.configs {
+		out[i] = "http://" + c.HTTPAddr
+	}
+	return out
+}
+
+// Agent returns node i's agent, or nil while it is stopped.
+func (d *Dev) Agent(i int) *Agent {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.agents[i]
+}
+
+// Size returns the number of nodes.
+func (d *Dev) Size() int { return len(d.configs) }
+
+// WaitLeader waits until a running node leads and is ready to serve, and returns its index.
+func (d *Dev) WaitLeader(ctx context.Context) (int, error) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		for i := range d.configs {
+			if a := d.Agent(i); a != nil && a.Node().IsLeader() {
+				return i, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return -1, fmt.Errorf("agent: dev: no leader: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Kill stops node i at once, as a crash would (no leadership transfer).
+func (d *Dev) Kill(i int) error {
+	d.mu.Lock()
+	a := d.agents[i]
+	d.agents[i] = nil
+	d.mu.Unlock()
+	if a == nil {
+		return fmt.Errorf("agent: dev: node %d is not running", i)
+	}
+	a.Kill()
+	return nil
+}
+
+// Restart starts node i again from its data directory, on the same addresses.
+func (d *Dev) Restart(ctx context.Context, i int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.agents[i] != nil {
+		return fmt.Errorf("agent: dev: node %d is running", i)
+	}
+	cfg := d.configs[i]
+	a, err := Start(ctx, cfg, d.opts.Logger.Named(cfg.ID), Listeners{})
+	if err != nil {
+		return err
+	}
+	d.agents[i] = a
+	return nil
+}
+
+// Close stops every node and removes a temporary data directory. Nodes stop at once, like
+// Kill: acknowledged state is already durable, and a dev cluster has no one to hand over to.
+func (d *Dev) Close() error {
+	for i := range d.agents {
+		d.mu.Lock()
+		a := d.agents[i]
+		d.agents[i] = nil
+		d.mu.Unlock()
+		if a != nil {
+			a.Kill()
+		}
+	}
+	d.removeTemp()
+	return nil
+}
+
+func (d *Dev) removeTemp() {
+	if d.tempDir {
+		_ = os.RemoveAll(d.opts.DataDir)
+	}
+}

@@ -1,0 +1,269 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// Config is the configuration of one raftlock agent.
+type Config struct {
+	ID             string
+	DataDir        string
+	HTTPAddr       string
+	RaftAddr       string
+	AdvertiseHTTP  string
+	AdvertiseRaft  string
+	InitialCluster map[string]string
+	Join           []string
+	// RaftPeerAddrs overrides the address dialled for some peers (fault injection only).
+	RaftPeerAddrs map[string]string
+
+	LogLevel  string
+	LogFormat string
+
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	SnapshotThreshold  uint64
+	SnapshotInterval   time.Duration
+	TrailingLogs       uint64
+
+	MaxBodyBytes      int64
+	MaxSessions       int
+	MaxWaitersPerLock int
+	ShutdownTimeout   time.Duration
+}
+
+// Default returns the defaults: one node on 127.0.0.1:7001 (HTTP) and :7101 (Raft).
+func Default() Config {
+	return Config{
+		ID:                 "n1",
+		HTTPAddr:           "127.0.0.1:7001",
+		RaftAddr:           "127.0.0.1:7101",
+		LogLevel:           "info",
+		LogFormat:          "text",
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond,
+		SnapshotThreshold:  16384,
+		SnapshotInterval:   30 * time.Second,
+		TrailingLogs:       10240,
+		MaxBodyBytes:       64 << 10,
+		MaxSessions:        1_000_000,
+		MaxWaitersPerLock:  10_000,
+		ShutdownTimeout:    10 * time.Second,
+	}
+}
+
+// AddFlags registers every setting as a flag on fs, with the defaults of Default.
+func AddFlags(fs *pflag.FlagSet) {
+	d := Default()
+	fs.String("config", "", "optional config file (YAML, TOML or JSON) whose keys are these flag names")
+	fs.String("id", d.ID, "unique, stable id of this node")
+	fs.String("data-dir", "", "directory for the Raft log, stable store and snapshots (required)")
+	fs.String("http-addr", d.HTTPAddr, "address to serve the HTTP API on")
+	fs.String("raft-addr", d.RaftAddr, "address for Raft traffic between nodes")
+	fs.String("advertise-http", "", "HTTP address other machines reach this node at (default: --http-addr)")
+	fs.String("advertise-raft", "", "Raft address other nodes reach this node at (default: --raft-addr)")
+	fs.String("initial-cluster", "", "bootstrap members as id=raft-addr,... (used only when the data dir is new)")
+	fs.StringSlice("join", nil, "HTTP address(es) of running members to join through (instead of --initial-cluster)")
+	fs.String("raft-peer-addrs", "", "fault injection: dial peers at these addresses instead, as id=addr,...")
+	_ = fs.MarkHidden("raft-peer-addrs")
+	fs.String("log-level", d.LogLevel, "log level: trace, debug, info, warn or error")
+	fs.String("log-format", d.LogFormat, "log format: text or json")
+	fs.Duration("heartbeat-timeout", d.HeartbeatTimeout, "Raft heartbeat timeout")
+	fs.Duration("election-timeout", d.ElectionTimeout, "Raft election timeout")
+	fs.Duration("leader-lease-timeout", d.LeaderLeaseTimeout, "Raft leader lease timeout")
+	fs.Uint64("snapshot-threshold", d.SnapshotThreshold, "log entries between snapshots")
+	fs.Duration("snapshot-interval", d.SnapshotInterval, "how often to check whether to snapshot")
+	fs.Uint64("trailing-logs", d.TrailingLogs, "log entries kept after a snapshot, for slow followers")
+	fs.Int64("max-body-bytes", d.MaxBodyBytes, "largest accepted request body")
+	fs.Int("max-sessions", d.MaxSessions, "most sessions the cluster holds (0: unlimited)")
+	fs.Int("max-waiters-per-lock", d.MaxWaitersPerLock, "most queued acquires per lock (0: unlimited)")
+	fs.Duration("shutdown-timeout", d.ShutdownTimeout, "how long a graceful shutdown may take")
+}
+
+// Load reads the settings from fs (after parsing), RAFTLOCK_* environment variables and the
+// config file named by --config or RAFTLOCK_CONFIG, and validates them.
+func Load(fs *pflag.FlagSet) (Config, error) {
+	v := viper.New()
+	v.SetEnvPrefix("RAFTLOCK")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	if err := v.BindPFlags(fs); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if file := v.GetString("config"); file != "" {
+		v.SetConfigFile(file)
+		if err := v.ReadInConfig(); err != nil {
+			return Config{}, fmt.Errorf("config: reading %s: %w", file, err)
+		}
+		if err := checkKeys(v, fs); err != nil {
+			return Config{}, err
+		}
+	}
+	c := Config{
+		ID:                 v.GetString("id"),
+		DataDir:            v.GetString("data-dir"),
+		HTTPAddr:           v.GetString("http-addr"),
+		RaftAddr:           v.GetString("raft-addr"),
+		AdvertiseHTTP:      v.GetString("advertise-http"),
+		AdvertiseRaft:      v.GetString("advertise-raft"),
+		Join:               splitList(v.GetStringSlice("join")),
+		LogLevel:           v.GetString("log-level"),
+		LogFormat:          v.GetString("log-format"),
+		HeartbeatTimeout:   v.GetDuration("heartbeat-timeout"),
+		ElectionTimeout:    v.GetDuration("election-timeout"),
+		LeaderLeaseTimeout: v.GetDuration("leader-lease-timeout"),
+		SnapshotThreshold:  v.GetUint64("snapshot-threshold"),
+		SnapshotInterval:   v.GetDuration("snapshot-interval"),
+		TrailingLogs:       v.GetUint64("trailing-logs"),
+		MaxBodyBytes:       v.GetInt64("max-body-bytes"),
+		MaxSessions:        v.GetInt("max-sessions"),
+		MaxWaitersPerLock:  v.GetInt("max-waiters-per-lock"),
+		ShutdownTimeout:    v.GetDuration("shutdown-timeout"),
+	}
+	var err error
+	if c.InitialCluster, err = ParseMembers("initial-cluster", v.GetString("initial-cluster")); err != nil {
+		return Config{}, err
+	}
+	if c.RaftPeerAddrs, err = ParseMembers("raft-peer-addrs", v.GetString("raft-peer-addrs")); err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// checkKeys refuses config-file keys that are not flags, so that typos never pass silently.
+func checkKeys(v *viper.Viper, fs *pflag.FlagSet) error {
+	var unknown []string
+	for _, k := range v.AllKeys() {
+		if fs.Lookup(k) == nil {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return fmt.Errorf("config: unknown setting(s) in %s: %s", v.ConfigFileUsed(), strings.Join(unknown, ", "))
+	}
+	return nil
+}
+
+func splitList(in []string) []string {
+	var out []string
+	for _, s := range in {
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// ParseMembers parses "id=host:port,id=host:port" into a map; flag names the setting in errors.
+func ParseMembers(flag, s string) (map[string]string, error) {
+	out := make(map[string]string)
+	for _, part := range splitList([]string{s}) {
+		id, addr, ok := strings.Cut(part, "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("config: --%s: %q is not id=host:port", flag, part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("config: --%s: %q: %w", flag, part, err)
+		}
+		if _, dup := out[id]; dup {
+			return nil, fmt.Errorf("config: --%s: id %q appears twice", flag, id)
+		}
+		out[id] = addr
+	}
+	return out, nil
+}
+
+// Validate checks the settings and says which one is wrong.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("config: "+format, args...)) }
+	if c.ID == "" || strings.ContainsAny(c.ID, " \t/=,") {
+		bad("--id %q must be non-empty, without spaces, '/', '=' or ','", c.ID)
+	}
+	if c.DataDir == "" {
+		bad("--data-dir is required")
+	}
+	for flag, addr := range map[string]string{"http-addr": c.HTTPAddr, "raft-addr": c.RaftAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad("--%s %q: %v", flag, addr, err)
+		}
+	}
+	for flag, addr := range map[string]string{"advertise-http": c.AdvertiseHTTP, "advertise-raft": c.AdvertiseRaft} {
+		if addr == "" {
+			continue
+		}
+		if host, _, err := net.SplitHostPort(addr); err != nil {
+			bad("--%s %q: %v", flag, addr, err)
+		} else if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			bad("--%s %q must be an address others can reach, not a wildcard", flag, addr)
+		}
+	}
+	for _, a := range []struct{ bind, adv, flag string }{{c.HTTPAddr, c.AdvertiseHTTP, "http"}, {c.RaftAddr, c.AdvertiseRaft, "raft"}} {
+		if host, _, err := net.SplitHostPort(a.bind); err == nil && a.adv == "" {
+			if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+				bad("--%s-addr %q binds a wildcard: give --advertise-%s with an address others can reach", a.flag, a.bind, a.flag)
+			}
+		}
+	}
+	if len(c.InitialCluster) > 0 && len(c.Join) > 0 {
+		bad("give --initial-cluster or --join, not both")
+	}
+	if len(c.InitialCluster) > 0 {
+		if _, ok := c.InitialCluster[c.ID]; !ok {
+			bad("--initial-cluster does not list this node's --id %q", c.ID)
+		}
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "trace", "debug", "info", "warn", "error":
+	default:
+		bad("--log-level %q is not one of trace, debug, info, warn, error", c.LogLevel)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("--log-format %q is not text or json", c.LogFormat)
+	}
+	for flag, d := range map[string]time.Duration{"heartbeat-timeout": c.HeartbeatTimeout,
+		"election-timeout": c.ElectionTimeout, "leader-lease-timeout": c.LeaderLeaseTimeout,
+		"snapshot-interval": c.SnapshotInterval, "shutdown-timeout": c.ShutdownTimeout} {
+		if d < 5*time.Millisecond {
+			bad("--%s %v is too short", flag, d)
+		}
+	}
+	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
+		bad("--leader-lease-timeout %v must not exceed --heartbeat-timeout %v", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	}
+	if c.SnapshotThreshold == 0 {
+		bad("--snapshot-threshold must be positive")
+	}
+	if c.MaxBodyBytes < 1024 {
+		bad("--max-body-bytes %d is below 1024", c.MaxBodyBytes)
+	}
+	if c.MaxSessions < 0 || c.MaxWaitersPerLock < 0 {
+		bad("--max-sessions and --max-waiters-per-lock must not be negative")
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errors.Join(errs...)
+}
+
+// AdvertisedHTTP returns the HTTP address to publish: --advertise-http, else --http-addr.
+func (c *Config) AdvertisedHTTP() string {
+	if c.AdvertiseHTTP != "" {
+		return c.AdvertiseHTTP
+	}
+	return c.HTTPAddr
+}
