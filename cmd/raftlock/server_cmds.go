@@ -114,4 +114,3 @@ Press Ctrl-C to stop.
 `, ep)
 	return b.String()
 }
-
