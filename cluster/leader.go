@@ -71,10 +71,8 @@ func (n *Node) establishLeadership(ctx context.Context) {
 // that followers can forward to it.
 func (n *Node) publishSelf(ctx context.Context) {
 	me := fsm.Member{ID: n.cfg.ID, RaftAddr: string(n.trans.LocalAddr()), HTTPAddr: n.cfg.AdvertiseHTTP}
-	for _, m := range n.fsm.Members() {
-		if m == me {
-			return
-		}
+	if have, ok := n.fsm.Member(me.ID); ok && have == me {
+		return
 	}
 	if _, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeSetMember, Member: me}); err != nil {
 		n.log.Warn("could not publish own address", "error", err)

@@ -100,10 +100,8 @@ func (n *Node) AddMember(ctx context.Context, id, raftAddr, httpAddr string) err
 		}
 	}
 	m := fsm.Member{ID: id, RaftAddr: raftAddr, HTTPAddr: httpAddr}
-	for _, have := range n.fsm.Members() {
-		if have == m {
-			return nil
-		}
+	if have, ok := n.fsm.Member(id); ok && have == m {
+		return nil
 	}
 	_, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeSetMember, Member: m})
 	return err
@@ -259,12 +257,8 @@ func (n *Node) publishLoop(ctx context.Context) {
 }
 
 func (n *Node) isPublished() bool {
-	for _, m := range n.fsm.Members() {
-		if m.ID == n.cfg.ID {
-			return m.HTTPAddr == n.cfg.AdvertiseHTTP && m.RaftAddr == string(n.trans.LocalAddr())
-		}
-	}
-	return false
+	m, ok := n.fsm.Member(n.cfg.ID)
+	return ok && m.HTTPAddr == n.cfg.AdvertiseHTTP && m.RaftAddr == string(n.trans.LocalAddr())
 }
 
 func sortServers(s []raft.Server) {

@@ -233,13 +233,8 @@ func (n *Node) Leader() (id, httpAddr string) {
 	if lid == "" {
 		return "", ""
 	}
-	id = string(lid)
-	for _, m := range n.fsm.Members() {
-		if m.ID == id {
-			return id, m.HTTPAddr
-		}
-	}
-	return id, ""
+	m, _ := n.fsm.Member(string(lid))
+	return string(lid), m.HTTPAddr
 }
 
 // AppliedIndex returns the last log index applied to the state machine on this node.

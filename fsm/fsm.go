@@ -143,6 +143,14 @@ func (f *FSM) Members() []Member {
 	return out
 }
 
+// Member returns the published metadata of the member id, and whether there is any.
+func (f *FSM) Member(id string) (Member, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	m, ok := f.st.members[id]
+	return m, ok
+}
+
 // Stats are counts for metrics.
 type Stats struct {
 	Sessions, Locks, Held, Waiters int
