@@ -245,12 +245,9 @@ func (n *Node) WaitLeader(ctx context.Context) (id, httpAddr string, err error) 
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if id, addr := n.Leader(); id != "" && (addr != "" || id == n.cfg.ID) {
-			if id == n.cfg.ID && !n.IsLeader() {
-				// Leading but not past the Barrier yet: wait for readiness.
-			} else {
-				return id, addr, nil
-			}
+		// This node counts once it is past its Barrier; another once it has published its address.
+		if id, addr := n.Leader(); id == n.cfg.ID && n.IsLeader() || id != n.cfg.ID && id != "" && addr != "" {
+			return id, addr, nil
 		}
 		select {
 		case <-ctx.Done():
