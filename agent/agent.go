@@ -121,10 +121,15 @@ func (a *Agent) Errors() <-chan error { return a.serveErr }
 // when ctx ends is cut off.
 func (a *Agent) Shutdown(ctx context.Context) error {
 	a.stopOnce.Do(func() {
+		var leaveErr error
+		if a.cfg.LeaveOnShutdown {
+			// Leave while the API still serves: the new leader may need to reach us.
+			leaveErr = a.node.Leave(ctx)
+		}
 		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		httpErr := a.http.Shutdown(hctx)
 		cancel()
-		a.stopErr = errors.Join(httpErr, a.node.Shutdown(ctx))
+		a.stopErr = errors.Join(leaveErr, httpErr, a.node.Shutdown(ctx))
 	})
 	return a.stopErr
 }

@@ -264,3 +264,49 @@ func (n *Node) isPublished() bool {
 func sortServers(s []raft.Server) {
 	sort.Slice(s, func(i, j int) bool { return s[i].ID < s[j].ID })
 }
+
+// Leave removes this node from the cluster for good: a leader first hands leadership over,
+// then the node asks the leader to remove it. Close the node afterwards.
+func (n *Node) Leave(ctx context.Context) error {
+	if n.raft.State() == raft.Leader {
+		if !n.hasOtherVoters() {
+			return errors.New("cluster: the last voter cannot leave")
+		}
+		if err := n.TransferLeadership(ctx, ""); err != nil {
+			return err
+		}
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	for attempt := 0; ; attempt++ {
+		_, addr := n.Leader()
+		err := errors.New("no leader known")
+		if addr != "" {
+			err = deleteMember(ctx, client, addr, n.cfg.ID)
+		}
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: leave: %w (last error: %w)", ctx.Err(), err)
+		case <-time.After(backoff(attempt)):
+		}
+	}
+}
+
+func deleteMember(ctx context.Context, client *http.Client, endpoint, id string) error {
+	url := "http://" + strings.TrimPrefix(endpoint, "http://") + "/v1/cluster/members/" + id
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return nil
+}

@@ -39,6 +39,7 @@ type Config struct {
 	MaxSessions       int
 	MaxWaitersPerLock int
 	ShutdownTimeout   time.Duration
+	LeaveOnShutdown   bool
 }
 
 // Default returns the defaults: one node on 127.0.0.1:7001 (HTTP) and :7101 (Raft).
@@ -88,6 +89,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Int("max-sessions", d.MaxSessions, "most sessions the cluster holds (0: unlimited)")
 	fs.Int("max-waiters-per-lock", d.MaxWaitersPerLock, "most queued acquires per lock (0: unlimited)")
 	fs.Duration("shutdown-timeout", d.ShutdownTimeout, "how long a graceful shutdown may take")
+	fs.Bool("leave-on-shutdown", false, "on SIGINT/SIGTERM, leave the cluster for good instead of just stopping")
 }
 
 // Load reads the settings from fs (after parsing), RAFTLOCK_* environment variables and the
@@ -129,6 +131,7 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		MaxSessions:        v.GetInt("max-sessions"),
 		MaxWaitersPerLock:  v.GetInt("max-waiters-per-lock"),
 		ShutdownTimeout:    v.GetDuration("shutdown-timeout"),
+		LeaveOnShutdown:    v.GetBool("leave-on-shutdown"),
 	}
 	var err error
 	if c.InitialCluster, err = ParseMembers("initial-cluster", v.GetString("initial-cluster")); err != nil {
