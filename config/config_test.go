@@ -1,0 +1,100 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/raftlock/raftlock/config"
+)
+
+func load(t *testing.T, args ...string) (config.Config, error) {
+	t.Helper()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	config.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parse %v: %v", args, err)
+	}
+	return config.Load(fs)
+}
+
+func TestFlagBeatsEnvironmentBeatsFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "raftlock.yaml")
+	body := "id: from-file\ndata-dir: /file\nlog-level: debug\nelection-timeout: 2s\nheartbeat-timeout: 2s\n"
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("RAFTLOCK_DATA_DIR", "/env")
+	t.Setenv("RAFTLOCK_LOG_LEVEL", "warn")
+	c, err := load(t, "--config", file, "--log-level", "error")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ID != "from-file" || c.DataDir != "/env" || c.LogLevel != "error" || c.ElectionTimeout != 2*time.Second {
+		t.Fatalf("got id=%q data-dir=%q log-level=%q election=%v; want from-file, /env, error, 2s",
+			c.ID, c.DataDir, c.LogLevel, c.ElectionTimeout)
+	}
+}
+
+func TestUnknownFileKeyIsRefused(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.toml")
+	if err := os.WriteFile(file, []byte("data-dir = \"/x\"\ndata-dri = \"/typo\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := load(t, "--config", file)
+	if err == nil || !strings.Contains(err.Error(), "data-dri") {
+		t.Fatalf("want an error naming the unknown key data-dri, got %v", err)
+	}
+}
+
+func TestInitialClusterIsParsed(t *testing.T) {
+	c, err := load(t, "--data-dir", "/d", "--id", "n2",
+		"--initial-cluster", "n1=127.0.0.1:7101, n2=127.0.0.1:7102,n3=127.0.0.1:7103")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.InitialCluster) != 3 || c.InitialCluster["n2"] != "127.0.0.1:7102" {
+		t.Fatalf("initial cluster = %v", c.InitialCluster)
+	}
+}
+
+func TestValidationNamesTheSetting(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{nil, "--data-dir is required"},
+		{[]string{"--data-dir", "/d", "--initial-cluster", "n2=127.0.0.1:1"}, "does not list this node"},
+		{[]string{"--data-dir", "/d", "--initial-cluster", "n1"}, "is not id=host:port"},
+		{[]string{"--data-dir", "/d", "--initial-cluster", "n1=a:1,n1=b:2"}, "appears twice"},
+		{[]string{"--data-dir", "/d", "--log-level", "loud"}, "--log-level"},
+		{[]string{"--data-dir", "/d", "--log-format", "xml"}, "--log-format"},
+		{[]string{"--data-dir", "/d", "--http-addr", "nonsense"}, "--http-addr"},
+		{[]string{"--data-dir", "/d", "--http-addr", "0.0.0.0:7001"}, "--advertise-http"},
+		{[]string{"--data-dir", "/d", "--advertise-raft", "0.0.0.0:7101"}, "wildcard"},
+		{[]string{"--data-dir", "/d", "--join", "http://a:1", "--initial-cluster", "n1=a:2"}, "not both"},
+		{[]string{"--data-dir", "/d", "--leader-lease-timeout", "2s"}, "--leader-lease-timeout"},
+		{[]string{"--data-dir", "/d", "--max-body-bytes", "10"}, "--max-body-bytes"},
+	}
+	for _, tc := range cases {
+		_, err := load(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("args %v: want an error containing %q, got %v", tc.args, tc.want, err)
+		}
+	}
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	c, err := load(t, "--data-dir", "/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != "127.0.0.1:7001" || c.RaftAddr != "127.0.0.1:7101" || c.AdvertisedHTTP() != "127.0.0.1:7001" {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
