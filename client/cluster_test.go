@@ -1,0 +1,197 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/agent"
+	"github.com/raftlock/raftlock/client"
+)
+
+// shared is one in-process cluster used by the tests that do not hurt it.
+var shared struct {
+	once sync.Once
+	dev  *agent.Dev
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.dev != nil {
+		shared.dev.Close()
+	}
+	os.Exit(code)
+}
+
+// sharedCluster returns the shared three-node cluster, starting it on first use.
+func sharedCluster(t *testing.T) *agent.Dev {
+	t.Helper()
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		shared.dev, shared.err = agent.StartDev(ctx, agent.DevOptions{})
+	})
+	if shared.err != nil {
+		t.Fatalf("starting the shared cluster: %v", shared.err)
+	}
+	return shared.dev
+}
+
+// ownCluster starts a three-node cluster for one test, which may crash its nodes.
+func ownCluster(t *testing.T) *agent.Dev {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dev, err := agent.StartDev(ctx, agent.DevOptions{})
+	if err != nil {
+		t.Fatalf("starting a cluster: %v", err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	return dev
+}
+
+// newClient returns a client for endpoints, closed at the end of the test.
+func newClient(t *testing.T, endpoints []string, opts ...client.Option) *client.Client {
+	t.Helper()
+	c, err := client.New(endpoints, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newSession returns a session closed at the end of the test.
+func newSession(t *testing.T, c *client.Client, opts ...client.SessionOption) *client.Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := c.NewSession(ctx, opts...)
+	if err != nil {
+		t.Fatalf("NewSession: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Close(ctx)
+	})
+	return s
+}
+
+// testCtx returns a context that ends with the test, or after d.
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// lockName gives each test its own lock.
+func lockName(t *testing.T, suffix string) string {
+	return fmt.Sprintf("test/%s/%s", t.Name(), suffix)
+}
+
+// cutProxy forwards TCP connections to a target until cut: then it drops every connection
+// and refuses new ones, as a network partition between the client and that node would.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// newCutProxy starts a proxy to the host:port of endpoint and returns it; closed with the test.
+func newCutProxy(t *testing.T, endpoint string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := endpoint[len("http://"):]
+	p := &cutProxy{ln: ln, target: host, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(p.close)
+	return p
+}
+
+// Endpoint is the proxy's URL.
+func (p *cutProxy) Endpoint() string { return "http://" + p.ln.Addr().String() }
+
+func (p *cutProxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !p.track(c) {
+			c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil || !p.track(up) {
+			c.Close()
+			if up != nil {
+				up.Close()
+			}
+			continue
+		}
+		p.wg.Add(2)
+		go p.pipe(up, c)
+		go p.pipe(c, up)
+	}
+}
+
+func (p *cutProxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *cutProxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+}
+
+// Cut drops every connection and refuses new ones.
+func (p *cutProxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+func (p *cutProxy) close() {
+	p.Cut()
+	p.ln.Close()
+	p.wg.Wait()
+}
+
+// proxiedEndpoints returns one proxy per endpoint of dev.
+func proxiedEndpoints(t *testing.T, dev *agent.Dev) ([]*cutProxy, []string) {
+	var ps []*cutProxy
+	var eps []string
+	for _, ep := range dev.Endpoints() {
+		p := newCutProxy(t, ep)
+		ps = append(ps, p)
+		eps = append(eps, p.Endpoint())
+	}
+	return ps, eps
+}

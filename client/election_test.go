@@ -1,0 +1,96 @@
+package client_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/client"
+)
+
+// nextLeader waits for the next observation, failing the test after a while.
+func nextLeader(t *testing.T, obs <-chan api.Lock) api.Lock {
+	t.Helper()
+	select {
+	case l, ok := <-obs:
+		if !ok {
+			t.Fatal("Observe channel closed")
+		}
+		return l
+	case <-time.After(15 * time.Second):
+		t.Fatal("no leader change observed")
+	}
+	return api.Lock{}
+}
+
+func TestElectionSurvivesLeaderNodeCrashAndObserveFollows(t *testing.T) {
+	dev := ownCluster(t)
+	ctx := testCtx(t, 45*time.Second)
+	name := lockName(t, "e")
+	c := newClient(t, dev.Endpoints())
+	e1 := client.NewElection(newSession(t, c, client.WithTTL(5*time.Second)), name)
+	e2 := client.NewElection(newSession(t, c, client.WithTTL(5*time.Second)), name)
+
+	if _, err := e1.Leader(ctx); !errors.Is(err, client.ErrElectionNoLeader) {
+		t.Fatalf("Leader before any campaign: %v", err)
+	}
+	observer := newClient(t, dev.Endpoints())
+	obs := observer.Observe(ctx, name)
+
+	if err := e1.Campaign(ctx, "one"); err != nil {
+		t.Fatal(err)
+	}
+	if l := nextLeader(t, obs); l.Value != "one" || l.Token != e1.Token() {
+		t.Fatalf("observed %+v, want value one with token %d", l, e1.Token())
+	}
+	campaign2 := make(chan error, 1)
+	go func() { campaign2 <- e2.Campaign(ctx, "two") }()
+	waitFor(t, 10*time.Second, "second candidate to queue", func() bool {
+		l, err := c.GetLock(ctx, name)
+		return err == nil && l.Waiters == 1
+	})
+
+	// Crash the Raft leader node. The election, its leader and the queued candidate survive.
+	leader, err := dev.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := e2.Leader(ctx)
+	if err != nil || l.Value != "one" || l.Token != e1.Token() {
+		t.Fatalf("Leader after the crash: %+v, %v", l, err)
+	}
+	if !e1.IsLeader() || e1.Context().Err() != nil {
+		t.Fatal("the elected leader lost its leadership in the crash")
+	}
+	if err := e1.Proclaim(ctx, "one-b"); err != nil {
+		t.Fatalf("Proclaim: %v", err)
+	}
+	if l := nextLeader(t, obs); l.Value != "one-b" || l.Token != e1.Token() {
+		t.Fatalf("observed %+v after Proclaim, want one-b with the same token", l)
+	}
+	if err := e2.Proclaim(ctx, "usurper"); !errors.Is(err, client.ErrNotLeader) {
+		t.Fatalf("Proclaim by a candidate: %v, want ErrNotLeader", err)
+	}
+
+	oldToken := e1.Token()
+	if err := e1.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-campaign2; err != nil {
+		t.Fatalf("second campaign: %v", err)
+	}
+	l2 := nextLeader(t, obs)
+	if l2.Value != "two" || l2.Token != e2.Token() || l2.Token <= oldToken {
+		t.Fatalf("observed %+v, want two with token %d > %d", l2, e2.Token(), oldToken)
+	}
+	if e1.IsLeader() || e1.Context().Err() == nil {
+		t.Fatal("resigned leader still believes it leads")
+	}
+}

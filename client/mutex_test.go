@@ -1,0 +1,283 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+)
+
+func TestMutexContendersNeverOverlapAndAreGrantedInArrivalOrder(t *testing.T) {
+	dev := sharedCluster(t)
+	c := newClient(t, dev.Endpoints())
+	ctx := testCtx(t, 60*time.Second)
+	name := lockName(t, "m")
+	const n = 20
+
+	mutexes := make([]*client.Mutex, n)
+	for i := range mutexes {
+		mutexes[i] = client.NewMutex(newSession(t, c, client.WithTTL(10*time.Second)), name)
+	}
+	if err := mutexes[0].TryLock(ctx); err != nil {
+		t.Fatalf("first TryLock: %v", err)
+	}
+
+	var inside atomic.Int32
+	var mu sync.Mutex
+	var order []int
+	var tokens []uint64
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	// Start the waiters one at a time, each after the previous one is queued, so that the
+	// arrival order is known.
+	for i := 1; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			m := mutexes[i]
+			if err := m.Lock(ctx); err != nil {
+				errs <- err
+				return
+			}
+			if inside.Add(1) != 1 {
+				errs <- errors.New("two holders at once")
+			}
+			mu.Lock()
+			order = append(order, i)
+			tokens = append(tokens, m.Token())
+			mu.Unlock()
+			// While we hold it, the cluster must say so.
+			l, err := c.GetLock(ctx, name)
+			if err != nil || !l.Held || l.Session != m.Session().ID() || l.Token != m.Token() {
+				errs <- errors.New("cluster disagrees about the holder")
+			}
+			inside.Add(-1)
+			if err := m.Unlock(ctx); err != nil {
+				errs <- err
+			}
+		}(i)
+		waitFor(t, 10*time.Second, "waiter to queue", func() bool {
+			l, err := c.GetLock(ctx, name)
+			return err == nil && l.Waiters == i
+		})
+	}
+	first := mutexes[0].Token()
+	if err := mutexes[0].Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for i, got := range order {
+		if got != i+1 {
+			t.Fatalf("grant order %v, want 1..%d", order, n-1)
+		}
+	}
+	prev := first
+	for _, tok := range tokens {
+		if tok <= prev {
+			t.Fatalf("tokens not increasing: first %d then %v", first, tokens)
+		}
+		prev = tok
+	}
+}
+
+func TestMutexManyRoundsNeverOverlap(t *testing.T) {
+	dev := sharedCluster(t)
+	c := newClient(t, dev.Endpoints())
+	ctx := testCtx(t, 60*time.Second)
+	name := lockName(t, "m")
+	var inside, rounds atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := 0; i < 10; i++ {
+		m := client.NewMutex(newSession(t, c, client.WithTTL(10*time.Second)), name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := 0; r < 3; r++ {
+				if err := m.Lock(ctx); err != nil {
+					errs <- err
+					return
+				}
+				if inside.Add(1) != 1 {
+					errs <- errors.New("two holders at once")
+				}
+				rounds.Add(1)
+				if _, err := c.GetLock(ctx, name); err != nil {
+					errs <- err
+				}
+				inside.Add(-1)
+				if err := m.Unlock(ctx); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if rounds.Load() != 30 {
+		t.Fatalf("%d rounds, want 30", rounds.Load())
+	}
+}
+
+func TestTryLockNamesTheHolder(t *testing.T) {
+	dev := sharedCluster(t)
+	c := newClient(t, dev.Endpoints())
+	ctx := testCtx(t, 20*time.Second)
+	name := lockName(t, "m")
+	a := client.NewMutex(newSession(t, c), name, client.WithValue("host-a"))
+	b := client.NewMutex(newSession(t, c), name)
+	if err := a.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a.Token() == 0 || a.Key() != name || a.Context().Err() != nil {
+		t.Fatalf("after Lock: token %d, key %q, ctx %v", a.Token(), a.Key(), a.Context().Err())
+	}
+	err := b.TryLock(ctx)
+	var ae *client.APIError
+	if !errors.Is(err, client.ErrLockHeld) || !errors.As(err, &ae) || ae.Holder == nil ||
+		ae.Holder.Token != a.Token() || ae.Holder.Session != a.Session().ID() {
+		t.Fatalf("TryLock of a held lock: %v", err)
+	}
+	if b.Context().Err() == nil || b.Token() != 0 {
+		t.Fatal("a failed TryLock left the mutex looking held")
+	}
+	l, err := c.GetLock(ctx, name)
+	if err != nil || l.Value != "host-a" || l.Waiters != 0 {
+		t.Fatalf("lock %+v, %v: want value host-a and no waiter", l, err)
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a.Context().Err() == nil {
+		t.Fatal("Context not cancelled by Unlock")
+	}
+	if err := a.Unlock(ctx); !errors.Is(err, client.ErrNotHolder) {
+		t.Fatalf("second Unlock: %v, want ErrNotHolder", err)
+	}
+}
+
+func TestLockGivenUpLeavesNoHolderOrWaiter(t *testing.T) {
+	dev := sharedCluster(t)
+	c := newClient(t, dev.Endpoints())
+	ctx := testCtx(t, 20*time.Second)
+	name := lockName(t, "m")
+	holder := client.NewMutex(newSession(t, c), name)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waiter := client.NewMutex(newSession(t, c), name)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- waiter.Lock(wctx) }()
+	waitFor(t, 10*time.Second, "waiter to queue", func() bool {
+		l, err := c.GetLock(ctx, name)
+		return err == nil && l.Waiters == 1
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Lock: %v", err)
+	}
+	waitFor(t, 10*time.Second, "queue entry to go", func() bool {
+		l, err := c.GetLock(ctx, name)
+		return err == nil && l.Waiters == 0
+	})
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.GetLock(ctx, name)
+	if err != nil || l.Held {
+		t.Fatalf("after the holder left, lock %+v (%v): the abandoned waiter got it", l, err)
+	}
+}
+
+func TestMutexSurvivesLeaderCrash(t *testing.T) {
+	dev := ownCluster(t)
+	c := newClient(t, dev.Endpoints())
+	ctx := testCtx(t, 40*time.Second)
+	name := lockName(t, "m")
+	holder := client.NewMutex(newSession(t, c, client.WithTTL(5*time.Second)), name)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waiter := client.NewMutex(newSession(t, c, client.WithTTL(5*time.Second)), name)
+	done := make(chan error, 1)
+	go func() { done <- waiter.Lock(ctx) }()
+	waitFor(t, 10*time.Second, "waiter to queue", func() bool {
+		l, err := c.GetLock(ctx, name)
+		return err == nil && l.Waiters == 1
+	})
+	leader, err := dev.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The hold and the queue outlive the crash: releasing hands the lock to the waiter.
+	held := holder.Token()
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock after the crash: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("waiter never got the lock")
+	}
+	if waiter.Token() <= held {
+		t.Fatalf("waiter token %d not above the first holder's %d", waiter.Token(), held)
+	}
+	if holder.Session().Err() != nil || waiter.Session().Err() != nil {
+		t.Fatalf("a session was lost in the crash: %v, %v", holder.Session().Err(), waiter.Session().Err())
+	}
+}
+
+func TestFenceRejectsTheTokenOfAPreviousHolder(t *testing.T) {
+	dev := sharedCluster(t)
+	c := newClient(t, dev.Endpoints())
+	ctx := testCtx(t, 20*time.Second)
+	name := lockName(t, "m")
+	fence := client.NewFence()
+	old := client.NewMutex(newSession(t, c), name)
+	if err := old.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oldToken := old.Token()
+	if err := fence.Check(name, oldToken); err != nil {
+		t.Fatal(err)
+	}
+	// The old holder's session ends (as after a pause past its TTL) and a new holder writes.
+	if err := old.Session().Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	newer := client.NewMutex(newSession(t, c), name)
+	if err := newer.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := fence.Check(name, newer.Token()); err != nil {
+		t.Fatalf("new holder's token %d: %v", newer.Token(), err)
+	}
+	if err := fence.Check(name, oldToken); !errors.Is(err, client.ErrStaleToken) {
+		t.Fatalf("old holder's token %d after %d: %v, want ErrStaleToken", oldToken, newer.Token(), err)
+	}
+	chk, err := c.CheckToken(ctx, name, oldToken)
+	if err != nil || chk.Current || chk.Token != newer.Token() {
+		t.Fatalf("CheckToken(old) = %+v, %v", chk, err)
+	}
+}
