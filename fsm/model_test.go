@@ -1,0 +1,420 @@
+package fsm_test
+
+import (
+	"bytes"
+	"math/rand"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// refModel is a deliberately simple reference implementation of the lock rules (issue 2,
+// section 1, and shared/API.md), written from the rules and not from the fsm code: it keeps
+// every lock it has ever seen, recomputes the modify index by comparing what a reader sees
+// before and after each command, and scans everything instead of keeping indexes.
+type refModel struct {
+	sessions map[fsm.SessionID]*refSession
+	locks    map[string]*refLock
+	members  map[string]fsm.Member
+	freed    uint64 // index of the last command that made a lock entry disappear
+
+	index   uint64      // index of the command being applied
+	grants  []fsm.Event // grants made by that command, in order
+	delays  []fsm.Event // delays started by that command
+	expired []fsm.Event // sessions ended by that command
+}
+
+type refSession struct {
+	name         string
+	ttl, delay   time.Duration
+	createdIndex uint64
+}
+
+type refLock struct {
+	held       bool
+	holder     fsm.SessionID
+	token      uint64
+	value      string
+	delayUntil int64
+	queue      []fsm.Waiter
+	modify     uint64
+}
+
+func newRefModel() *refModel {
+	return &refModel{
+		sessions: map[fsm.SessionID]*refSession{},
+		locks:    map[string]*refLock{},
+		members:  map[string]fsm.Member{},
+	}
+}
+
+// exists says whether a reader sees an entry for the lock: held, awaited or delayed.
+func (l *refLock) exists() bool { return l.held || l.delayUntil != 0 || len(l.queue) > 0 }
+
+// visible is what a reader sees of a lock, apart from its modify index.
+type visible struct {
+	held       bool
+	holder     fsm.SessionID
+	token      uint64
+	value      string
+	waiters    int
+	delayUntil int64
+}
+
+func (l *refLock) visible() visible {
+	return visible{l.held, l.holder, l.token, l.value, len(l.queue), l.delayUntil}
+}
+
+func (m *refModel) lock(name string) *refLock {
+	l := m.locks[name]
+	if l == nil {
+		l = &refLock{}
+		m.locks[name] = l
+	}
+	return l
+}
+
+// apply runs c at index and returns the result the state machine must give.
+func (m *refModel) apply(index uint64, c fsm.Command) fsm.Result {
+	m.index, m.grants, m.delays, m.expired = index, nil, nil, nil
+	before := map[string]visible{}
+	existed := map[string]bool{}
+	for name, l := range m.locks {
+		before[name], existed[name] = l.visible(), l.exists()
+	}
+	r := m.run(c)
+	r.Index = index
+	for name, l := range m.locks {
+		if l.visible() != before[name] {
+			l.modify = index
+		}
+		if existed[name] && !l.exists() {
+			m.freed = index
+		}
+	}
+	return r
+}
+
+func (m *refModel) run(c fsm.Command) fsm.Result {
+	switch c.Type {
+	case fsm.TypeCreateSession:
+		if m.sessions[c.Session] != nil {
+			return fsm.Result{Status: fsm.StatusExists}
+		}
+		m.sessions[c.Session] = &refSession{c.Name, c.TTL, c.LockDelay, m.index}
+		return fsm.Result{}
+	case fsm.TypeDestroySession, fsm.TypeExpireSession:
+		return m.end(c.Session, c.Type == fsm.TypeExpireSession, c.Now)
+	case fsm.TypeAcquire:
+		return m.acquire(c)
+	case fsm.TypeRelease:
+		if m.sessions[c.Session] == nil {
+			return fsm.Result{Status: fsm.StatusSessionNotFound}
+		}
+		l := m.lock(c.Lock)
+		if !l.held || l.holder != c.Session || l.token != c.Token {
+			return fsm.Result{Status: fsm.StatusNotHolder}
+		}
+		m.free(l)
+		m.handOff(c.Lock, l)
+		return fsm.Result{}
+	case fsm.TypeCancelWait:
+		if m.sessions[c.Session] == nil {
+			return fsm.Result{Status: fsm.StatusSessionNotFound}
+		}
+		l := m.lock(c.Lock)
+		if l.held && l.holder == c.Session {
+			return fsm.Result{Token: l.token, Value: l.value}
+		}
+		for i, w := range l.queue {
+			if w.Session == c.Session {
+				l.queue = slices.Delete(l.queue, i, i+1)
+				return fsm.Result{Status: fsm.StatusCancelled}
+			}
+		}
+		return fsm.Result{Status: fsm.StatusNotQueued}
+	case fsm.TypeDelayEnded:
+		l := m.lock(c.Lock)
+		if l.delayUntil == 0 {
+			return fsm.Result{}
+		}
+		if c.Now < l.delayUntil {
+			return fsm.Result{Status: fsm.StatusLockDelayed, DelayUntil: l.delayUntil}
+		}
+		l.delayUntil = 0
+		m.handOff(c.Lock, l)
+		return fsm.Result{}
+	case fsm.TypeSetMember:
+		m.members[c.Member.ID] = c.Member
+		return fsm.Result{}
+	case fsm.TypeRemoveMember:
+		delete(m.members, c.Member.ID)
+		return fsm.Result{}
+	}
+	panic("model: unknown command")
+}
+
+func (m *refModel) acquire(c fsm.Command) fsm.Result {
+	if m.sessions[c.Session] == nil {
+		return fsm.Result{Status: fsm.StatusSessionNotFound}
+	}
+	l := m.lock(c.Lock)
+	if !l.held && l.delayUntil != 0 && c.Now >= l.delayUntil {
+		// The leader's clock says the delay is over: it ends now, and the queue goes first.
+		l.delayUntil = 0
+		m.handOff(c.Lock, l)
+	}
+	if l.held && l.holder == c.Session {
+		if c.SetValue {
+			l.value = c.Value
+		}
+		return fsm.Result{Token: l.token, Value: l.value}
+	}
+	if !l.held && l.delayUntil == 0 && len(l.queue) == 0 {
+		m.grant(c.Lock, l, c.Session, c.Value)
+		return fsm.Result{Token: l.token, Value: l.value}
+	}
+	r := fsm.Result{Status: fsm.StatusLockDelayed, DelayUntil: l.delayUntil}
+	if l.held {
+		r = fsm.Result{Status: fsm.StatusLockHeld, Holder: l.holder, Token: l.token}
+	}
+	if !c.Queue {
+		return r
+	}
+	r.Status = fsm.StatusQueued
+	for i := range l.queue {
+		if l.queue[i].Session == c.Session {
+			if c.SetValue {
+				l.queue[i].Value = c.Value
+			}
+			return r
+		}
+	}
+	l.queue = append(l.queue, fsm.Waiter{Session: c.Session, Value: c.Value})
+	return r
+}
+
+func (m *refModel) end(id fsm.SessionID, expired bool, now int64) fsm.Result {
+	s := m.sessions[id]
+	if s == nil {
+		return fsm.Result{Status: fsm.StatusSessionNotFound}
+	}
+	delete(m.sessions, id)
+	names := m.lockNames()
+	for _, name := range names {
+		l := m.locks[name]
+		l.queue = slices.DeleteFunc(l.queue, func(w fsm.Waiter) bool { return w.Session == id })
+	}
+	var released []string
+	for _, name := range names {
+		l := m.locks[name]
+		if !l.held || l.holder != id {
+			continue
+		}
+		released = append(released, name)
+		m.free(l)
+		if expired && s.delay > 0 {
+			l.delayUntil = now + int64(s.delay)
+			m.delays = append(m.delays, fsm.Event{Kind: fsm.EventDelayStarted, Lock: name, DelayUntil: l.delayUntil})
+		} else {
+			m.handOff(name, l)
+		}
+	}
+	m.expired = append(m.expired, fsm.Event{Kind: fsm.EventSessionEnded, Session: id, Expired: expired})
+	return fsm.Result{Released: released}
+}
+
+func (m *refModel) free(l *refLock) {
+	l.held, l.holder, l.token, l.value = false, fsm.SessionID{}, 0, ""
+}
+
+// handOff grants a free, undelayed lock to the first waiter. Waiters are always live: ending a
+// session removes its waits.
+func (m *refModel) handOff(name string, l *refLock) {
+	if l.held || l.delayUntil != 0 || len(l.queue) == 0 {
+		return
+	}
+	w := l.queue[0]
+	l.queue = l.queue[1:]
+	if m.sessions[w.Session] == nil {
+		panic("model: dead session in a queue")
+	}
+	m.grant(name, l, w.Session, w.Value)
+}
+
+func (m *refModel) grant(name string, l *refLock, id fsm.SessionID, value string) {
+	l.held, l.holder, l.token, l.value = true, id, m.index, value
+	m.grants = append(m.grants, fsm.Event{Kind: fsm.EventGranted, Index: m.index, Lock: name, Session: id, Token: m.index})
+}
+
+func (m *refModel) lockNames() []string {
+	var names []string
+	for name := range m.locks {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (m *refModel) lockInfo(name string) fsm.LockInfo {
+	l := m.locks[name]
+	if l == nil || !l.exists() {
+		return fsm.LockInfo{Name: name, ModifyIndex: m.freed}
+	}
+	return fsm.LockInfo{Name: name, Held: l.held, Holder: l.holder, Token: l.token, Value: l.value,
+		Waiters: len(l.queue), ModifyIndex: l.modify, DelayUntil: l.delayUntil}
+}
+
+// view returns what the read API must show.
+func (m *refModel) view() view {
+	var v view
+	for _, name := range m.lockNames() {
+		l := m.locks[name]
+		if !l.exists() {
+			continue
+		}
+		v.Locks = append(v.Locks, m.lockInfo(name))
+		v.Stats.Locks++
+		v.Stats.Waiters += len(l.queue)
+		if l.held {
+			v.Stats.Held++
+		}
+		if l.delayUntil != 0 {
+			v.Delayed = append(v.Delayed, fsm.DelayedLock{Name: name, Until: l.delayUntil})
+		}
+	}
+	var ids []fsm.SessionID
+	for id := range m.sessions {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return bytes.Compare(ids[i][:], ids[j][:]) < 0 })
+	for _, id := range ids {
+		s := m.sessions[id]
+		info := fsm.SessionInfo{ID: id, Name: s.name, TTL: s.ttl, LockDelay: s.delay, CreateIndex: s.createdIndex}
+		for _, name := range m.lockNames() {
+			if l := m.locks[name]; l.held && l.holder == id {
+				info.Locks = append(info.Locks, name)
+			}
+		}
+		v.Sessions = append(v.Sessions, info)
+	}
+	v.Stats.Sessions = len(ids)
+	var memberIDs []string
+	for id := range m.members {
+		memberIDs = append(memberIDs, id)
+	}
+	sort.Strings(memberIDs)
+	for _, id := range memberIDs {
+		v.Members = append(v.Members, m.members[id])
+	}
+	v.Absent = fsm.LockInfo{Name: "\x00never-used", ModifyIndex: m.freed}
+	return v
+}
+
+// gen draws random commands over a few sessions and locks, so that they collide often.
+type gen struct {
+	rng   *rand.Rand
+	m     *refModel
+	index uint64
+	now   int64
+}
+
+var (
+	genLocks  = []string{"a", "b", "jobs/c", "jobs/d", "e"}
+	genValues = []string{"", "v1", "v2"}
+	genDelays = []time.Duration{0, 200 * time.Millisecond, time.Second}
+)
+
+const genSessions = 7
+
+// session picks a live session most of the time, so that commands mostly get past the
+// session check.
+func (g *gen) session() fsm.SessionID {
+	if g.rng.Intn(8) != 0 {
+		var live []fsm.SessionID
+		for i := 1; i <= genSessions; i++ {
+			if g.m.sessions[sid(i)] != nil {
+				live = append(live, sid(i))
+			}
+		}
+		if len(live) > 0 {
+			return live[g.rng.Intn(len(live))]
+		}
+	}
+	return sid(1 + g.rng.Intn(genSessions))
+}
+
+func (g *gen) deadSession() fsm.SessionID {
+	for i := 0; i < genSessions; i++ {
+		if id := sid(1 + g.rng.Intn(genSessions)); g.m.sessions[id] == nil {
+			return id
+		}
+	}
+	return sid(1 + g.rng.Intn(genSessions))
+}
+
+func (g *gen) lockName() string { return genLocks[g.rng.Intn(len(genLocks))] }
+
+// next returns the next command and its log index. Indexes have gaps (raft's own entries);
+// the leader's clock moves forward and sometimes back (a new leader whose clock is behind).
+func (g *gen) next() (uint64, fsm.Command) {
+	g.index += 1 + uint64(g.rng.Intn(3))
+	if g.rng.Intn(20) == 0 {
+		g.now -= int64(g.rng.Intn(300)) * int64(time.Millisecond)
+	} else {
+		g.now += int64(g.rng.Intn(150)) * int64(time.Millisecond)
+	}
+	c := fsm.Command{Now: g.now}
+	switch p := g.rng.Intn(100); {
+	case p < 10:
+		c.Type, c.Session = fsm.TypeCreateSession, g.deadSession()
+		c.Name = genValues[g.rng.Intn(len(genValues))]
+		c.TTL = time.Duration(1+g.rng.Intn(10)) * time.Second
+		c.LockDelay = genDelays[g.rng.Intn(len(genDelays))]
+		c.Now = 0
+	case p < 14:
+		c.Type, c.Session, c.Now = fsm.TypeDestroySession, g.session(), 0
+	case p < 20:
+		c.Type, c.Session = fsm.TypeExpireSession, g.session()
+	case p < 52:
+		c.Type, c.Session, c.Lock = fsm.TypeAcquire, g.session(), g.lockName()
+		c.Queue = g.rng.Intn(2) == 0
+		if g.rng.Intn(2) == 0 {
+			c.SetValue, c.Value = true, genValues[g.rng.Intn(len(genValues))]
+		}
+	case p < 72:
+		c.Type, c.Lock = fsm.TypeRelease, g.lockName()
+		l := g.m.locks[c.Lock]
+		if l != nil && l.held && g.rng.Intn(10) < 7 {
+			c.Session, c.Token = l.holder, l.token // mostly the real holder and token
+			if g.rng.Intn(10) == 0 {
+				c.Token-- // or a stale token
+			}
+		} else {
+			c.Session, c.Token = g.session(), uint64(g.rng.Intn(int(g.index)+1))
+		}
+		c.Now = 0
+	case p < 80:
+		c.Type, c.Session, c.Lock, c.Now = fsm.TypeCancelWait, g.session(), g.lockName(), 0
+		if l := g.m.locks[c.Lock]; l != nil && len(l.queue) > 0 && g.rng.Intn(3) != 0 {
+			c.Session = l.queue[g.rng.Intn(len(l.queue))].Session // mostly someone who waits
+		}
+	case p < 90:
+		c.Type, c.Lock = fsm.TypeDelayEnded, g.lockName()
+		if l := g.m.locks[c.Lock]; l != nil && l.delayUntil != 0 && g.rng.Intn(2) == 0 {
+			c.Now = l.delayUntil + int64(g.rng.Intn(3)) - 1 // right at the edge
+		}
+	case p < 93:
+		c.Type, c.Now = fsm.TypeSetMember, 0
+		c.Member = fsm.Member{ID: []string{"n1", "n2", "n3"}[g.rng.Intn(3)], RaftAddr: genValues[g.rng.Intn(3)], HTTPAddr: "h"}
+	case p < 97:
+		c.Type, c.Now = fsm.TypeRemoveMember, 0
+		c.Member.ID = []string{"n1", "n2", "n3"}[g.rng.Intn(3)]
+	default:
+		// An acquire by a session that does not exist and never will.
+		c.Type, c.Session, c.Lock = fsm.TypeAcquire, sid(1000), g.lockName()
+	}
+	return g.index, c
+}

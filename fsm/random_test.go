@@ -1,0 +1,309 @@
+package fsm_test
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"math/rand"
+	"reflect"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// TestRandomCommandsMatchModel applies long random command sequences and checks, after every
+// step, the result, the events and the whole readable state against refModel, and the
+// invariants against the state machine's own reads. A second state machine applies the same
+// log in random batches with raft's own entries in between, and is replaced now and then by
+// one restored from a snapshot; both must produce byte-identical snapshots.
+//
+// For a longer soak: go test -run Random ./fsm -fsm.seeds=200 -fsm.steps=20000
+func TestRandomCommandsMatchModel(t *testing.T) {
+	steps := *randomSteps
+	if testing.Short() {
+		steps = min(steps, 500)
+	}
+	for seed := int64(1); seed <= int64(*randomSeeds); seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			t.Parallel()
+			runRandom(t, seed, steps)
+		})
+	}
+}
+
+var (
+	randomSeeds = flag.Int("fsm.seeds", 6, "seeds of TestRandomCommandsMatchModel")
+	randomSteps = flag.Int("fsm.steps", 3000, "steps per seed of TestRandomCommandsMatchModel")
+)
+
+type randomRun struct {
+	t       *testing.T
+	rng     *rand.Rand
+	m       *refModel
+	g       *gen
+	rec     *recorder
+	a, b    *fsm.FSM // a applies one command at a time; b in batches
+	pending []*raft.Log
+	results []fsm.Result // a's results for the pending entries that are commands
+	// lastToken is the highest token each lock was ever granted with.
+	lastToken map[string]uint64
+	// logged is the index of the last entry given to b's log.
+	logged uint64
+}
+
+func runRandom(t *testing.T, seed int64, steps int) {
+	rng := rand.New(rand.NewSource(seed))
+	m := newRefModel()
+	r := &randomRun{
+		t: t, rng: rng, m: m, rec: &recorder{},
+		g:         &gen{rng: rng, m: m, now: now0},
+		lastToken: map[string]uint64{},
+	}
+	r.a, r.b = fsm.New(r.rec), fsm.New(nil)
+	for step := 0; step < steps; step++ {
+		index, c := r.g.next()
+		// Raft's own entries fill the gaps in the index sequence; only b sees them.
+		for i := r.logged + 1; i < index; i++ {
+			r.pending = append(r.pending, &raft.Log{Index: i, Type: raft.LogNoop})
+		}
+		r.logged = index
+		data := c.Encode(nil)
+		corrupt := rng.Intn(50) == 0
+		if corrupt {
+			data = corruptCommand(rng, data)
+		}
+		r.step(step, index, c, data, corrupt)
+		r.pending = append(r.pending, &raft.Log{Index: index, Type: raft.LogCommand, Data: data})
+		if rng.Intn(4) == 0 || step == steps-1 {
+			r.flushB()
+		}
+		if step%250 == 249 {
+			r.restoreB()
+		}
+	}
+}
+
+// corruptCommand returns bytes that cannot decode: truncated (every command ends with a
+// complete field), or with an unknown version.
+func corruptCommand(rng *rand.Rand, b []byte) []byte {
+	b = append([]byte(nil), b...)
+	if rng.Intn(2) == 0 {
+		return b[:len(b)-1]
+	}
+	b[0] = byte(2 + rng.Intn(250))
+	return b
+}
+
+func (r *randomRun) step(step int, index uint64, c fsm.Command, data []byte, corrupt bool) {
+	t := r.t
+	var want fsm.Result
+	before := view{}
+	if corrupt {
+		before = readView(r.a)
+	} else {
+		want = r.m.apply(index, c)
+	}
+	r.rec.take()
+	got := r.a.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data}).(fsm.Result)
+	r.results = append(r.results, got)
+	if corrupt {
+		if got.Err == nil || got.Index != index {
+			t.Fatalf("step %d: corrupt command % x applied: %+v", step, data, got)
+		}
+		if ev := r.rec.take(); len(ev) != 0 {
+			t.Fatalf("step %d: corrupt command emitted %+v", step, ev)
+		}
+		sameView(t, readView(r.a), before)
+		return
+	}
+	if !sameResult(got, want) {
+		t.Fatalf("step %d, index %d, %s:\n got %+v\nwant %+v", step, index, describe(c), got, want)
+	}
+	r.checkEvents(step, index, c)
+	r.checkAgainstModel(step, c)
+	r.checkInvariants(step)
+}
+
+func sameResult(got, want fsm.Result) bool {
+	if len(got.Released) == 0 {
+		got.Released = nil
+	}
+	if len(want.Released) == 0 {
+		want.Released = nil
+	}
+	return reflect.DeepEqual(got, want)
+}
+
+func describe(c fsm.Command) string {
+	names := map[fsm.CommandType]string{fsm.TypeCreateSession: "create", fsm.TypeDestroySession: "destroy",
+		fsm.TypeExpireSession: "expire", fsm.TypeAcquire: "acquire", fsm.TypeRelease: "release",
+		fsm.TypeCancelWait: "cancel-wait", fsm.TypeDelayEnded: "delay-ended", fsm.TypeSetMember: "set-member",
+		fsm.TypeRemoveMember: "remove-member"}
+	return fmt.Sprintf("%s %+v", names[c.Type], c)
+}
+
+func (r *randomRun) checkEvents(step int, index uint64, c fsm.Command) {
+	t := r.t
+	events := r.rec.take()
+	var grants, delays, ended []fsm.Event
+	for _, e := range events {
+		if e.Index != index {
+			t.Fatalf("step %d: event %+v at index %d", step, e, index)
+		}
+		switch e.Kind {
+		case fsm.EventGranted:
+			grants = append(grants, e)
+			// Fencing: the token is the granting index, and a lock's tokens only grow.
+			if e.Token != index {
+				t.Fatalf("step %d: grant %+v with token other than its index %d", step, e, index)
+			}
+			if e.Token <= r.lastToken[e.Lock] {
+				t.Fatalf("step %d: lock %q granted token %d after %d", step, e.Lock, e.Token, r.lastToken[e.Lock])
+			}
+			r.lastToken[e.Lock] = e.Token
+		case fsm.EventDelayStarted:
+			delays = append(delays, fsm.Event{Kind: e.Kind, Lock: e.Lock, DelayUntil: e.DelayUntil})
+		case fsm.EventSessionEnded:
+			ended = append(ended, fsm.Event{Kind: e.Kind, Session: e.Session, Expired: e.Expired})
+		}
+	}
+	if !reflect.DeepEqual(grants, r.m.grants) {
+		t.Fatalf("step %d, %s: grants\n got %+v\nwant %+v", step, describe(c), grants, r.m.grants)
+	}
+	if !reflect.DeepEqual(delays, r.m.delays) {
+		t.Fatalf("step %d, %s: delays\n got %+v\nwant %+v", step, describe(c), delays, r.m.delays)
+	}
+	if !reflect.DeepEqual(ended, r.m.expired) {
+		t.Fatalf("step %d, %s: ended sessions\n got %+v\nwant %+v", step, describe(c), ended, r.m.expired)
+	}
+}
+
+func (r *randomRun) checkAgainstModel(step int, c fsm.Command) {
+	t := r.t
+	got, want := readView(r.a), r.m.view()
+	if !reflect.DeepEqual(normView(got), normView(want)) {
+		t.Fatalf("step %d, after %s: state differs from the model:\n got %+v\nwant %+v", step, describe(c), got, want)
+	}
+	for _, name := range genLocks {
+		if got, want := r.a.Lock(name), r.m.lockInfo(name); got != want {
+			t.Fatalf("step %d, after %s: lock %q\n got %+v\nwant %+v", step, describe(c), name, got, want)
+		}
+		var wantQ []fsm.Waiter
+		if l := r.m.locks[name]; l != nil {
+			wantQ = l.queue
+		}
+		if gotQ := fsm.Waiters(r.a, name); len(gotQ) != len(wantQ) || (len(wantQ) > 0 && !reflect.DeepEqual(gotQ, wantQ)) {
+			t.Fatalf("step %d, after %s: queue of %q\n got %v\nwant %v", step, describe(c), name, gotQ, wantQ)
+		}
+	}
+}
+
+// checkInvariants checks the rules on the state machine's own reads, without the model.
+func (r *randomRun) checkInvariants(step int) {
+	t := r.t
+	f := r.a
+	if err := fsm.CheckIntegrity(f); err != nil {
+		t.Fatalf("step %d: %v", step, err)
+	}
+	live := map[fsm.SessionID]bool{}
+	holderOf := map[string]fsm.SessionID{}
+	for _, s := range f.Sessions() {
+		live[s.ID] = true
+		for _, name := range s.Locks {
+			if other, dup := holderOf[name]; dup {
+				t.Fatalf("step %d: lock %q held by %v and %v", step, name, other, s.ID)
+			}
+			holderOf[name] = s.ID
+		}
+	}
+	var recount fsm.Stats
+	recount.Sessions = len(live)
+	for _, l := range f.Locks("") {
+		recount.Locks++
+		recount.Waiters += l.Waiters
+		if l.Held {
+			recount.Held++
+			if !live[l.Holder] || holderOf[l.Name] != l.Holder {
+				t.Fatalf("step %d: lock %+v: holder not live or not listing it (%v)", step, l, holderOf[l.Name])
+			}
+			if l.Token > l.ModifyIndex || l.Token != r.lastToken[l.Name] {
+				t.Fatalf("step %d: lock %+v: token is not its latest grant %d", step, l, r.lastToken[l.Name])
+			}
+		} else if _, ok := holderOf[l.Name]; ok {
+			t.Fatalf("step %d: free lock %+v listed by session %v", step, l, holderOf[l.Name])
+		}
+		seen := map[fsm.SessionID]bool{}
+		for _, w := range fsm.Waiters(f, l.Name) {
+			if seen[w.Session] || !live[w.Session] || (l.Held && w.Session == l.Holder) {
+				t.Fatalf("step %d: lock %+v: bad queue entry %v (dup %v, live %v)", step, l, w.Session, seen[w.Session], live[w.Session])
+			}
+			seen[w.Session] = true
+		}
+	}
+	if len(holderOf) != recount.Held {
+		t.Fatalf("step %d: sessions list %d held locks, locks say %d", step, len(holderOf), recount.Held)
+	}
+	if st := f.Stats(); st != recount {
+		t.Fatalf("step %d: stats %+v, recount %+v", step, st, recount)
+	}
+}
+
+// flushB applies the pending entries to b in one batch and checks that b agrees with a.
+func (r *randomRun) flushB() {
+	t := r.t
+	if len(r.pending) == 0 {
+		return
+	}
+	out := r.b.ApplyBatch(r.pending)
+	k := 0
+	for i, l := range r.pending {
+		if l.Type != raft.LogCommand {
+			if out[i] != nil {
+				t.Fatalf("batch result for a %v entry: %+v", l.Type, out[i])
+			}
+			continue
+		}
+		got := out[i].(fsm.Result)
+		want := r.results[k]
+		k++
+		if (got.Err == nil) != (want.Err == nil) {
+			t.Fatalf("index %d: batch result %+v, single %+v", l.Index, got, want)
+		}
+		got.Err, want.Err = nil, nil
+		if !sameResult(got, want) {
+			t.Fatalf("index %d: batch result %+v, single %+v", l.Index, got, want)
+		}
+	}
+	r.pending, r.results = r.pending[:0], r.results[:0]
+	sa, sb := snapshotBytes(t, r.a), snapshotBytes(t, r.b)
+	if !bytes.Equal(sa, sb) {
+		t.Fatalf("at index %d the same log gave different snapshots (%d and %d bytes)", r.g.index, len(sa), len(sb))
+	}
+}
+
+// restoreB replaces b by a state machine restored from a's snapshot, which must read the
+// same and, as the run goes on, keep behaving the same.
+func (r *randomRun) restoreB() {
+	t := r.t
+	r.flushB()
+	snap := snapshotBytes(t, r.a)
+	c := fsm.New(nil)
+	if err := c.Restore(readCloser(snap)); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	sameView(t, readView(c), readView(r.a))
+	for _, name := range genLocks {
+		if got, want := fsm.Waiters(c, name), fsm.Waiters(r.a, name); !reflect.DeepEqual(got, want) {
+			t.Fatalf("restored queue of %q %v, want %v", name, got, want)
+		}
+	}
+	if err := fsm.CheckIntegrity(c); err != nil {
+		t.Fatalf("restored state: %v", err)
+	}
+	if again := snapshotBytes(t, c); !bytes.Equal(again, snap) {
+		t.Fatal("a restored state snapshots to different bytes")
+	}
+	r.b = c
+}
