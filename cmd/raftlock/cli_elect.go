@@ -56,7 +56,7 @@ elected) and exits with COMMAND's exit code.
 func runElect(cmd *cobra.Command, f *electFlags, name string, argv []string) error {
 	ctx := cmd.Context()
 	stderr := cmd.ErrOrStderr()
-	c, err := f.newClient(client.DefaultRetryTimeout)
+	c, err := f.newClient()
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ type inspectFlags struct {
 }
 
 func (f *inspectFlags) register(cmd *cobra.Command) {
-	f.clientFlags.register(cmd)
+	f.clientFlags.register(cmd, inspectRetry)
 	f.outputFlag.register(cmd)
 	cmd.Flags().BoolVar(&f.stale, "stale", false, "answer from the node asked, without contacting the leader")
 }
@@ -44,7 +44,7 @@ func inspectCmd(cmd *cobra.Command, f *inspectFlags,
 		if err := f.validate(); err != nil {
 			return err
 		}
-		c, err := f.newClient(inspectRetry)
+		c, err := f.newClient()
 		if err != nil {
 			return err
 		}
@@ -173,7 +173,7 @@ func newMembersCmd() *cobra.Command {
 // memberStatus is one member's line of `raftlock status`.
 type memberStatus struct {
 	api.Member
-	Health       string `json:"health"` // ready, not ready, unreachable
+	Health       string `json:"health"` // ready, not ready, unreachable, unknown
 	AppliedIndex uint64 `json:"applied_index"`
 	Error        string `json:"error,omitempty"`
 }
@@ -234,6 +234,10 @@ func probeMembers(ctx context.Context, c *client.Client, members []api.Member) [
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
+			if ms.HTTPAddr == "" {
+				ms.Health, ms.Error = "unknown", "HTTP address not published yet"
+				return
+			}
 			ep := scheme + ms.HTTPAddr
 			if err := c.Health(pctx, ep); err != nil {
 				ms.Health, ms.Error = "unreachable", err.Error()

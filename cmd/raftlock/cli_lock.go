@@ -22,7 +22,7 @@ type runFlags struct {
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
-	f.clientFlags.register(cmd)
+	f.clientFlags.register(cmd, client.DefaultRetryTimeout)
 	cmd.Flags().DurationVar(&f.ttl, "ttl", client.DefaultSessionTTL,
 		"session TTL: how long the lock outlives this process if it dies (2s to 24h)")
 	cmd.Flags().DurationVar(&f.grace, "grace", 0,
@@ -135,7 +135,7 @@ a negative --wait waits without limit.
 func runLock(cmd *cobra.Command, f *lockFlags, hasValue bool, name string, argv []string) error {
 	ctx := cmd.Context()
 	stderr := cmd.ErrOrStderr()
-	c, err := f.newClient(client.DefaultRetryTimeout)
+	c, err := f.newClient()
 	if err != nil {
 		return err
 	}

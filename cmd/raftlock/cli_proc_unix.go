@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+
+	"github.com/mattn/go-isatty"
 )
 
 // prepareChild puts the command in a process group of its own, so that SIGTERM and SIGKILL
@@ -13,7 +15,7 @@ import (
 // stays in raftlock's group instead, so that it can read the terminal and gets Ctrl-C from it
 // directly. It reports whether the command has its own group.
 func prepareChild(cmd *exec.Cmd) bool {
-	if fi, err := os.Stdin.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+	if isatty.IsTerminal(os.Stdin.Fd()) {
 		return false
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

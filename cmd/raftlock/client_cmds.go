@@ -57,13 +57,17 @@ func addClientCommands(root *cobra.Command) {
 type clientFlags struct {
 	endpoints string
 	timeout   time.Duration
+	retry     time.Duration
 }
 
-func (f *clientFlags) register(cmd *cobra.Command) {
+// register adds the flags; retry is the default of --retry-timeout.
+func (f *clientFlags) register(cmd *cobra.Command, retry time.Duration) {
 	cmd.Flags().StringVar(&f.endpoints, "endpoints", "",
 		"comma-separated HTTP endpoints of the cluster (default $"+endpointsEnv+", else "+defaultEndpoints+")")
 	cmd.Flags().DurationVar(&f.timeout, "request-timeout", client.DefaultRequestTimeout,
 		"timeout of one request to one endpoint")
+	cmd.Flags().DurationVar(&f.retry, "retry-timeout", retry,
+		"how long a request keeps trying other endpoints while the cluster is unreachable or has no leader")
 }
 
 // endpointList resolves --endpoints, then $RAFTLOCK_ENDPOINTS, then the dev cluster.
@@ -78,10 +82,10 @@ func (f *clientFlags) endpointList() []string {
 	return strings.Split(v, ",")
 }
 
-// newClient returns a client; retry bounds how long requests keep trying other endpoints.
-func (f *clientFlags) newClient(retry time.Duration) (*client.Client, error) {
+// newClient returns a client configured by the flags.
+func (f *clientFlags) newClient() (*client.Client, error) {
 	c, err := client.New(f.endpointList(), client.WithRequestTimeout(f.timeout),
-		client.WithRetryTimeout(retry))
+		client.WithRetryTimeout(f.retry))
 	if err != nil {
 		return nil, &exitError{code: exitFailure, msg: err.Error()}
 	}
@@ -120,7 +124,7 @@ func completeLockNames(f *clientFlags, after cobra.ShellCompDirective) cobra.Com
 		if len(args) > 0 {
 			return nil, after
 		}
-		c, err := f.newClient(0)
+		c, err := client.New(f.endpointList(), client.WithRetryTimeout(0))
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/client"
+)
+
+func TestInspectionCommands(t *testing.T) {
+	c := testClient(t)
+	name := testLock(t) + "/a"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := c.NewSession(ctx, client.WithSessionName("inspected"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	m := client.NewMutex(s, name, client.WithValue("host-a:80"))
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	var locks api.LockList
+	decodeRun(t, &locks, "locks", "--prefix", testLock(t), "-o", "json")
+	if len(locks.Locks) != 1 || locks.Locks[0].Name != name || locks.Locks[0].Token != m.Token() {
+		t.Fatalf("locks -o json: %+v", locks)
+	}
+	out := mustRun(t, "locks", "--prefix", testLock(t))
+	if !strings.Contains(out, "NAME") || !strings.Contains(out, name) || !strings.Contains(out, "host-a:80") {
+		t.Fatalf("locks table:\n%s", out)
+	}
+	out = mustRun(t, "lock-info", name)
+	for _, want := range []string{"held:", "true", s.ID() + " (inspected)", strconv.FormatUint(m.Token(), 10), "host-a:80"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("lock-info lacks %q:\n%s", want, out)
+		}
+	}
+	var l api.Lock
+	decodeRun(t, &l, "lock-info", name, "-o", "json", "--stale")
+	if l.Session != s.ID() {
+		t.Fatalf("lock-info --stale -o json: %+v", l)
+	}
+	var sessions api.SessionList
+	decodeRun(t, &sessions, "sessions", "-o", "json")
+	found := false
+	for _, si := range sessions.Sessions {
+		if si.ID == s.ID() {
+			found = len(si.Locks) == 1 && si.Locks[0] == name && si.Name == "inspected"
+		}
+	}
+	if !found {
+		t.Fatalf("sessions -o json lacks our session with its lock: %+v", sessions)
+	}
+	// Members publish their HTTP addresses through the log shortly after the cluster starts.
+	waitFor(t, 10*time.Second, "every member's HTTP address", func() bool {
+		cl, err := c.Cluster(ctx)
+		if err != nil {
+			return false
+		}
+		for _, m := range cl.Members {
+			if m.HTTPAddr == "" {
+				return false
+			}
+		}
+		return true
+	})
+	var members api.MembersResponse
+	decodeRun(t, &members, "members", "-o", "json")
+	if len(members.Members) != 3 {
+		t.Fatalf("members: %+v", members)
+	}
+	var st statusOutput
+	decodeRun(t, &st, "status", "-o", "json")
+	if st.Leader == "" || len(st.Members) != 3 {
+		t.Fatalf("status: %+v", st)
+	}
+	for _, ms := range st.Members {
+		if ms.Health != "ready" || ms.AppliedIndex == 0 {
+			t.Fatalf("status of %s: %+v", ms.ID, ms)
+		}
+	}
+	if out := mustRun(t, "status"); !strings.Contains(out, "HEALTH") || !strings.Contains(out, "leader: "+st.Leader) {
+		t.Fatalf("status table:\n%s", out)
+	}
+	if r := runCLI(t, "locks", "-o", "yaml"); r.code != exitFailure {
+		t.Fatalf("-o yaml: exit %d", r.code)
+	}
+}
+
+// mustRun runs the binary and returns its stdout, failing the test on a non-zero exit.
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	r := runCLI(t, args...)
+	if r.code != 0 {
+		t.Fatalf("raftlock %q: exit %d, stderr:\n%s", args, r.code, r.stderr)
+	}
+	return r.stdout
+}
+
+// decodeRun runs the binary and decodes its JSON output into v.
+func decodeRun(t *testing.T, v any, args ...string) {
+	t.Helper()
+	out := mustRun(t, args...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("raftlock %q printed no JSON (%v):\n%s", args, err, out)
+	}
+}
+
+func TestElectRunsCommandWhileLeading(t *testing.T) {
+	c := testClient(t)
+	name := testLock(t)
+	t.Setenv("RAFTLOCK_BIN", cliEnv.bin)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := c.NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	first := client.NewElection(s, name)
+	if err := first.Campaign(ctx, "first"); err != nil {
+		t.Fatal(err)
+	}
+	// The command reads the election from inside: it leads, with its value and token.
+	cmd, stdout, stderr := startCLI(t, "elect", "--value", "second", name, "--", "sh", "-c",
+		`echo "$RAFTLOCK_TOKEN $RAFTLOCK_VALUE"; "$RAFTLOCK_BIN" lock-info "$RAFTLOCK_LOCK" -o json`)
+	waitFor(t, 10*time.Second, "the candidate to queue", func() bool {
+		l, err := c.GetLock(ctx, name)
+		return err == nil && l.Waiters == 1
+	})
+	if stdout.Len() != 0 {
+		t.Fatalf("the command ran while another candidate led: %s", stdout)
+	}
+	if err := first.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := finish(t, cmd, stdout, stderr, 20*time.Second)
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	head, rest, _ := strings.Cut(r.stdout, "\n")
+	var l api.Lock
+	if err := json.Unmarshal([]byte(rest), &l); err != nil {
+		t.Fatalf("output %q: %v", r.stdout, err)
+	}
+	if head != strconv.FormatUint(l.Token, 10)+" second" || !l.Held || l.Value != "second" {
+		t.Fatalf("the command saw %q and the lock %+v", head, l)
+	}
+	if !lockIsFree(t, c, name) {
+		t.Fatal("raftlock did not resign after the command exited")
+	}
+}
+
+func TestElectCampaignsAgainAfterLosingLeadership(t *testing.T) {
+	c := testClient(t)
+	name := testLock(t)
+	dir := t.TempDir()
+	t.Setenv("DIR", dir)
+	script := `if [ -e "$DIR/ran" ]; then echo "again $RAFTLOCK_SESSION"; exit 0; fi
+touch "$DIR/ran"
+echo "$RAFTLOCK_SESSION" > "$DIR/session.tmp"; mv "$DIR/session.tmp" "$DIR/session"
+while :; do sleep 0.05; done`
+	cmd, stdout, stderr := startCLI(t, "elect", "--ttl", "3s", name, "--", "sh", "-c", script)
+	session := waitForFile(t, filepath.Join(dir, "session"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.DestroySession(ctx, session); err != nil {
+		t.Fatal(err)
+	}
+	r := finish(t, cmd, stdout, stderr, 20*time.Second)
+	if r.code != 0 || !strings.Contains(r.stderr, "campaigning again") {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	f := strings.Fields(r.stdout)
+	if len(f) != 2 || f[0] != "again" || f[1] == session {
+		t.Fatalf("second run printed %q; want a new session", r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err != nil {
+		t.Fatal(err)
+	}
+}

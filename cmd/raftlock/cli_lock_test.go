@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestLockRunsCommandWithLockEnvironment(t *testing.T) {
+	c := testClient(t)
+	name := testLock(t)
+	r := runCLI(t, "lock", name, "--", "sh", "-c", `echo "$RAFTLOCK_LOCK $RAFTLOCK_TOKEN $RAFTLOCK_SESSION"`)
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	f := strings.Fields(r.stdout)
+	if len(f) != 3 || f[0] != name {
+		t.Fatalf("child saw %q", r.stdout)
+	}
+	if tok, err := strconv.ParseUint(f[1], 10, 64); err != nil || tok == 0 {
+		t.Fatalf("RAFTLOCK_TOKEN %q", f[1])
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(f[2]) {
+		t.Fatalf("RAFTLOCK_SESSION %q", f[2])
+	}
+	if !lockIsFree(t, c, name) {
+		t.Fatal("lock still held after the command exited")
+	}
+}
+
+func TestConcurrentLockRunsNeverInterleave(t *testing.T) {
+	name := testLock(t)
+	out := filepath.Join(t.TempDir(), "out")
+	// Each run appends five lines tagged with its token, pausing between them so that runs
+	// that were not excluded would interleave.
+	script := `for i in 1 2 3 4 5; do echo "$RAFTLOCK_TOKEN $i" >> "$OUT"; sleep 0.02; done`
+	t.Setenv("OUT", out)
+	const runs = 3
+	var all []func() cliResult
+	for i := 0; i < runs; i++ {
+		cmd, stdout, stderr := startCLI(t, "lock", "--wait", "30s", name, "--", "sh", "-c", script)
+		all = append(all, func() cliResult { return finish(t, cmd, stdout, stderr, 30*time.Second) })
+	}
+	for _, f := range all {
+		if r := f(); r.code != 0 {
+			t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+		}
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 5*runs {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), 5*runs, data)
+	}
+	var prevToken uint64
+	for b := 0; b < runs; b++ {
+		block := lines[5*b : 5*b+5]
+		token := strings.Fields(block[0])[0]
+		for i, l := range block {
+			if l != token+" "+strconv.Itoa(i+1) {
+				t.Fatalf("runs interleaved:\n%s", data)
+			}
+		}
+		tok, _ := strconv.ParseUint(token, 10, 64)
+		if tok <= prevToken {
+			t.Fatalf("tokens not increasing:\n%s", data)
+		}
+		prevToken = tok
+	}
+}
+
+func TestLockHeldExitsWithTempFail(t *testing.T) {
+	c := testClient(t)
+	name := testLock(t)
+	m := holdLock(t, c, name)
+	r := runCLI(t, "lock", name, "--", "sh", "-c", "echo ran")
+	if r.code != exitLockHeld || r.stdout != "" {
+		t.Fatalf("exit %d, stdout %q, want %d and no run", r.code, r.stdout, exitLockHeld)
+	}
+	if !strings.Contains(r.stderr, m.Session().ID()) || !strings.Contains(r.stderr, strconv.FormatUint(m.Token(), 10)) {
+		t.Fatalf("message does not name the holder: %s", r.stderr)
+	}
+	r = runCLI(t, "lock", "--wait", "300ms", name, "--", "sh", "-c", "echo ran")
+	if r.code != exitLockHeld || r.stdout != "" || !strings.Contains(r.stderr, "still held") {
+		t.Fatalf("--wait elapsed: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := c.GetLock(ctx, name)
+	if err != nil || l.Session != m.Session().ID() || l.Waiters != 0 {
+		t.Fatalf("after the failed runs: %+v, %v", l, err)
+	}
+}
+
+func TestLockPassesExitCodesThrough(t *testing.T) {
+	c := testClient(t)
+	name := testLock(t)
+	if r := runCLI(t, "lock", name, "--", "sh", "-c", "exit 7"); r.code != 7 {
+		t.Fatalf("exit %d, want 7; stderr:\n%s", r.code, r.stderr)
+	}
+	if r := runCLI(t, "lock", name, "--", "sh", "-c", "kill -USR1 $$"); r.code != 128+int(syscall.SIGUSR1) {
+		t.Fatalf("killed by SIGUSR1: exit %d, want %d", r.code, 128+int(syscall.SIGUSR1))
+	}
+	if r := runCLI(t, "lock", name, "--", "/nonexistent/raftlock-test-cmd"); r.code != exitNotFound {
+		t.Fatalf("missing command: exit %d, want %d; stderr:\n%s", r.code, exitNotFound, r.stderr)
+	}
+	if r := runCLI(t, "lock", name); r.code != exitFailure {
+		t.Fatalf("no command: exit %d, want %d", r.code, exitFailure)
+	}
+	if !lockIsFree(t, c, name) {
+		t.Fatal("lock still held")
+	}
+}
+
+func TestLockUnreachableClusterExitsWithFailure(t *testing.T) {
+	r := runCLI(t, "lock", "--endpoints", "http://127.0.0.1:1", "--retry-timeout", "300ms",
+		testLock(t), "--", "sh", "-c", "echo ran")
+	if r.code != exitFailure || r.stdout != "" {
+		t.Fatalf("exit %d, stdout %q", r.code, r.stdout)
+	}
+}
+
+// waitForFile waits until path has content and returns it.
+func waitForFile(t *testing.T, path string) string {
+	t.Helper()
+	var data []byte
+	waitFor(t, 15*time.Second, path, func() bool {
+		var err error
+		data, err = os.ReadFile(path)
+		return err == nil && strings.HasSuffix(string(data), "\n")
+	})
+	return strings.TrimSpace(string(data))
+}
+
+// processGone reports whether pid has exited (a zombie counts as exited).
+func processGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return true
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(f) > 0 && f[0] == "Z"
+}
+
+func TestLostSessionTerminatesCommand(t *testing.T) {
+	c := testClient(t)
+	name := testLock(t)
+	dir := t.TempDir()
+	t.Setenv("DIR", dir)
+	script := `trap 'echo terminated >> "$DIR/out"; exit 0' TERM
+echo "$RAFTLOCK_SESSION" > "$DIR/session.tmp"; mv "$DIR/session.tmp" "$DIR/session"
+while :; do sleep 0.05; done`
+	cmd, stdout, stderr := startCLI(t, "lock", "--ttl", "3s", name, "--", "sh", "-c", script)
+	session := waitForFile(t, filepath.Join(dir, "session"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.DestroySession(ctx, session); err != nil {
+		t.Fatal(err)
+	}
+	r := finish(t, cmd, stdout, stderr, 20*time.Second)
+	if r.code != exitLockLost || !strings.Contains(r.stderr, "lost lock") {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if got := waitForFile(t, filepath.Join(dir, "out")); got != "terminated" {
+		t.Fatalf("the command did not get SIGTERM: %q", got)
+	}
+}
+
+func TestLostSessionKillsCommandThatIgnoresSIGTERM(t *testing.T) {
+	c := testClient(t)
+	name := testLock(t)
+	dir := t.TempDir()
+	t.Setenv("DIR", dir)
+	// The command ignores SIGTERM and has a child of its own, which must die too.
+	script := `trap '' TERM
+sleep 600 &
+echo "$RAFTLOCK_SESSION $!" > "$DIR/info.tmp"; mv "$DIR/info.tmp" "$DIR/info"
+while :; do sleep 0.05; done`
+	cmd, stdout, stderr := startCLI(t, "lock", "--ttl", "3s", "--grace", "200ms", name, "--", "sh", "-c", script)
+	info := strings.Fields(waitForFile(t, filepath.Join(dir, "info")))
+	grandchild, _ := strconv.Atoi(info[1])
+	t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.DestroySession(ctx, info[0]); err != nil {
+		t.Fatal(err)
+	}
+	r := finish(t, cmd, stdout, stderr, 20*time.Second)
+	if r.code != exitLockLost {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", r.code, exitLockLost, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "exit status 137") {
+		t.Fatalf("the command was not SIGKILLed: %s", r.stderr)
+	}
+	waitFor(t, 5*time.Second, "the command's child to die", func() bool { return processGone(grandchild) })
+}
