@@ -169,18 +169,32 @@ func readSnapshot(r io.Reader) (*state, error) {
 	d := decoder{buf: body[len(snapshotMagic)+1:]}
 	st := newState()
 	st.freedIndex = d.uvarint()
+	// Every list must be strictly sorted, as write sorts it: this refuses duplicates, and makes
+	// the format canonical (whatever restores, snapshots back to the same bytes).
+	var prevID SessionID
 	for n := d.count(); n > 0 && d.err == nil; n-- {
 		ss := &session{id: d.sessionID(), name: d.string(), ttl: d.duration(),
 			lockDelay: d.duration(), createIndex: d.uvarint()}
+		if d.err == nil && (ss.id.IsZero() || string(ss.id[:]) <= string(prevID[:])) {
+			return nil, fmt.Errorf("%w: session %v zero or out of order", ErrSnapshotCorrupt, ss.id)
+		}
+		prevID = ss.id
 		st.sessions[ss.id] = ss
 	}
-	for n := d.count(); n > 0 && d.err == nil; n-- {
-		if err := readLock(&d, st); err != nil {
+	prevName := ""
+	for i, n := 0, d.count(); uint64(i) < n && d.err == nil; i++ {
+		name, err := readLock(&d, st, i > 0, prevName)
+		if err != nil {
 			return nil, err
 		}
+		prevName = name
 	}
-	for n := d.count(); n > 0 && d.err == nil; n-- {
+	for i, n := 0, d.count(); uint64(i) < n && d.err == nil; i++ {
 		m := Member{ID: d.string(), RaftAddr: d.string(), HTTPAddr: d.string()}
+		if d.err == nil && i > 0 && m.ID <= prevName {
+			return nil, fmt.Errorf("%w: member %q out of order", ErrSnapshotCorrupt, m.ID)
+		}
+		prevName = m.ID
 		st.members[m.ID] = m
 	}
 	if d.err != nil {
@@ -192,11 +206,17 @@ func readSnapshot(r io.Reader) (*state, error) {
 	return st, nil
 }
 
-func readLock(d *decoder, st *state) error {
+// readLock reads one lock record, checks that it is a state Apply can produce, and links it
+// to its sessions. The name must sort after prev (when there is one); it is returned.
+func readLock(d *decoder, st *state, hasPrev bool, prev string) (string, error) {
 	name := d.string()
 	l := &lock{}
-	if d.byte() == 1 {
+	switch d.byte() {
+	case 0:
+	case 1:
 		l.held, l.holder, l.token, l.value = true, d.sessionID(), d.uvarint(), d.string()
+	default:
+		d.fail(fmt.Errorf("%w: lock %q: bad held flag", ErrSnapshotCorrupt, name))
 	}
 	l.modifyIndex = d.uvarint()
 	l.delayUntil = d.varint()
@@ -204,12 +224,21 @@ func readLock(d *decoder, st *state) error {
 		l.waiters = append(l.waiters, waiter{session: d.sessionID(), value: d.string()})
 	}
 	if d.err != nil {
-		return d.err
+		return "", d.err
+	}
+	switch {
+	case hasPrev && name <= prev:
+		return "", fmt.Errorf("%w: lock %q out of order", ErrSnapshotCorrupt, name)
+	case l.held && l.delayUntil != 0:
+		return "", fmt.Errorf("%w: lock %q held and delayed", ErrSnapshotCorrupt, name)
+	case !l.held && l.delayUntil == 0:
+		// Apply removes an idle entry, and grants a free undelayed lock to its first waiter.
+		return "", fmt.Errorf("%w: lock %q neither held nor delayed", ErrSnapshotCorrupt, name)
 	}
 	if l.held {
 		ss := st.sessions[l.holder]
 		if ss == nil {
-			return fmt.Errorf("%w: lock %q held by unknown session", ErrSnapshotCorrupt, name)
+			return "", fmt.Errorf("%w: lock %q held by unknown session", ErrSnapshotCorrupt, name)
 		}
 		if ss.locks == nil {
 			ss.locks = make(map[string]struct{})
@@ -220,7 +249,10 @@ func readLock(d *decoder, st *state) error {
 	for _, w := range l.waiters {
 		ss := st.sessions[w.session]
 		if ss == nil {
-			return fmt.Errorf("%w: lock %q awaited by unknown session", ErrSnapshotCorrupt, name)
+			return "", fmt.Errorf("%w: lock %q awaited by unknown session", ErrSnapshotCorrupt, name)
+		}
+		if _, dup := ss.waits[name]; dup || (l.held && w.session == l.holder) {
+			return "", fmt.Errorf("%w: lock %q: session queued twice or behind itself", ErrSnapshotCorrupt, name)
 		}
 		if ss.waits == nil {
 			ss.waits = make(map[string]struct{})
@@ -229,7 +261,7 @@ func readLock(d *decoder, st *state) error {
 	}
 	st.waiters += len(l.waiters)
 	st.locks[name] = l
-	return nil
+	return name, nil
 }
 
 // count reads a record count, bounded by the bytes left so that corrupt input cannot allocate.

@@ -1,0 +1,139 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"testing"
+	"time"
+)
+
+// rawSnap writes the version-1 snapshot format record by record, exactly as given: unsorted,
+// duplicated or inconsistent if asked, with a valid checksum. It is written from the format's
+// description, so it also pins the format that write produces.
+type rawSnap struct {
+	freed    uint64
+	sessions []session
+	locks    []rawLock
+	members  []Member
+}
+
+type rawLock struct {
+	name     string
+	heldFlag byte
+	holder   SessionID
+	token    uint64
+	value    string
+	modify   uint64
+	delay    int64
+	waiters  []waiter
+}
+
+func (r rawSnap) bytes() []byte {
+	b := append([]byte("RLSNAP"), 1)
+	b = binary.AppendUvarint(b, r.freed)
+	b = binary.AppendUvarint(b, uint64(len(r.sessions)))
+	for _, s := range r.sessions {
+		b = append(b, s.id[:]...)
+		b = appendString(b, s.name)
+		b = binary.AppendUvarint(b, uint64(s.ttl))
+		b = binary.AppendUvarint(b, uint64(s.lockDelay))
+		b = binary.AppendUvarint(b, s.createIndex)
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.locks)))
+	for _, l := range r.locks {
+		b = appendString(b, l.name)
+		b = append(b, l.heldFlag)
+		if l.heldFlag != 0 {
+			b = append(b, l.holder[:]...)
+			b = binary.AppendUvarint(b, l.token)
+			b = appendString(b, l.value)
+		}
+		b = binary.AppendUvarint(b, l.modify)
+		b = binary.AppendVarint(b, l.delay)
+		b = binary.AppendUvarint(b, uint64(len(l.waiters)))
+		for _, w := range l.waiters {
+			b = append(b, w.session[:]...)
+			b = appendString(b, w.value)
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.members)))
+	for _, m := range r.members {
+		b = appendString(b, m.ID)
+		b = appendString(b, m.RaftAddr)
+		b = appendString(b, m.HTTPAddr)
+	}
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
+}
+
+func id(n byte) SessionID { return SessionID{15: n} }
+
+// validRaw is a consistent state: s1 holds a (s2 waiting), b is delayed with s3 waiting.
+func validRaw() rawSnap {
+	return rawSnap{
+		freed: 9,
+		sessions: []session{
+			{id: id(1), name: "one", ttl: 10 * time.Second, createIndex: 1},
+			{id: id(2), ttl: 5 * time.Second, lockDelay: time.Second, createIndex: 2},
+			{id: id(3), ttl: 5 * time.Second, createIndex: 3},
+		},
+		locks: []rawLock{
+			{name: "a", heldFlag: 1, holder: id(1), token: 4, value: "v", modify: 6, waiters: []waiter{{id(2), "w"}}},
+			{name: "b", modify: 8, delay: 1e18, waiters: []waiter{{id(3), ""}}},
+		},
+		members: []Member{{"n1", "r1", "h1"}, {"n2", "r2", "h2"}},
+	}
+}
+
+func TestSnapshotFormatIsPinned(t *testing.T) {
+	raw := validRaw().bytes()
+	st, err := readSnapshot(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("valid raw snapshot refused: %v", err)
+	}
+	var out bytes.Buffer
+	if err := captureSnapshot(st).write(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out.Bytes(), raw) {
+		t.Fatalf("write no longer produces format version 1:\n got % x\nwant % x", out.Bytes(), raw)
+	}
+	if st.held != 1 || st.waiters != 2 || st.freedIndex != 9 {
+		t.Fatalf("restored counters held=%d waiters=%d freed=%d", st.held, st.waiters, st.freedIndex)
+	}
+}
+
+func TestRestoreRefusesInconsistentSnapshots(t *testing.T) {
+	cases := map[string]func(r *rawSnap){
+		"lock held by unknown session": func(r *rawSnap) { r.locks[0].holder = id(9) },
+		"lock awaited by unknown session": func(r *rawSnap) {
+			r.locks[1].waiters = append(r.locks[1].waiters, waiter{session: id(9)})
+		},
+		"zero session id":     func(r *rawSnap) { r.sessions = append([]session{{ttl: time.Second}}, r.sessions...) },
+		"duplicate session":   func(r *rawSnap) { r.sessions = append(r.sessions, r.sessions[2]) },
+		"sessions unsorted":   func(r *rawSnap) { r.sessions[0], r.sessions[1] = r.sessions[1], r.sessions[0] },
+		"duplicate lock":      func(r *rawSnap) { r.locks[1].name = "a" },
+		"locks unsorted":      func(r *rawSnap) { r.locks[0].name = "c" },
+		"duplicate member":    func(r *rawSnap) { r.members[1].ID = "n1" },
+		"members unsorted":    func(r *rawSnap) { r.members[0].ID = "n3" },
+		"bad held flag":       func(r *rawSnap) { r.locks[0].heldFlag = 2 },
+		"held and delayed":    func(r *rawSnap) { r.locks[0].delay = 5 },
+		"idle lock entry":     func(r *rawSnap) { r.locks[1].delay, r.locks[1].waiters = 0, nil },
+		"free with a queue":   func(r *rawSnap) { r.locks[1].delay = 0 },
+		"holder in own queue": func(r *rawSnap) { r.locks[0].waiters = append(r.locks[0].waiters, waiter{session: id(1)}) },
+		"queued twice": func(r *rawSnap) {
+			r.locks[1].waiters = append(r.locks[1].waiters, waiter{session: id(3), value: "again"})
+		},
+	}
+	for name, damage := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := validRaw()
+			damage(&r)
+			_, err := readSnapshot(bytes.NewReader(r.bytes()))
+			if !errors.Is(err, ErrSnapshotCorrupt) {
+				t.Fatalf("restore: %v, want ErrSnapshotCorrupt", err)
+			}
+		})
+	}
+}
