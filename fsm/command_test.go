@@ -248,7 +248,7 @@ func FuzzDecodeCommand(f *testing.F) {
 
 // fuzzState builds a small state with held, awaited and delayed locks, using the ids and names
 // of sampleCommands so that fuzzed commands hit existing entries.
-func fuzzState(t *testing.T) *harness {
+func fuzzState(t testing.TB) *harness {
 	h := newHarness(t)
 	h.createDelay(sid(1), time.Second)
 	h.create(sid(2))
