@@ -35,17 +35,59 @@ func TestLockRunsCommandWithLockEnvironment(t *testing.T) {
 }
 
 func TestConcurrentLockRunsNeverInterleave(t *testing.T) {
+	runConcurrentLocks(t, nil)
+}
+
+// The acceptance scenario: cron-style runs on "three terminals" while the leader crashes.
+func TestConcurrentLockRunsSurviveLeaderCrash(t *testing.T) {
+	dev := cliEnv.dev
+	runConcurrentLocks(t, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		leader, err := dev.WaitLeader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dev.Kill(leader); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := dev.Restart(ctx, leader); err != nil {
+				t.Errorf("restarting node %d: %v", leader, err)
+				return
+			}
+			// Leave the shared cluster whole for the tests that follow.
+			c := testClient(t)
+			ep := dev.Endpoints()[leader]
+			waitFor(t, 15*time.Second, "the restarted node to be ready", func() bool {
+				return c.Ready(ctx, ep) == nil
+			})
+		})
+	})
+}
+
+// runConcurrentLocks starts three `raftlock lock --wait` runs of a script that appends five
+// lines tagged with its token, pausing between lines so that runs that were not excluded
+// would interleave. Once the first run is inside, it calls during (if not nil).
+func runConcurrentLocks(t *testing.T, during func()) {
 	name := testLock(t)
 	out := filepath.Join(t.TempDir(), "out")
-	// Each run appends five lines tagged with its token, pausing between them so that runs
-	// that were not excluded would interleave.
-	script := `for i in 1 2 3 4 5; do echo "$RAFTLOCK_TOKEN $i" >> "$OUT"; sleep 0.02; done`
+	script := `for i in 1 2 3 4 5; do echo "$RAFTLOCK_TOKEN $i" >> "$OUT"; sleep 0.05; done`
 	t.Setenv("OUT", out)
 	const runs = 3
 	var all []func() cliResult
 	for i := 0; i < runs; i++ {
-		cmd, stdout, stderr := startCLI(t, "lock", "--wait", "30s", name, "--", "sh", "-c", script)
+		cmd, stdout, stderr := startCLI(t, "lock", "--wait", "30s", "--ttl", "5s", name, "--", "sh", "-c", script)
 		all = append(all, func() cliResult { return finish(t, cmd, stdout, stderr, 30*time.Second) })
+	}
+	if during != nil {
+		waitFor(t, 15*time.Second, "the first run to start", func() bool {
+			data, err := os.ReadFile(out)
+			return err == nil && len(data) > 0
+		})
+		during()
 	}
 	for _, f := range all {
 		if r := f(); r.code != 0 {
