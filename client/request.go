@@ -53,12 +53,15 @@ type transportError struct {
 	sent     bool // the request may have reached the server
 }
 
+// Error implements error.
 func (e *transportError) Error() string {
 	return fmt.Sprintf("raftlock: %s: %v", e.endpoint, e.err)
 }
 
+// Unwrap returns the network error.
 func (e *transportError) Unwrap() error { return e.err }
 
+// Is makes every transport error match ErrUnavailable.
 func (e *transportError) Is(target error) bool { return target == ErrUnavailable }
 
 // do sends c and decodes the answer into c.out. It moves to the next endpoint and tries again

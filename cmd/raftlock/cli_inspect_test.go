@@ -91,6 +91,9 @@ func TestInspectionCommands(t *testing.T) {
 	if out := mustRun(t, "status"); !strings.Contains(out, "HEALTH") || !strings.Contains(out, "leader: "+st.Leader) {
 		t.Fatalf("status table:\n%s", out)
 	}
+	if out := mustRun(t, "__complete", "lock-info", testLock(t)); !strings.Contains(out, name+"\n") {
+		t.Fatalf("completion of lock names:\n%s", out)
+	}
 	if r := runCLI(t, "locks", "-o", "yaml"); r.code != exitFailure {
 		t.Fatalf("-o yaml: exit %d", r.code)
 	}
