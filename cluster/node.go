@@ -237,8 +237,12 @@ func (n *Node) Leader() (id, httpAddr string) {
 	return string(lid), m.HTTPAddr
 }
 
-// AppliedIndex returns the last log index applied to the state machine on this node.
-func (n *Node) AppliedIndex() uint64 { return n.raft.AppliedIndex() }
+// AppliedIndex returns the last log index applied to the state machine on this node. Raft sets
+// its own counter after handing entries to the state machine's goroutine, from a different
+// goroutine than the one that answers a proposal, so it can briefly lag (or lead) the state;
+// the state machine's own count covers the lag, so that a response never reports an index
+// below that of the command it executed.
+func (n *Node) AppliedIndex() uint64 { return max(n.raft.AppliedIndex(), n.fsm.AppliedIndex()) }
 
 // WaitLeader blocks until this node knows a leader that has published its HTTP address, or ctx ends.
 func (n *Node) WaitLeader(ctx context.Context) (id, httpAddr string, err error) {

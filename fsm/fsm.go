@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -17,6 +18,9 @@ type FSM struct {
 	mu     sync.RWMutex
 	st     *state
 	events []Event // reused between applies; only touched by the applying goroutine
+	// applied is the index of the last entry ApplyBatch was given. It is local bookkeeping,
+	// never part of the replicated state or of snapshots.
+	applied atomic.Uint64
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -52,6 +56,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		out[i] = r
 	}
 	f.events = a.events
+	if n := len(logs); n > 0 {
+		f.applied.Store(logs[n-1].Index)
+	}
 	f.mu.Unlock()
 	if f.observer != nil && len(a.events) > 0 {
 		f.observer.Observe(a.events)
@@ -65,6 +72,12 @@ func (f *FSM) ApplyCommand(index uint64, c Command) Result {
 	r := f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: c.Encode(nil)})
 	return r.(Result)
 }
+
+// AppliedIndex returns the index of the last entry this state machine applied (commands and
+// configuration entries: raft keeps its no-op and barrier entries to itself), or 0 before the
+// first. Unlike raft's own applied index, which raft advances when it hands entries over, it
+// never lags behind the state a read sees.
+func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
 
 // Lock returns the state of the named lock; a lock without an entry reads as free.
 func (f *FSM) Lock(name string) LockInfo {
