@@ -50,6 +50,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newVersionCmd())
 	addServerCommands(root)
 	addClientCommands(root)
+	root.AddCommand(newBenchCmd())
 	return root
 }
 

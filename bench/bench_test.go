@@ -1,0 +1,152 @@
+package bench_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/agent"
+	"github.com/raftlock/raftlock/bench"
+)
+
+// TestRunAllWorkloads runs every workload for about a second against an in-process cluster
+// and checks that the figures are sane. It measures nothing: figures come from the command.
+func TestRunAllWorkloads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dev, err := agent.StartDev(ctx, agent.DevOptions{})
+	if err != nil {
+		t.Fatalf("starting a cluster: %v", err)
+	}
+	defer dev.Close()
+	var lines int
+	rep, err := bench.Run(ctx, bench.Options{
+		Endpoints:          dev.Endpoints(),
+		Dev:                dev,
+		Duration:           700 * time.Millisecond,
+		Warmup:             150 * time.Millisecond,
+		UncontendedClients: []int{1, 4},
+		ContendedClients:   []int{1, 4}, // 1 is skipped: nobody to hand over to
+		Sessions:           200,
+		SessionTTL:         3 * time.Second,
+		SessionWorkers:     8,
+		FailoverTrials:     1,
+		Version:            "test",
+		Progress:           func(string) { lines++ },
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	env := rep.Environment
+	if env.ClusterSize != 3 || !env.Dev || env.GOMAXPROCS < 1 || env.Version != "test" || env.ServerVersion == "" {
+		t.Errorf("environment = %+v", env)
+	}
+	if len(rep.Uncontended) != 2 {
+		t.Fatalf("uncontended results: %d, want 2", len(rep.Uncontended))
+	}
+	for _, u := range rep.Uncontended {
+		if u.Ops <= 0 || u.OpsPerSec <= 0 || u.Acquire.Count != int(u.Ops) || u.Acquire.P50 <= 0 ||
+			u.Acquire.P50 > u.Acquire.P99 || u.Acquire.P99 > u.Acquire.Max || u.Release.P50 <= 0 {
+			t.Errorf("uncontended C=%d: insane figures %+v", u.Clients, u)
+		}
+		if len(u.Violations) > 0 {
+			t.Errorf("uncontended C=%d: violations %v", u.Clients, u.Violations)
+		}
+	}
+	if len(rep.Contended) != 1 {
+		t.Fatalf("contended results: %d, want 1 (C=1 skipped)", len(rep.Contended))
+	}
+	c := rep.Contended[0]
+	if c.Grants <= 0 || c.GrantsPerSec <= 0 || c.Handoff.Count == 0 || c.MinGrants <= 0 || c.Fairness < 1 {
+		t.Errorf("contended: insane figures %+v", c)
+	}
+	if c.Overlaps != 0 || c.TokenRegressions != 0 {
+		t.Errorf("contended: overlaps %d, token regressions %d: %v", c.Overlaps, c.TokenRegressions, c.Violations)
+	}
+	s := rep.Sessions
+	if s == nil || s.Created != 200 || s.CreatesPerSec <= 0 || s.Renewals <= 0 || !s.SharedProcess {
+		t.Fatalf("sessions: insane figures %+v", s)
+	}
+	if s.Lost != 0 || s.DeadlineMissed != 0 || s.ServerExpiries != 0 {
+		t.Errorf("sessions: lost %d, deadline missed %d, expired on the server %v", s.Lost, s.DeadlineMissed, s.ServerExpiries)
+	}
+	if s.LeaderRSSBytes <= 0 || s.LeaderCPUSeconds < 0 {
+		t.Errorf("sessions: leader figures %+v", s)
+	}
+	f := rep.Failover
+	if f == nil || len(f.Trials) != 1 || f.Failed != 0 || f.Recovery.Count != 1 || f.Recovery.P50 <= 0 {
+		t.Fatalf("failover: %+v", f)
+	}
+	if tr := f.Trials[0]; tr.Killed == "" || tr.NewLeader == "" || tr.NewLeader == tr.Killed {
+		t.Errorf("failover trial: %+v", tr)
+	}
+	if lines == 0 {
+		t.Error("no progress line")
+	}
+	var table, js strings.Builder
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"uncontended", "contended", "sessions", "failover", "share one process"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back bench.Report
+	if err := json.Unmarshal([]byte(js.String()), &back); err != nil || back.Environment.ClusterSize != 3 {
+		t.Errorf("JSON does not round-trip: %v", err)
+	}
+}
+
+func TestFailoverNeedsDev(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dev, err := agent.StartDev(ctx, agent.DevOptions{})
+	if err != nil {
+		t.Fatalf("starting a cluster: %v", err)
+	}
+	defer dev.Close()
+	rep, err := bench.Run(ctx, bench.Options{Endpoints: dev.Endpoints(), Workloads: []string{bench.Failover}})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if rep.Failover == nil || rep.Failover.Skipped == "" {
+		t.Errorf("failover without a Dev should be skipped, got %+v", rep.Failover)
+	}
+}
+
+func TestOptionsAreChecked(t *testing.T) {
+	ctx := context.Background()
+	for _, o := range []bench.Options{
+		{},
+		{Endpoints: []string{"http://127.0.0.1:1"}, SessionTTL: time.Second},
+		{Endpoints: []string{"http://127.0.0.1:1"}, UncontendedClients: []int{0}},
+		{Endpoints: []string{"http://127.0.0.1:1"}, Via: "nowhere"},
+	} {
+		if _, err := bench.Run(ctx, o); !errors.Is(err, bench.ErrOptions) {
+			t.Errorf("Run(%+v) = %v, want ErrOptions", o, err)
+		}
+	}
+}
+
+func TestParseWorkloads(t *testing.T) {
+	got, err := bench.ParseWorkloads("all")
+	if err != nil || strings.Join(got, ",") != "uncontended,contended,sessions,failover" {
+		t.Errorf("all = %v, %v", got, err)
+	}
+	got, err = bench.ParseWorkloads("Sessions, contended")
+	if err != nil || strings.Join(got, ",") != "sessions,contended" {
+		t.Errorf("list = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "fast", "uncontended,bogus"} {
+		if _, err := bench.ParseWorkloads(bad); !errors.Is(err, bench.ErrOptions) {
+			t.Errorf("ParseWorkloads(%q) = %v, want ErrOptions", bad, err)
+		}
+	}
+}

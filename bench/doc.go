@@ -1,0 +1,26 @@
+// Package bench measures a raftlock cluster from the outside, the way its users see it: over
+// HTTP, through the Go client. It is the engine of `raftlock bench`.
+//
+// Four workloads, each run for a fixed duration after a warm-up:
+//
+//   - uncontended: C clients, each with its own session, loop acquire+release on their own lock.
+//     Figures: ops/s, acquire and release latency (p50, p99, max).
+//   - contended: C clients block on ONE lock (long-poll acquires) and release it as soon as it
+//     is granted. Figures: grants/s, handoff latency (release acknowledged → next holder's
+//     grant received), fairness (max/min grants per client), FIFO order. It also checks
+//     safety: no two holds overlap and tokens only grow. A violation fails the run.
+//   - sessions: N sessions kept alive at TTL/3 by a pool of workers (not one goroutine per
+//     session, so the bench's own footprint stays small). Figures: creation rate, renewals/s,
+//     lost sessions (must be 0), the leader's CPU and RSS from its /metrics process metrics.
+//   - failover (in-process clusters only): kill the leader and time until an acquire succeeds
+//     again, over several trials, restarting the killed node between trials.
+//
+// How safety is checked without server internals: a client records a hold from the moment the
+// grant reaches it until just before it sends the release. The server's hold interval contains
+// that one (it granted before the answer arrived and releases after the request leaves), so two
+// recorded holds that overlap are a real double grant, never a false alarm.
+//
+// The package may import client, api, agent (to drive an in-process cluster: StartDev, Kill,
+// Restart) and the standard library; it reads the servers' /metrics over plain HTTP and never
+// imports a server package otherwise.
+package bench

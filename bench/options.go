@@ -1,0 +1,152 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/agent"
+)
+
+// Workload names, in the order Run runs them.
+const (
+	Uncontended = "uncontended"
+	Contended   = "contended"
+	Sessions    = "sessions"
+	Failover    = "failover"
+)
+
+// Via values: which node the clients send their requests to first.
+const (
+	// ViaLeader puts the leader's endpoint first (found with GET /v1/cluster), so requests are
+	// not forwarded; the figures then do not depend on which node happened to win the election.
+	ViaLeader = "leader"
+	// ViaFollower puts a follower first, so every write is forwarded to the leader.
+	ViaFollower = "follower"
+	// ViaGiven keeps the endpoints in the order given, as an ordinary program would.
+	ViaGiven = "given"
+)
+
+// ErrViolation is returned by Run when a workload saw a safety violation (overlapping holds,
+// a token that did not grow) or missed a must-hold figure (a lost session).
+var ErrViolation = errors.New("bench: violation")
+
+// ErrOptions is returned by Run for invalid options.
+var ErrOptions = errors.New("bench: invalid options")
+
+// AllWorkloads returns every workload name, in the order Run runs them.
+func AllWorkloads() []string { return []string{Uncontended, Contended, Sessions, Failover} }
+
+// ParseWorkloads parses a comma-separated list of workload names, or "all".
+func ParseWorkloads(s string) ([]string, error) {
+	var out []string
+	for _, w := range strings.Split(s, ",") {
+		w = strings.TrimSpace(strings.ToLower(w))
+		switch {
+		case w == "":
+		case w == "all":
+			out = append(out, AllWorkloads()...)
+		case slices.Contains(AllWorkloads(), w):
+			out = append(out, w)
+		default:
+			return nil, fmt.Errorf("%w: unknown workload %q (want %s or all)", ErrOptions, w,
+				strings.Join(AllWorkloads(), ", "))
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no workload", ErrOptions)
+	}
+	return out, nil
+}
+
+// Options configure Run. Zero fields take the defaults named on each.
+type Options struct {
+	// Endpoints of the cluster, e.g. "http://127.0.0.1:7001". Required.
+	Endpoints []string
+	// Dev is the in-process cluster behind Endpoints, if any; failover needs it.
+	Dev *agent.Dev
+	// Duration of each measurement; default 10s.
+	Duration time.Duration
+	// Warmup before each measurement; default 2s. Negative means none.
+	Warmup time.Duration
+	// Workloads to run; default all.
+	Workloads []string
+	// UncontendedClients lists the client counts of the uncontended workload; default 1, 8, 64.
+	UncontendedClients []int
+	// ContendedClients lists the client counts of the contended workload; default 8, 64.
+	// Counts below 2 are skipped: one client has no one to hand over to.
+	ContendedClients []int
+	// Sessions is the number of sessions of the sessions workload; default 10,000.
+	Sessions int
+	// SessionTTL is the TTL of those sessions; default 10s. They are renewed at TTL/3.
+	SessionTTL time.Duration
+	// SessionWorkers is the number of goroutines that create and renew them; default 64.
+	SessionWorkers int
+	// FailoverTrials is the number of leader kills; default 5.
+	FailoverTrials int
+	// Via says which node requests go to first: ViaLeader (default), ViaFollower or ViaGiven.
+	Via string
+	// Version is the version of the running binary, reported with the figures.
+	Version string
+	// Progress, if set, receives a one-line status about four times a second while a
+	// workload runs, and "" when it ends (to clear the line).
+	Progress func(line string)
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if len(o.Endpoints) == 0 {
+		return o, fmt.Errorf("%w: no endpoints", ErrOptions)
+	}
+	if o.Duration == 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.Warmup == 0 {
+		o.Warmup = 2 * time.Second
+	}
+	o.Warmup = max(o.Warmup, 0)
+	if len(o.Workloads) == 0 {
+		o.Workloads = AllWorkloads()
+	}
+	if len(o.UncontendedClients) == 0 {
+		o.UncontendedClients = []int{1, 8, 64}
+	}
+	if len(o.ContendedClients) == 0 {
+		o.ContendedClients = []int{8, 64}
+	}
+	if o.Sessions == 0 {
+		o.Sessions = 10_000
+	}
+	if o.SessionTTL == 0 {
+		o.SessionTTL = 10 * time.Second
+	}
+	if o.SessionWorkers == 0 {
+		o.SessionWorkers = 64
+	}
+	if o.FailoverTrials == 0 {
+		o.FailoverTrials = 5
+	}
+	if o.Via == "" {
+		o.Via = ViaLeader
+	}
+	var errs []error
+	if o.Duration < 0 {
+		errs = append(errs, fmt.Errorf("%w: negative duration", ErrOptions))
+	}
+	for _, c := range append(slices.Clone(o.UncontendedClients), o.ContendedClients...) {
+		if c < 1 || c > 10_000 {
+			errs = append(errs, fmt.Errorf("%w: client count %d (want 1 to 10000)", ErrOptions, c))
+		}
+	}
+	if o.Sessions < 1 || o.SessionWorkers < 1 || o.FailoverTrials < 1 {
+		errs = append(errs, fmt.Errorf("%w: sessions, session workers and failover trials must be positive", ErrOptions))
+	}
+	if o.SessionTTL < 2*time.Second {
+		errs = append(errs, fmt.Errorf("%w: session TTL %s is below the server's minimum of 2s", ErrOptions, o.SessionTTL))
+	}
+	if o.Via != ViaLeader && o.Via != ViaFollower && o.Via != ViaGiven {
+		errs = append(errs, fmt.Errorf("%w: via %q (want %s, %s or %s)", ErrOptions, o.Via, ViaLeader, ViaFollower, ViaGiven))
+	}
+	return o, errors.Join(errs...)
+}

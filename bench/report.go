@@ -1,0 +1,211 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// Report is the outcome of Run: the environment and the figures of each workload that ran.
+type Report struct {
+	Environment Environment         `json:"environment"`
+	Uncontended []UncontendedResult `json:"uncontended,omitempty"`
+	Contended   []ContendedResult   `json:"contended,omitempty"`
+	Sessions    *SessionsResult     `json:"sessions,omitempty"`
+	Failover    *FailoverResult     `json:"failover,omitempty"`
+}
+
+// Environment says where the figures come from.
+type Environment struct {
+	// Version is the bench binary's version, ServerVersion the cluster's.
+	Version       string `json:"version"`
+	ServerVersion string `json:"server_version"`
+	ClusterSize   int    `json:"cluster_size"`
+	// Dev is set when the cluster ran inside the bench process.
+	Dev        bool     `json:"dev"`
+	Endpoints  []string `json:"endpoints"`
+	Via        string   `json:"via"`
+	GOMAXPROCS int      `json:"gomaxprocs"`
+	NumCPU     int      `json:"num_cpu"`
+	GoVersion  string   `json:"go_version"`
+	OS         string   `json:"os"`
+	Arch       string   `json:"arch"`
+	Date       string   `json:"date"`
+	Duration   string   `json:"duration"`
+	Warmup     string   `json:"warmup"`
+}
+
+// Violations lists what must never happen and did: overlapping holds, tokens that did not
+// grow, lost sessions, failovers after which no acquire succeeded.
+func (r *Report) Violations() []string {
+	var out []string
+	for _, u := range r.Uncontended {
+		for _, v := range u.Violations {
+			out = append(out, fmt.Sprintf("uncontended C=%d: %s", u.Clients, v))
+		}
+	}
+	for _, c := range r.Contended {
+		if c.Overlaps > 0 || c.TokenRegressions > 0 {
+			out = append(out, fmt.Sprintf("contended C=%d: %d overlapping grants, %d token regressions (first: %s)",
+				c.Clients, c.Overlaps, c.TokenRegressions, strings.Join(c.Violations, "; ")))
+		}
+	}
+	if s := r.Sessions; s != nil && (s.Lost > 0 || s.DeadlineMissed > 0 || s.ServerExpiries > 0) {
+		out = append(out, fmt.Sprintf("sessions: %d lost, %d missed their deadline, %.0f expired on the server",
+			s.Lost, s.DeadlineMissed, s.ServerExpiries))
+	}
+	if f := r.Failover; f != nil && f.Failed > 0 {
+		out = append(out, fmt.Sprintf("failover: %d of %d trials never recovered", f.Failed, len(f.Trials)))
+	}
+	return out
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("bench: writing JSON: %w", err)
+	}
+	return nil
+}
+
+// WriteTable writes the report as aligned text tables, one per workload.
+func (r *Report) WriteTable(out io.Writer) error {
+	e := r.Environment
+	where := "a cluster of"
+	if e.Dev {
+		where = "an in-process (--dev) cluster of"
+	}
+	fmt.Fprintf(out, "raftlock bench %s against %s %d nodes (server %s), requests sent first to the %s\n",
+		e.Version, where, e.ClusterSize, e.ServerVersion, viaWords(e.Via))
+	fmt.Fprintf(out, "%s %s/%s, GOMAXPROCS %d, %d CPUs, %s; each figure over %s after %s of warm-up\n",
+		e.GoVersion, e.OS, e.Arch, e.GOMAXPROCS, e.NumCPU, e.Date, e.Duration, e.Warmup)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	if len(r.Uncontended) > 0 {
+		fmt.Fprintf(tw, "\nuncontended\tclients\tops/s\tacquire p50\tp99\tmax\trelease p50\tp99\tmax\terrors\n")
+		for _, u := range r.Uncontended {
+			fmt.Fprintf(tw, "\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", u.Clients, u.OpsPerSec,
+				msStr(u.Acquire.P50), msStr(u.Acquire.P99), msStr(u.Acquire.Max),
+				msStr(u.Release.P50), msStr(u.Release.P99), msStr(u.Release.Max), u.Errors)
+		}
+	}
+	if len(r.Contended) > 0 {
+		fmt.Fprintf(tw, "\ncontended\tclients\tgrants/s\thandoff p50\tp99\tmax\tfrom send p50\tp99\tfairness\tfifo inv.\toverlaps\ttoken regr.\terrors\n")
+		for _, c := range r.Contended {
+			fmt.Fprintf(tw, "\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", c.Clients, c.GrantsPerSec,
+				msStr(c.Handoff.P50), msStr(c.Handoff.P99), msStr(c.Handoff.Max),
+				msStr(c.HandoffFromSend.P50), msStr(c.HandoffFromSend.P99),
+				fairness(c), c.FIFOInversions, c.Overlaps, c.TokenRegressions, c.Errors)
+		}
+	}
+	if s := r.Sessions; s != nil {
+		fmt.Fprintf(tw, "\nsessions\tsessions\tcreated/s\trenewals/s (need)\trenew p99\tlost\tlate\tleader CPU\tleader RSS\terrors\n")
+		fmt.Fprintf(tw, "\t%d\t%.0f\t%.0f (%.0f)\t%s\t%d\t%d\t%.1f%% (%.1fs)\t%.0f MB\t%d\n", s.Created,
+			s.CreatesPerSec, s.RenewalsPerSec, s.ExpectedRenewalsPerSec, msStr(s.RenewLatency.P99),
+			s.Lost+s.DeadlineMissed, s.Late, s.LeaderCPUPercent, s.LeaderCPUSeconds, s.LeaderRSSBytes/1e6, s.Errors)
+	}
+	if f := r.Failover; f != nil {
+		fmt.Fprintf(tw, "\nfailover\ttrials\trecovery p50\tmax\telection p50\tmax\tfailed\n")
+		if f.Skipped != "" {
+			fmt.Fprintf(tw, "\tskipped: %s\n", f.Skipped)
+		} else {
+			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d\n", len(f.Trials), msStr(f.Recovery.P50),
+				msStr(f.Recovery.Max), msStr(f.Election.P50), msStr(f.Election.Max), f.Failed)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("bench: writing table: %w", err)
+	}
+	r.writeNotes(out)
+	return nil
+}
+
+// writeNotes explains the figures that need it and lists violations and error samples.
+func (r *Report) writeNotes(out io.Writer) {
+	var notes []string
+	if len(r.Contended) > 0 {
+		notes = append(notes, "handoff = release acknowledged -> next holder's grant received (0 when the grant came first), from send = release sent -> next grant received; fairness = max/min grants per client; fifo inv. = grants to a client that asked >5ms after one still waiting")
+	}
+	if s := r.Sessions; s != nil {
+		notes = append(notes, fmt.Sprintf("sessions: TTL %s renewed at TTL/3 by %d workers; created in %.1fs, destroyed in %.1fs; longest renewal gap %s, worst lateness %s",
+			s.TTL, s.Workers, s.CreateSeconds, s.DestroySeconds, msStr(s.MaxGapMs), msStr(s.MaxRenewDelayMs)))
+		if s.Note != "" {
+			notes = append(notes, "sessions: "+s.Note)
+		}
+	}
+	if f := r.Failover; f != nil {
+		for i, t := range f.Trials {
+			if t.Error != "" {
+				notes = append(notes, fmt.Sprintf("failover trial %d: killed %s: %s", i+1, t.Killed, t.Error))
+				continue
+			}
+			notes = append(notes, fmt.Sprintf("failover trial %d: killed %s, %s led after %s, acquire granted after %s (%d attempts)",
+				i+1, t.Killed, t.NewLeader, msStr(t.ElectionMs), msStr(t.RecoveryMs), t.Attempts))
+		}
+	}
+	for _, s := range r.errorSamples() {
+		notes = append(notes, "error: "+s)
+	}
+	for _, v := range r.Violations() {
+		notes = append(notes, "VIOLATION: "+v)
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(out)
+	}
+	for _, n := range notes {
+		fmt.Fprintln(out, n)
+	}
+}
+
+func (r *Report) errorSamples() []string {
+	var out []string
+	for _, u := range r.Uncontended {
+		for _, s := range u.ErrorSamples {
+			out = append(out, fmt.Sprintf("uncontended C=%d: %s", u.Clients, s))
+		}
+	}
+	for _, c := range r.Contended {
+		for _, s := range c.ErrorSamples {
+			out = append(out, fmt.Sprintf("contended C=%d: %s", c.Clients, s))
+		}
+	}
+	if s := r.Sessions; s != nil {
+		for _, e := range s.ErrorSamples {
+			out = append(out, "sessions: "+e)
+		}
+	}
+	return out
+}
+
+func viaWords(via string) string {
+	switch via {
+	case ViaLeader:
+		return "leader"
+	case ViaFollower:
+		return "a follower (writes are forwarded)"
+	}
+	return "first endpoint given"
+}
+
+func fairness(c ContendedResult) string {
+	if c.MinGrants == 0 {
+		return fmt.Sprintf("inf (%d/0)", c.MaxGrants)
+	}
+	return fmt.Sprintf("%.2f", c.Fairness)
+}
+
+// msStr formats milliseconds with a precision that suits their size.
+func msStr(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v < 10:
+		return fmt.Sprintf("%.2fms", v)
+	case v < 1000:
+		return fmt.Sprintf("%.1fms", v)
+	}
+	return fmt.Sprintf("%.2fs", v/1000)
+}

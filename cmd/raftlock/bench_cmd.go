@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raftlock/raftlock/agent"
+	"github.com/raftlock/raftlock/bench"
+)
+
+// benchFlags are the flags of `raftlock bench`.
+type benchFlags struct {
+	endpoints      string
+	dev            bool
+	dataDir        string
+	logLevel       string
+	duration       time.Duration
+	warmup         time.Duration
+	workload       string
+	clients        []int
+	sessions       int
+	sessionTTL     time.Duration
+	sessionWorkers int
+	trials         int
+	via            string
+	jsonFile       string
+	cpuProfile     string
+}
+
+func newBenchCmd() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure a cluster: lock throughput and latency, contention, sessions, failover",
+		Long: `Run workloads against the cluster at --endpoints, or against a three-node cluster
+started in this process with --dev, each for --duration after --warmup:
+
+  uncontended  C clients (--clients, default 1,8,64) loop acquire+release on their own lock:
+               ops/s and acquire/release latency p50/p99/max
+  contended    C clients (--clients, default 8,64) block on one lock: grants/s, handoff
+               latency (release acknowledged -> next grant), fairness, FIFO; it checks that
+               no two grants overlap and that tokens only grow, and fails if they do
+  sessions     --sessions sessions (TTL 10s) renewed at TTL/3: creation rate, renewals/s,
+               lost sessions (must be 0), the leader's CPU and RSS from its /metrics
+  failover     (--dev only) kill the leader, time until an acquire succeeds, several trials
+
+A live progress line is shown when stdout is a terminal; the figures end in a table, and
+--json FILE writes them with the environment. With --dev every node and the bench share one
+process, so CPU and RSS figures are of all of them. Exit status 1 on a violation.`,
+		Example: `  raftlock bench --dev --workload all --duration 10s
+  raftlock bench --endpoints http://10.0.0.1:7001,http://10.0.0.2:7001 --workload uncontended --clients 64
+  raftlock bench --dev --workload sessions --sessions 100000 --json sessions.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBench(cmd.Context(), cmd, &f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.endpoints, "endpoints", "",
+		"comma-separated HTTP endpoints of the cluster (default $"+endpointsEnv+", else "+defaultEndpoints+")")
+	fl.BoolVar(&f.dev, "dev", false, "start a three-node cluster in this process (random ports) and measure it")
+	fl.StringVar(&f.dataDir, "data-dir", "", "with --dev: keep the nodes' data here (default: a temporary directory)")
+	fl.StringVar(&f.logLevel, "log-level", "off", "with --dev: log level of the nodes (off, error, warn, info, debug, trace)")
+	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measurement time of each workload")
+	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "warm-up before each measurement")
+	fl.StringVar(&f.workload, "workload", "all", "comma-separated: uncontended, contended, sessions, failover, or all")
+	fl.IntSliceVar(&f.clients, "clients", nil, "client counts of the lock workloads (default 1,8,64 uncontended; 8,64 contended)")
+	fl.IntVar(&f.sessions, "sessions", 10_000, "sessions of the sessions workload")
+	fl.DurationVar(&f.sessionTTL, "session-ttl", 10*time.Second, "TTL of the sessions of the sessions workload")
+	fl.IntVar(&f.sessionWorkers, "session-workers", 64, "goroutines that create and renew the sessions")
+	fl.IntVar(&f.trials, "failover-trials", 5, "leader kills of the failover workload")
+	fl.StringVar(&f.via, "via", bench.ViaLeader, "send requests first to: leader, follower (measures forwarding) or given (endpoint order)")
+	fl.StringVar(&f.jsonFile, "json", "", "also write the figures and the environment as JSON to this file")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --dev: servers and bench) to this file")
+	_ = fl.MarkHidden("cpuprofile")
+	_ = fl.MarkHidden("session-workers")
+	return cmd
+}
+
+func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
+	workloads, err := bench.ParseWorkloads(f.workload)
+	if err != nil {
+		return &exitError{code: exitFailure, msg: err.Error()}
+	}
+	opts := bench.Options{
+		Endpoints:      benchEndpoints(f.endpoints),
+		Duration:       f.duration,
+		Warmup:         f.warmup,
+		Workloads:      workloads,
+		Sessions:       f.sessions,
+		SessionTTL:     f.sessionTTL,
+		SessionWorkers: f.sessionWorkers,
+		FailoverTrials: f.trials,
+		Via:            f.via,
+		Version:        version,
+	}
+	if f.warmup == 0 {
+		opts.Warmup = -1 // zero means the default to bench.Options
+	}
+	if cmd.Flags().Changed("clients") {
+		opts.UncontendedClients, opts.ContendedClients = f.clients, f.clients
+	}
+	out := cmd.OutOrStdout()
+	if f.dev {
+		log := newLogger(cmd.ErrOrStderr(), f.logLevel, "text")
+		dev, err := agent.StartDev(ctx, agent.DevOptions{DataDir: f.dataDir, Logger: log})
+		if err != nil {
+			return fmt.Errorf("bench: starting the dev cluster: %w", err)
+		}
+		defer dev.Close()
+		opts.Dev, opts.Endpoints = dev, dev.Endpoints()
+	}
+	if isTerminal(out) {
+		opts.Progress = func(line string) { fmt.Fprintf(out, "\r\033[K%s", line) }
+	}
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	rep, runErr := bench.Run(ctx, opts)
+	if rep != nil {
+		if err := rep.WriteTable(out); err != nil {
+			return err
+		}
+		if f.jsonFile != "" {
+			if err := writeReportFile(f.jsonFile, rep); err != nil {
+				return err
+			}
+		}
+	}
+	if errors.Is(runErr, bench.ErrViolation) {
+		return &exitError{code: exitFailure, msg: "the run saw violations (listed above)"}
+	}
+	return runErr
+}
+
+// benchEndpoints resolves --endpoints, then $RAFTLOCK_ENDPOINTS, then the dev cluster's.
+func benchEndpoints(flag string) []string {
+	v := flag
+	if v == "" {
+		v = os.Getenv(endpointsEnv)
+	}
+	if v == "" {
+		v = defaultEndpoints
+	}
+	return strings.Split(v, ",")
+}
+
+// isTerminal reports whether w is a character device, so a progress line can redraw itself.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// startCPUProfile profiles this process into path until the returned function is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	pf, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(pf); err != nil {
+		pf.Close()
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		pf.Close()
+	}, nil
+}
+
+func writeReportFile(path string, rep *bench.Report) error {
+	fh, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if err := rep.WriteJSON(fh); err != nil {
+		fh.Close()
+		return err
+	}
+	if err := fh.Close(); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return nil
+}
