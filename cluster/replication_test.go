@@ -1,0 +1,254 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// A grant made through the leader is visible at once to a linearizable read on the leader, and
+// on each follower as soon as it has applied the grant's index; a follower refuses writes.
+func TestLockIsVisibleOnEveryNode(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 3, nil)
+	li, leader := c.waitLeader()
+
+	s1 := createSession(t, leader, "holder", longTTL, 0)
+	s2 := createSession(t, leader, "other", longTTL, 0)
+	token := mustAcquire(t, leader, s1, "jobs/nightly", "host-a")
+
+	if err := leader.ReadBarrier(opContext(t)); err != nil {
+		t.Fatalf("read barrier on the leader: %v", err)
+	}
+	want := fsm.LockInfo{Name: "jobs/nightly", Held: true, Holder: s1, Token: token, Value: "host-a", ModifyIndex: token}
+	if got := leader.FSM().Lock("jobs/nightly"); got != want {
+		t.Fatalf("leader reads %+v, want %+v", got, want)
+	}
+	for _, fi := range c.followers(li) {
+		// A follower's state machine is a stale copy: it shows the grant once it has applied it.
+		f := c.node(fi)
+		waitFor(t, opTimeout, f.ID()+" to apply the grant", func() bool { return f.FSM().Lock("jobs/nightly").ModifyIndex >= token })
+		if got := f.FSM().Lock("jobs/nightly"); got != want {
+			t.Errorf("%s reads %+v, want %+v", f.ID(), got, want)
+		}
+		// Only the leader executes writes and linearizable reads; nothing reaches the log.
+		if _, err := f.Acquire(opContext(t), cluster.AcquireRequest{Session: s2, Lock: "jobs/nightly"}); !errors.Is(err, cluster.ErrNotLeader) {
+			t.Errorf("acquire on follower %s: err %v, want ErrNotLeader", f.ID(), err)
+		}
+		if err := f.ReadBarrier(opContext(t)); !errors.Is(err, cluster.ErrNotLeader) {
+			t.Errorf("read barrier on follower %s: err %v, want ErrNotLeader", f.ID(), err)
+		}
+		if id, _ := f.Leader(); id != leader.ID() {
+			t.Errorf("%s says the leader is %q, want %q", f.ID(), id, leader.ID())
+		}
+	}
+
+	// Another session sees the holder and its token.
+	res, err := leader.Acquire(opContext(t), cluster.AcquireRequest{Session: s2, Lock: "jobs/nightly"})
+	if err != nil || res.Status != fsm.StatusLockHeld || res.Holder != s1 || res.Token != token {
+		t.Fatalf("competing acquire: %+v, %v; want lock_held by the holder with token %d", res, err, token)
+	}
+
+	// A release is visible the same way.
+	rel := mustRelease(t, leader, s1, "jobs/nightly", token)
+	if err := leader.ReadBarrier(opContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	if l := leader.FSM().Lock("jobs/nightly"); l.Held {
+		t.Fatalf("leader still reads the lock held after release: %+v", l)
+	}
+	for _, fi := range c.followers(li) {
+		f := c.node(fi)
+		waitFor(t, opTimeout, f.ID()+" to apply the release", func() bool { return f.FSM().Lock("jobs/nightly").ModifyIndex >= rel.Index })
+		if l := f.FSM().Lock("jobs/nightly"); l.Held {
+			t.Errorf("%s still reads the lock held after release: %+v", f.ID(), l)
+		}
+	}
+
+	// Every node publishes its HTTP address through the log, and every node sees all three.
+	c.waitPublished(leader)
+	c.waitConverged()
+	for _, i := range c.running() {
+		st, err := c.node(i).Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Leader != leader.ID() || len(st.Members) != 3 {
+			t.Errorf("%s status: leader %q, %d members; want %q and 3", c.ids[i], st.Leader, len(st.Members), leader.ID())
+		}
+		for _, m := range st.Members {
+			if m.HTTPAddr != c.https[indexOf(c.ids, m.ID)].Listener.Addr().String() || !m.Voter {
+				t.Errorf("%s sees member %+v", c.ids[i], m)
+			}
+		}
+	}
+}
+
+// Stopping every node and starting them again from their data directories brings back the
+// same sessions, locks and queues — byte for byte — and the cluster works on from there.
+func TestRestartAllNodesRestoresState(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t, 3, nil)
+	_, leader := c.waitLeader()
+
+	a := createSession(t, leader, "a", longTTL, 0)
+	b := createSession(t, leader, "b", longTTL, 5*time.Second)
+	w := createSession(t, leader, "waiter", longTTL, 0)
+	ta := mustAcquire(t, leader, a, "svc/db", "10.0.0.1:5432")
+	tb := mustAcquire(t, leader, b, "svc/cache", "")
+	mustAcquire(t, leader, b, "svc/queue", "q")
+	queued := enqueue(t, leader, w, "svc/db", 30*time.Second)
+	gone := createSession(t, leader, "gone", longTTL, 0)
+	mustAcquire(t, leader, gone, "svc/tmp", "")
+	if _, err := leader.DestroySession(opContext(t), gone); err != nil {
+		t.Fatal(err)
+	}
+
+	c.waitPublished(leader)
+	snap := c.waitConverged()
+	locks, sessions := leader.FSM().Locks(""), leader.FSM().Sessions()
+	if len(locks) != 3 || len(sessions) != 3 {
+		t.Fatalf("before restart: %d locks, %d sessions; want 3 and 3", len(locks), len(sessions))
+	}
+
+	for i := range c.ids {
+		c.kill(i)
+	}
+	// The waiting acquire ends with its node; its queue entry stays in the log.
+	if r := receive(t, queued, opTimeout); r.err == nil && r.res.Status == fsm.StatusOK {
+		t.Fatalf("waiter was granted while the holder still held the lock: %+v", r.res)
+	}
+	for i := range c.ids {
+		c.restart(i)
+	}
+	_, leader = c.waitLeader()
+	for _, i := range c.running() {
+		// Each node replays its own log (the threshold is far away, so there is no snapshot).
+		n := c.node(i)
+		waitFor(t, leaderTimeout, n.ID()+" to restore the state from its data dir", func() bool {
+			return bytes.Equal(snapshotBytes(t, n), snap)
+		})
+		if got := n.FSM().Locks(""); !reflect.DeepEqual(got, locks) {
+			t.Errorf("%s after restart: locks %+v, want %+v", n.ID(), got, locks)
+		}
+		if got := n.FSM().Sessions(); !reflect.DeepEqual(got, sessions) {
+			t.Errorf("%s after restart: sessions %+v, want %+v", n.ID(), got, sessions)
+		}
+	}
+
+	// The restored queue is honoured: the release hands the lock to the waiter queued before
+	// the restart, whose acquire (asked again, as a client would) reports the grant.
+	mustRelease(t, leader, a, "svc/db", ta)
+	l := leader.FSM().Lock("svc/db")
+	if !l.Held || l.Holder != w || l.Token <= max(ta, tb) {
+		t.Fatalf("after release: %+v; want held by the waiter with a token above %d", l, max(ta, tb))
+	}
+	if got := mustAcquire(t, leader, w, "svc/db", ""); got != l.Token {
+		t.Fatalf("the waiter's acquire reports token %d, want %d", got, l.Token)
+	}
+}
+
+// A follower that was down while the leader compacted its log away catches up by installing
+// the leader's snapshot, and ends with the same state as everyone else.
+func TestLaggingFollowerCatchesUpThroughSnapshot(t *testing.T) {
+	t.Parallel()
+	const trailing = 32
+	c := newTestCluster(t, 3, func(cfg *cluster.Config) {
+		cfg.SnapshotThreshold = 64
+		cfg.TrailingLogs = trailing
+		cfg.SnapshotInterval = 50 * time.Millisecond
+	})
+	li, leader := c.waitLeader()
+	c.waitPublished(leader)
+	c.waitConverged()
+	lag := c.followers(li)[0]
+	lagDir := c.dirs[lag]
+	stoppedAt := c.node(lag).Raft().LastIndex()
+	if s := raftStat(t, c.node(lag), "last_snapshot_index"); s != 0 {
+		t.Fatalf("the follower has a snapshot at %d before the test starts", s)
+	}
+	c.kill(lag)
+
+	// A few hundred commands, from several goroutines so that raft batches their fsyncs.
+	keep := createSession(t, leader, "keeper", longTTL, 0)
+	const workers, rounds = 6, 30
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- churn(c, g, rounds)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, leader = c.waitLeader()
+	mustAcquire(t, leader, keep, "kept", "still here")
+
+	// The leader must have dropped the entries the follower lacks, or the test proves nothing:
+	// after a snapshot at index s, raft keeps the log from about s-trailing on.
+	waitFor(t, leaderTimeout, "the leader to compact its log", func() bool {
+		return raftStat(t, leader, "last_snapshot_index") > stoppedAt+trailing+1
+	})
+
+	c.restart(lag)
+	f := c.node(lag)
+	// The restarted node is among those that must reach byte-identical states.
+	c.waitConverged()
+	// A snapshot past the end of its own log can only have come from the leader.
+	if s := raftStat(t, f, "last_snapshot_index"); s <= stoppedAt {
+		t.Fatalf("follower's last snapshot is at %d and its log ended at %d: it did not install one", s, stoppedAt)
+	}
+	entries, err := os.ReadDir(filepath.Join(lagDir, "snapshots"))
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("no snapshot in the follower's data dir: %v, %d entries", err, len(entries))
+	}
+	if l := f.FSM().Lock("kept"); !l.Held || l.Holder != keep || l.Value != "still here" {
+		t.Fatalf("follower reads %+v for the lock taken while it was down", l)
+	}
+}
+
+// churn applies about 4 commands per round through whichever node leads: a session, a grant,
+// a release and an end. It is load, not a check, so it retries through leader changes.
+func churn(c *testCluster, worker, rounds int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := "churn/" + string(rune('a'+worker))
+	for i := 0; i < rounds; {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		n := c.currentLeader()
+		if n == nil {
+			time.Sleep(10 * time.Millisecond) // polling for a leader
+			continue
+		}
+		s, err := n.CreateSession(ctx, name, longTTL, 0)
+		if err != nil {
+			continue
+		}
+		res, err := n.Acquire(ctx, cluster.AcquireRequest{Session: s.ID, Lock: name})
+		if err == nil && res.Status == fsm.StatusOK && i%2 == 0 {
+			_, err = n.Release(ctx, s.ID, name, res.Token)
+		}
+		if _, err2 := n.DestroySession(ctx, s.ID); err == nil && err2 == nil {
+			i++
+		}
+	}
+	return nil
+}

@@ -1,0 +1,462 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// Timing for tests: short enough that a dead leader is replaced in a second or two, long
+// enough that a follower busy with fsyncs on a slow, shared machine is not taken for dead (a
+// lease of 100 ms made leaders step down spuriously there).
+const (
+	testHeartbeat = 500 * time.Millisecond
+	testElection  = 500 * time.Millisecond
+	testLease     = 400 * time.Millisecond
+
+	// longTTL is for sessions whose expiry a test does not look at.
+	longTTL = time.Minute
+	// opTimeout bounds one Node call in a test.
+	opTimeout = 10 * time.Second
+	// leaderTimeout bounds the wait for a leader; generous, because the test machine is slow and
+	// shared.
+	leaderTimeout = 15 * time.Second
+)
+
+// testCluster is a cluster of real nodes in this process: Raft over TCP on 127.0.0.1, bbolt
+// stores in t.TempDir(). Each node keeps its Raft address, data directory and HTTP address
+// across kill and restart. The HTTP address is a tiny server that accepts the one request a
+// Node makes by itself — a follower publishing its address to the leader — so that the
+// membership metadata fills in as it would in production.
+type testCluster struct {
+	t     testing.TB
+	ids   []string
+	addrs []string // Raft addresses
+	dirs  []string
+	https []*httptest.Server
+	tune  func(*cluster.Config)
+
+	mu    sync.Mutex
+	nodes []*cluster.Node // nil while stopped
+}
+
+// newTestCluster starts size nodes that bootstrap one cluster together. tune, if set, adjusts
+// every node's config before it starts.
+func newTestCluster(t testing.TB, size int, tune func(*cluster.Config)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, tune: tune, nodes: make([]*cluster.Node, size)}
+	lns := make([]net.Listener, size)
+	for i := range size {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i] = ln
+		c.ids = append(c.ids, fmt.Sprintf("n%d", i+1))
+		c.addrs = append(c.addrs, ln.Addr().String())
+		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), c.ids[i]))
+		srv := httptest.NewServer(c.memberHandler(i))
+		c.https = append(c.https, srv)
+		t.Cleanup(srv.Close) // runs after the nodes are closed (cleanups run last-in first-out)
+	}
+	t.Cleanup(c.closeAll)
+	for i := range size {
+		c.start(i, lns[i])
+	}
+	return c
+}
+
+// memberHandler serves POST /v1/cluster/members for node i, as httpapi would.
+func (c *testCluster) memberHandler(i int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req api.AddMemberRequest
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/cluster/members" {
+			http.NotFound(w, r)
+			return
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		n := c.node(i)
+		if n == nil {
+			http.Error(w, "stopped", http.StatusServiceUnavailable)
+			return
+		}
+		if err := n.AddMember(r.Context(), req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"members":[]}`))
+	})
+}
+
+func (c *testCluster) config(i int, ln net.Listener) cluster.Config {
+	initial := make(map[string]string)
+	for j, id := range c.ids {
+		initial[id] = c.addrs[j]
+	}
+	cfg := cluster.Config{
+		ID:                 c.ids[i],
+		DataDir:            c.dirs[i],
+		RaftListener:       ln,
+		AdvertiseHTTP:      c.https[i].Listener.Addr().String(),
+		InitialCluster:     initial,
+		HeartbeatTimeout:   testHeartbeat,
+		ElectionTimeout:    testElection,
+		LeaderLeaseTimeout: testLease,
+		CommitTimeout:      5 * time.Millisecond,
+		Logger:             testLogger(c.ids[i]),
+	}
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
+	return cfg
+}
+
+// testLogger discards logs unless RAFTLOCK_TEST_LOG names a level (e.g. "debug").
+func testLogger(name string) hclog.Logger {
+	level := os.Getenv("RAFTLOCK_TEST_LOG")
+	if level == "" {
+		return hclog.NewNullLogger()
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.LevelFromString(level), Output: os.Stderr})
+}
+
+func (c *testCluster) start(i int, ln net.Listener) {
+	c.t.Helper()
+	n, err := cluster.New(c.config(i, ln))
+	if err != nil {
+		ln.Close()
+		c.t.Fatalf("start %s: %v", c.ids[i], err)
+	}
+	c.mu.Lock()
+	c.nodes[i] = n
+	c.mu.Unlock()
+}
+
+// node returns node i, or nil while it is stopped.
+func (c *testCluster) node(i int) *cluster.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[i]
+}
+
+// kill closes node i at once, without leadership transfer: a crash, as far as the others see.
+func (c *testCluster) kill(i int) {
+	c.t.Helper()
+	c.mu.Lock()
+	n := c.nodes[i]
+	c.nodes[i] = nil
+	c.mu.Unlock()
+	if n == nil {
+		c.t.Fatalf("kill %s: not running", c.ids[i])
+	}
+	if err := n.Close(); err != nil {
+		c.t.Logf("close %s: %v", c.ids[i], err)
+	}
+}
+
+// restart starts node i again from its data directory, on its old Raft address.
+func (c *testCluster) restart(i int) {
+	c.t.Helper()
+	var ln net.Listener
+	waitFor(c.t, 10*time.Second, "listen on "+c.addrs[i], func() bool {
+		var err error
+		ln, err = net.Listen("tcp", c.addrs[i])
+		return err == nil
+	})
+	c.start(i, ln)
+}
+
+func (c *testCluster) closeAll() {
+	for i := range c.nodes {
+		c.mu.Lock()
+		n := c.nodes[i]
+		c.nodes[i] = nil
+		c.mu.Unlock()
+		if n != nil {
+			n.Close()
+		}
+	}
+}
+
+// running returns the indexes of the running nodes.
+func (c *testCluster) running() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for i, n := range c.nodes {
+		if n != nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// currentLeader returns the running node that leads and is ready, or nil; it never fails the
+// test, so goroutines may use it.
+func (c *testCluster) currentLeader() *cluster.Node {
+	var best *cluster.Node
+	for _, i := range c.running() {
+		n := c.node(i)
+		if n != nil && n.IsLeader() && (best == nil || n.Raft().CurrentTerm() > best.Raft().CurrentTerm()) {
+			best = n
+		}
+	}
+	return best
+}
+
+// waitLeader waits until a running node leads and is ready to serve, and returns it.
+func (c *testCluster) waitLeader() (int, *cluster.Node) {
+	c.t.Helper()
+	var n *cluster.Node
+	waitFor(c.t, leaderTimeout, "a ready leader", func() bool {
+		n = c.currentLeader()
+		return n != nil
+	})
+	return indexOf(c.ids, n.ID()), n
+}
+
+func indexOf(ids []string, id string) int {
+	for i, x := range ids {
+		if x == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// followers returns the running nodes other than leader.
+func (c *testCluster) followers(leader int) []int {
+	var out []int
+	for _, i := range c.running() {
+		if i != leader {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// waitPublished waits until the leader's state machine holds every member's HTTP address.
+func (c *testCluster) waitPublished(leader *cluster.Node) {
+	c.t.Helper()
+	waitFor(c.t, leaderTimeout, "every member to publish its address", func() bool {
+		ms, err := leader.Members()
+		if err != nil || len(ms) != len(c.ids) {
+			return false
+		}
+		for _, m := range ms {
+			if m.HTTPAddr == "" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitConverged waits until every running node has applied the whole log and their state
+// machines hold byte-identical snapshots, and returns that snapshot.
+//
+// It compares the state itself rather than raft's applied index: raft advances that index
+// when it hands entries to the state machine's goroutine, before they are applied, so equal
+// indexes do not yet mean equal states.
+func (c *testCluster) waitConverged() []byte {
+	c.t.Helper()
+	var snap []byte
+	waitFor(c.t, leaderTimeout, "every node to reach the same state", func() bool {
+		snap = nil
+		var index uint64
+		for k, i := range c.running() {
+			n := c.node(i)
+			if n == nil {
+				return false
+			}
+			b, ai, li := snapshotBytes(c.t, n), n.Raft().AppliedIndex(), n.Raft().LastIndex()
+			if ai != li || k > 0 && (ai != index || !bytes.Equal(b, snap)) {
+				return false
+			}
+			snap, index = b, ai
+		}
+		return true
+	})
+	return snap
+}
+
+// waitFor polls cond until it holds, and fails the test if it does not within timeout.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// opContext returns a context for one Node call.
+func opContext(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// createSession creates a session on the leader n and fails the test on an error.
+func createSession(t testing.TB, n *cluster.Node, name string, ttl, lockDelay time.Duration) fsm.SessionID {
+	t.Helper()
+	s, err := n.CreateSession(opContext(t), name, ttl, lockDelay)
+	if err != nil {
+		t.Fatalf("create session %q on %s: %v", name, n.ID(), err)
+	}
+	return s.ID
+}
+
+// mustAcquire try-acquires lock for session on the leader n and fails the test unless granted.
+func mustAcquire(t testing.TB, n *cluster.Node, session fsm.SessionID, lock, value string) uint64 {
+	t.Helper()
+	res, err := n.Acquire(opContext(t), cluster.AcquireRequest{Session: session, Lock: lock, Value: value, SetValue: value != ""})
+	if err != nil {
+		t.Fatalf("acquire %q: %v", lock, err)
+	}
+	if res.Status != fsm.StatusOK || res.Token == 0 {
+		t.Fatalf("acquire %q: status %v token %d, want a grant", lock, res.Status, res.Token)
+	}
+	return res.Token
+}
+
+// mustRelease releases lock on the leader n, fails the test unless it was released, and
+// returns the Result (whose Index is the token of a waiter granted by the release).
+func mustRelease(t testing.TB, n *cluster.Node, session fsm.SessionID, lock string, token uint64) fsm.Result {
+	t.Helper()
+	res, err := n.Release(opContext(t), session, lock, token)
+	if err != nil || res.Status != fsm.StatusOK {
+		t.Fatalf("release %q token %d: status %v, err %v", lock, token, res.Status, err)
+	}
+	return res
+}
+
+// acquireResult is what a blocked acquire running in a goroutine returns, and when.
+type acquireResult struct {
+	res fsm.Result
+	err error
+	at  time.Time
+}
+
+// acquireAsync starts a waiting acquire and returns where its outcome will arrive. It never
+// touches t, so it may outlive the test body safely.
+func acquireAsync(n *cluster.Node, session fsm.SessionID, lock string, wait time.Duration) <-chan acquireResult {
+	ch := make(chan acquireResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait+opTimeout)
+		defer cancel()
+		res, err := n.Acquire(ctx, cluster.AcquireRequest{Session: session, Lock: lock, Wait: wait})
+		ch <- acquireResult{res, err, time.Now()}
+	}()
+	return ch
+}
+
+// enqueue starts a waiting acquire for session and returns once the leader n's state machine
+// shows it queued, so that the order of calls is the order of the queue.
+func enqueue(t testing.TB, n *cluster.Node, session fsm.SessionID, lock string, wait time.Duration) <-chan acquireResult {
+	t.Helper()
+	before := n.FSM().Lock(lock).Waiters
+	ch := acquireAsync(n, session, lock, wait)
+	waitFor(t, opTimeout, "the waiter to be queued on "+lock, func() bool {
+		select {
+		case r := <-ch:
+			t.Fatalf("acquire of %q returned before queueing: status %v, err %v", lock, r.res.Status, r.err)
+		default:
+		}
+		return n.FSM().Lock(lock).Waiters > before
+	})
+	return ch
+}
+
+// receive waits for a blocked acquire's outcome.
+func receive(t testing.TB, ch <-chan acquireResult, timeout time.Duration) acquireResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(timeout):
+		t.Fatalf("no acquire outcome within %v", timeout)
+		return acquireResult{}
+	}
+}
+
+// notYet fails the test if a blocked acquire has returned.
+func notYet(t testing.TB, ch <-chan acquireResult, what string) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("%s returned early: status %v, token %d, err %v", what, r.res.Status, r.res.Token, r.err)
+	default:
+	}
+}
+
+// waitSessionGone waits until the node's state machine no longer has the session and returns
+// when that was first seen.
+func waitSessionGone(t testing.TB, n *cluster.Node, id fsm.SessionID, timeout time.Duration) time.Time {
+	t.Helper()
+	waitFor(t, timeout, "session "+id.String()+" to end", func() bool {
+		_, ok := n.FSM().Session(id)
+		return !ok
+	})
+	return time.Now()
+}
+
+// raftStat returns a numeric entry of the node's raft stats.
+func raftStat(t testing.TB, n *cluster.Node, key string) uint64 {
+	t.Helper()
+	v, err := strconv.ParseUint(n.Raft().Stats()[key], 10, 64)
+	if err != nil {
+		t.Fatalf("raft stat %q of %s: %v", key, n.ID(), err)
+	}
+	return v
+}
+
+// memSink is a raft.SnapshotSink in memory.
+type memSink struct{ bytes.Buffer }
+
+func (*memSink) ID() string    { return "mem" }
+func (*memSink) Cancel() error { return nil }
+func (*memSink) Close() error  { return nil }
+
+// snapshotBytes returns the state machine's snapshot as it would be written to disk.
+func snapshotBytes(t testing.TB, n *cluster.Node) []byte {
+	t.Helper()
+	s, err := n.FSM().Snapshot()
+	if err != nil {
+		t.Fatalf("snapshot of %s: %v", n.ID(), err)
+	}
+	defer s.Release()
+	var sink memSink
+	if err := s.Persist(&sink); err != nil {
+		t.Fatalf("persist snapshot of %s: %v", n.ID(), err)
+	}
+	return sink.Bytes()
+}
+
+// isClassified reports whether err is one of the two outcomes a failed Node write may have.
+func isClassified(err error) bool {
+	return errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrUnknownOutcome)
+}
