@@ -14,6 +14,7 @@ type Link struct{ From, To string }
 // Mesh is one proxy per ordered pair of nodes.
 type Mesh struct {
 	nodes   []string
+	addrs   map[string]string
 	proxies map[Link]*Proxy
 
 	mu      sync.Mutex
@@ -22,7 +23,7 @@ type Mesh struct {
 
 // NewMesh starts a proxy for every ordered pair of the nodes, forwarding to raftAddrs[to].
 func NewMesh(raftAddrs map[string]string) (*Mesh, error) {
-	m := &Mesh{proxies: map[Link]*Proxy{}, cutMode: Blackhole}
+	m := &Mesh{proxies: map[Link]*Proxy{}, cutMode: Blackhole, addrs: raftAddrs}
 	for id := range raftAddrs {
 		m.nodes = append(m.nodes, id)
 	}
@@ -51,12 +52,15 @@ func (m *Mesh) SetCutMode(mode Mode) {
 }
 
 // PeerAddrs is the value of --raft-peer-addrs for a node: each peer mapped to the proxy that
-// node must dial, as "n2=127.0.0.1:X,n3=127.0.0.1:Y".
+// node must dial, as "n1=<own raft addr>,n2=127.0.0.1:X,n3=127.0.0.1:Y". The node's own entry
+// is its real address, so that every id resolves.
 func (m *Mesh) PeerAddrs(from string) string {
 	var parts []string
 	for _, to := range m.nodes {
 		if p, ok := m.proxies[Link{from, to}]; ok {
 			parts = append(parts, to+"="+p.Addr())
+		} else if to == from {
+			parts = append(parts, to+"="+m.addrs[to])
 		}
 	}
 	return strings.Join(parts, ",")

@@ -104,7 +104,7 @@ func TestMeshPartitionWithBridge(t *testing.T) {
 	}
 	defer m.Close()
 	m.SetCutMode(Refuse)
-	if got := strings.Count(m.PeerAddrs("n1"), "="); got != 4 {
+	if got := strings.Count(m.PeerAddrs("n1"), "="); got != 5 {
 		t.Fatalf("n1 has %d peers: %s", got, m.PeerAddrs("n1"))
 	}
 	m.Partition([]string{"n1", "n2"}, []string{"n4", "n5"}) // n3 bridges
