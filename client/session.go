@@ -101,6 +101,11 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	if err != nil {
 		return nil, fmt.Errorf("raftlock: creating session: %w", err)
 	}
+	// Should the server report a shorter TTL than asked, the local deadline follows it.
+	if ttl, err := time.ParseDuration(info.TTL); err == nil && ttl > 0 && ttl < o.ttl {
+		o.margin = o.margin * ttl / o.ttl
+		o.ttl = ttl
+	}
 	s := &Session{
 		c: c, info: *info, ttl: o.ttl, margin: o.margin, onDanger: o.onDanger,
 		lastAck: sent, stop: make(chan struct{}), loopDone: make(chan struct{}),
