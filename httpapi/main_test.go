@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/config"
@@ -49,7 +51,7 @@ func sharedCluster(t *testing.T) *agent.Dev {
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		shared.dev, shared.err = agent.StartDev(ctx, agent.DevOptions{})
+		shared.dev, shared.err = agent.StartDev(ctx, devOptions(nil))
 		if shared.err == nil {
 			shared.err = settle(shared.dev)
 		}
@@ -65,7 +67,7 @@ func ownCluster(t *testing.T, tune func(*config.Config)) *agent.Dev {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d, err := agent.StartDev(ctx, agent.DevOptions{Tune: tune})
+	d, err := agent.StartDev(ctx, devOptions(tune))
 	if err != nil {
 		t.Fatalf("starting a cluster: %v", err)
 	}
@@ -74,6 +76,16 @@ func ownCluster(t *testing.T, tune func(*config.Config)) *agent.Dev {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// devOptions are the options of every test cluster; RAFTLOCK_TEST_LOG=debug (or another
+// level) sends the nodes' logs to stderr.
+func devOptions(tune func(*config.Config)) agent.DevOptions {
+	opts := agent.DevOptions{Tune: tune}
+	if level := os.Getenv("RAFTLOCK_TEST_LOG"); level != "" {
+		opts.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.LevelFromString(level), Output: os.Stderr})
+	}
+	return opts
 }
 
 // settle waits until every running node agrees on one ready leader and every member has
