@@ -87,11 +87,32 @@ func StartDev(ctx context.Context, opts DevOptions) (*Dev, error) {
 		}
 		d.agents[i] = a
 	}
-	if _, err := d.WaitLeader(ctx); err != nil {
+	if err := d.waitPublished(ctx); err != nil {
 		d.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// waitPublished waits until a leader is ready and every node's HTTP address is in the log, so
+// that any node can forward from the start.
+func (d *Dev) waitPublished(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		i, err := d.WaitLeader(ctx)
+		if err != nil {
+			return err
+		}
+		if a := d.Agent(i); a != nil && len(a.Node().FSM().Members()) >= len(d.configs) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("agent: dev: members not published: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 func nodeID(i int) string { return fmt.Sprintf("n%d", i+1) }

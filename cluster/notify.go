@@ -62,6 +62,15 @@ func (nt *notifier) cancel(w *grantWait) {
 	removeFrom(nt.bySession, w.key.session, w)
 }
 
+// shared reports whether another blocked acquire waits for the same session and lock as w
+// (a client that re-asked before its previous request ended); that one then owns the queue
+// entry, so w's end must not remove it.
+func (nt *notifier) shared(w *grantWait) bool {
+	nt.mu.Lock()
+	defer nt.mu.Unlock()
+	return len(nt.grants[w.key]) > 1
+}
+
 // watchLock returns a channel closed at the next change of the named lock.
 func (nt *notifier) watchLock(name string) <-chan struct{} {
 	nt.mu.Lock()

@@ -115,6 +115,10 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, err
 	case <-timer.C:
 	case <-ctx.Done():
 	}
+	if n.events.shared(w) {
+		// Another request of this session waits for this lock: leave it the queue entry.
+		return n.lockState(req.Lock, 0), nil
+	}
 	return n.cancelWait(req)
 }
 
@@ -133,15 +137,20 @@ func (n *Node) cancelWait(req AcquireRequest) (fsm.Result, error) {
 	case fsm.StatusOK, fsm.StatusSessionNotFound:
 		return res, nil
 	}
-	l := n.fsm.Lock(req.Lock)
+	return n.lockState(req.Lock, res.Index), nil
+}
+
+// lockState describes why a wait for the lock ended without a grant.
+func (n *Node) lockState(name string, index uint64) fsm.Result {
+	l := n.fsm.Lock(name)
 	if l.Held {
-		return fsm.Result{Status: fsm.StatusLockHeld, Index: res.Index, Holder: l.Holder, Token: l.Token}, nil
+		return fsm.Result{Status: fsm.StatusLockHeld, Index: index, Holder: l.Holder, Token: l.Token}
 	}
 	if l.DelayUntil != 0 {
-		return fsm.Result{Status: fsm.StatusLockDelayed, Index: res.Index, DelayUntil: l.DelayUntil}, nil
+		return fsm.Result{Status: fsm.StatusLockDelayed, Index: index, DelayUntil: l.DelayUntil}
 	}
-	// Free, undelayed and we were not queued: only a grant-and-release race gets here.
-	return fsm.Result{Status: fsm.StatusLockHeld, Index: res.Index}, nil
+	// Free and undelayed, yet not ours: only a grant-and-release race gets here.
+	return fsm.Result{Status: fsm.StatusLockHeld, Index: index}
 }
 
 func (n *Node) grantResult(req AcquireRequest, token uint64) fsm.Result {
