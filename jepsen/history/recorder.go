@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,6 +16,8 @@ import (
 // streams each as one JSON line as soon as it completes, so a crashed run still leaves its history.
 type Recorder struct {
 	start time.Time
+
+	faultIDs atomic.Int64
 
 	mu  sync.Mutex
 	ops []Op
@@ -33,6 +36,9 @@ func NewRecorder(w io.Writer) *Recorder {
 
 // Now is the current time on the run's monotonic clock, in nanoseconds since the start.
 func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
+
+// NewFaultID returns a fresh id to tie a fault's start and stop ops together.
+func (r *Recorder) NewFaultID() int { return int(r.faultIDs.Add(1)) }
 
 // Start is the wall-clock time the run clock started, for reports.
 func (r *Recorder) Start() time.Time { return r.start }

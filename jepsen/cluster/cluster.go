@@ -1,0 +1,225 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/jepsen/proxy"
+)
+
+// Options describe a cluster to start.
+type Options struct {
+	// Binary is the raftlock executable (see Build).
+	Binary string
+	// Dir holds one data directory and one log file per node.
+	Dir string
+	// Nodes is the number of nodes (3 or 5).
+	Nodes int
+	// LogLevel is the agents' --log-level (default info).
+	LogLevel string
+	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune Raft; zero keeps the
+	// agent's default.
+	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
+	// ExtraArgs are appended to every agent's command line.
+	ExtraArgs []string
+}
+
+// Cluster is a running set of agent processes and the proxies between them.
+type Cluster struct {
+	// Nodes are the members, in id order.
+	Nodes []*Node
+	// Mesh carries every node's Raft traffic to its peers.
+	Mesh *proxy.Mesh
+
+	hc *http.Client
+}
+
+// freePorts reserves n distinct free ports on 127.0.0.1 by binding them all, then releases
+// them for the agents to bind.
+func freePorts(n int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("cluster: reserve port: %w", err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// New lays out the cluster (addresses, directories, proxies) without starting processes.
+func New(opts Options) (*Cluster, error) {
+	if opts.Nodes < 1 {
+		return nil, errors.New("cluster: need at least one node")
+	}
+	ports, err := freePorts(2 * opts.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{hc: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
+	raft := map[string]string{}
+	for i := 0; i < opts.Nodes; i++ {
+		id := fmt.Sprintf("n%d", i+1)
+		n := &Node{
+			ID:       id,
+			HTTPAddr: fmt.Sprintf("127.0.0.1:%d", ports[2*i]),
+			RaftAddr: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]),
+			DataDir:  filepath.Join(opts.Dir, id, "data"),
+			LogPath:  filepath.Join(opts.Dir, id+".log"),
+			binary:   opts.Binary,
+			state:    Stopped,
+		}
+		if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		raft[id] = n.RaftAddr
+		c.Nodes = append(c.Nodes, n)
+	}
+	if c.Mesh, err = proxy.NewMesh(raft); err != nil {
+		return nil, err
+	}
+	var initial []string
+	for _, n := range c.Nodes {
+		initial = append(initial, n.ID+"="+n.RaftAddr)
+	}
+	for _, n := range c.Nodes {
+		n.args = agentArgs(opts, n, strings.Join(initial, ","), c.Mesh.PeerAddrs(n.ID))
+	}
+	return c, nil
+}
+
+func agentArgs(opts Options, n *Node, initial, peers string) []string {
+	level := opts.LogLevel
+	if level == "" {
+		level = "info"
+	}
+	args := []string{"agent",
+		"--id", n.ID,
+		"--data-dir", n.DataDir,
+		"--http-addr", n.HTTPAddr,
+		"--raft-addr", n.RaftAddr,
+		"--initial-cluster", initial,
+		"--log-level", level,
+		"--log-format", "text",
+	}
+	if peers != "" {
+		args = append(args, "--raft-peer-addrs", peers)
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"--heartbeat-timeout", opts.HeartbeatTimeout},
+		{"--election-timeout", opts.ElectionTimeout},
+		{"--leader-lease-timeout", opts.LeaderLeaseTimeout},
+	} {
+		if d.v > 0 {
+			args = append(args, d.flag, d.v.String())
+		}
+	}
+	return append(args, opts.ExtraArgs...)
+}
+
+// Start lays out the cluster, starts every node and waits until all are ready.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	c, err := New(opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range c.Nodes {
+		if err := n.Start(); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if err := c.WaitReady(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Node returns the node with the given id, or nil.
+func (c *Cluster) Node(id string) *Node {
+	for _, n := range c.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// HTTPAddrs are the nodes' HTTP addresses, in id order.
+func (c *Cluster) HTTPAddrs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		out[i] = n.HTTPAddr
+	}
+	return out
+}
+
+// IDs are the node ids, in order.
+func (c *Cluster) IDs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		out[i] = n.ID
+	}
+	return out
+}
+
+// Close ends every process (SIGKILL to each process group, after SIGCONT so none stays
+// stopped) and stops the proxies. It is safe to call more than once.
+func (c *Cluster) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	for _, n := range c.Nodes {
+		if n.State() == Stopped {
+			continue
+		}
+		if n.State() == Paused {
+			n.Resume()
+		}
+		if err := n.Kill(ctx); err != nil && !errors.Is(err, ErrNotRunning) {
+			errs = append(errs, err)
+		}
+	}
+	if c.Mesh != nil {
+		if err := c.Mesh.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// StopAll stops every running node gracefully, each within the timeout.
+func (c *Cluster) StopAll(ctx context.Context, timeout time.Duration) error {
+	var errs []error
+	for _, n := range c.Nodes {
+		if n.State() == Stopped {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, timeout)
+		err := n.Stop(sctx)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,176 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Errors of process control.
+var (
+	ErrRunning    = errors.New("cluster: node is already running")
+	ErrNotRunning = errors.New("cluster: node is not running")
+)
+
+// State is what a node's process is doing.
+type State string
+
+// Process states.
+const (
+	Stopped State = "stopped"
+	Running State = "running"
+	Paused  State = "paused"
+)
+
+// Node is one agent process and the addresses it serves.
+type Node struct {
+	// ID is the node id (n1, n2, ...).
+	ID string
+	// HTTPAddr is the node's HTTP API address.
+	HTTPAddr string
+	// RaftAddr is the node's own Raft address; peers reach it through proxies.
+	RaftAddr string
+	// DataDir holds the node's Raft state; it survives kills and restarts.
+	DataDir string
+	// LogPath is the file the process's stdout and stderr go to, across restarts.
+	LogPath string
+
+	binary string
+	args   []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	state  State
+	exited chan struct{} // closed when the current process has been reaped
+	starts int
+}
+
+// Start launches the process in its own process group. It does not wait for it to serve.
+func (n *Node) Start() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.state != Stopped {
+		return fmt.Errorf("%s: %w", n.ID, ErrRunning)
+	}
+	log, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("cluster: %s: %w", n.ID, err)
+	}
+	n.starts++
+	fmt.Fprintf(log, "=== jepsen: start %d of %s at %s: %s %v\n", n.starts, n.ID, time.Now().Format(time.RFC3339Nano), n.binary, n.args)
+	cmd := exec.Command(n.binary, n.args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("cluster: start %s: %w", n.ID, err)
+	}
+	exited := make(chan struct{})
+	n.cmd, n.state, n.exited = cmd, Running, exited
+	go func() {
+		cmd.Wait()
+		log.Close()
+		n.mu.Lock()
+		if n.cmd == cmd {
+			n.state = Stopped
+		}
+		n.mu.Unlock()
+		close(exited)
+	}()
+	return nil
+}
+
+// State is the node's process state.
+func (n *Node) State() State {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.state
+}
+
+// PID is the current process id, or 0.
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.state == Stopped {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// signal sends sig to the node's process group.
+func (n *Node) signal(sig syscall.Signal) (chan struct{}, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.state == Stopped || n.cmd == nil {
+		return nil, fmt.Errorf("%s: %w", n.ID, ErrNotRunning)
+	}
+	if err := syscall.Kill(-n.cmd.Process.Pid, sig); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return n.exited, nil // exited, not yet reaped
+		}
+		return nil, fmt.Errorf("cluster: signal %s to %s: %w", sig, n.ID, err)
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		n.state = Paused
+	case syscall.SIGCONT:
+		n.state = Running
+	}
+	return n.exited, nil
+}
+
+// Kill sends SIGKILL to the process group and waits until the process is reaped.
+func (n *Node) Kill(ctx context.Context) error {
+	exited, err := n.signal(syscall.SIGKILL)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cluster: kill %s: %w", n.ID, ctx.Err())
+	}
+}
+
+// Pause stops the process with SIGSTOP: it keeps its sockets but runs no code.
+func (n *Node) Pause() error {
+	_, err := n.signal(syscall.SIGSTOP)
+	return err
+}
+
+// Resume continues a paused process with SIGCONT.
+func (n *Node) Resume() error {
+	_, err := n.signal(syscall.SIGCONT)
+	return err
+}
+
+// Stop shuts the process down gracefully with SIGTERM (resuming it first if paused), and kills
+// it if it has not exited when ctx ends.
+func (n *Node) Stop(ctx context.Context) error {
+	if n.State() == Paused {
+		if err := n.Resume(); err != nil {
+			return err
+		}
+	}
+	exited, err := n.signal(syscall.SIGTERM)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-ctx.Done():
+	}
+	kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Kill(kctx); err != nil && !errors.Is(err, ErrNotRunning) {
+		return err
+	}
+	return fmt.Errorf("cluster: %s did not stop gracefully: %w", n.ID, ctx.Err())
+}

@@ -1,0 +1,254 @@
+package cluster
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/jepsen/checker"
+)
+
+// requestTimeout bounds each control request, so a paused node cannot stall the harness.
+const requestTimeout = 2 * time.Second
+
+// pollInterval is how often waits re-check the cluster.
+const pollInterval = 50 * time.Millisecond
+
+// ErrNoLeader means no reachable node claims leadership.
+var ErrNoLeader = errors.New("cluster: no leader")
+
+// call makes one control request to a node and decodes a 2xx body into out.
+func (c *Cluster) call(ctx context.Context, n *Node, method, path string, body, out any) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, fmt.Errorf("cluster: encode: %w", err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+n.HTTPAddr+path, rd)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: %s %s on %s: %w", method, path, n.ID, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("cluster: read %s on %s: %w", path, n.ID, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return resp.StatusCode, fmt.Errorf("cluster: %s %s on %s: %d %s", method, path, n.ID, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("cluster: decode %s on %s: %w", path, n.ID, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// Info is the node's own view of the cluster (GET /v1/cluster?consistency=stale).
+func (c *Cluster) Info(ctx context.Context, n *Node) (api.Cluster, error) {
+	var info api.Cluster
+	_, err := c.call(ctx, n, http.MethodGet, "/v1/cluster?consistency=stale", nil, &info)
+	return info, err
+}
+
+// Ready reports whether GET /v1/ready answers 200.
+func (c *Cluster) Ready(ctx context.Context, n *Node) bool {
+	_, err := c.call(ctx, n, http.MethodGet, "/v1/ready", nil, nil)
+	return err == nil
+}
+
+// Healthy reports whether GET /v1/health answers 200.
+func (c *Cluster) Healthy(ctx context.Context, n *Node) bool {
+	_, err := c.call(ctx, n, http.MethodGet, "/v1/health", nil, nil)
+	return err == nil
+}
+
+// poll calls check until it returns nil or ctx ends, and then returns its last error.
+func poll(ctx context.Context, check func() error) error {
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%w)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// WaitHealthy waits until the node serves HTTP.
+func (c *Cluster) WaitHealthy(ctx context.Context, n *Node) error {
+	return poll(ctx, func() error {
+		if n.State() == Stopped {
+			return fmt.Errorf("%s: %w", n.ID, ErrNotRunning)
+		}
+		if !c.Healthy(ctx, n) {
+			return fmt.Errorf("cluster: %s not healthy", n.ID)
+		}
+		return nil
+	})
+}
+
+// WaitReady waits until every running node is ready and all agree on one leader.
+func (c *Cluster) WaitReady(ctx context.Context) error {
+	return poll(ctx, func() error {
+		leaders := map[string]bool{}
+		for _, n := range c.Nodes {
+			if n.State() != Running {
+				continue
+			}
+			if !c.Ready(ctx, n) {
+				return fmt.Errorf("cluster: %s not ready", n.ID)
+			}
+			info, err := c.Info(ctx, n)
+			if err != nil {
+				return err
+			}
+			leaders[info.Leader] = true
+		}
+		if len(leaders) != 1 || leaders[""] {
+			return fmt.Errorf("cluster: nodes disagree on the leader: %v", leaders)
+		}
+		return nil
+	})
+}
+
+// Leader asks every running node and returns the one that says it leads, with the highest term.
+func (c *Cluster) Leader(ctx context.Context) (*Node, uint64, error) {
+	var best *Node
+	var term uint64
+	for _, n := range c.Nodes {
+		if n.State() != Running {
+			continue
+		}
+		info, err := c.Info(ctx, n)
+		if err != nil || info.Leader != n.ID {
+			continue
+		}
+		if best == nil || info.Term > term {
+			best, term = n, info.Term
+		}
+	}
+	if best == nil {
+		return nil, 0, ErrNoLeader
+	}
+	return best, term, nil
+}
+
+// WaitLeader waits until some running node says it leads.
+func (c *Cluster) WaitLeader(ctx context.Context) (*Node, error) {
+	var leader *Node
+	err := poll(ctx, func() error {
+		n, _, err := c.Leader(ctx)
+		leader = n
+		return err
+	})
+	return leader, err
+}
+
+// TransferLeadership asks the node to hand leadership over (forwarded to the leader).
+func (c *Cluster) TransferLeadership(ctx context.Context, n *Node) (string, error) {
+	var out api.TransferResponse
+	_, err := c.call(ctx, n, http.MethodPost, "/v1/cluster/leadership-transfer", api.TransferRequest{}, &out)
+	return out.Leader, err
+}
+
+// States waits until every node has applied the same index, then reads each node's own lock
+// and session tables. A node that cannot be read gets Err set. Panics are filled from the logs.
+func (c *Cluster) States(ctx context.Context) []checker.NodeState {
+	var states []checker.NodeState
+	err := poll(ctx, func() error {
+		states = c.readStates(ctx)
+		for _, s := range states {
+			if s.Err != "" {
+				return errors.New(s.Err)
+			}
+			if s.AppliedIndex != states[0].AppliedIndex {
+				return fmt.Errorf("cluster: applied index %s@%d, %s@%d", s.Node, s.AppliedIndex, states[0].Node, states[0].AppliedIndex)
+			}
+		}
+		return nil
+	})
+	panics := c.Panics()
+	for i := range states {
+		states[i].Panics = panics[states[i].Node]
+		if err != nil && states[i].Err == "" && states[i].AppliedIndex != states[0].AppliedIndex {
+			states[i].Err = err.Error()
+		}
+	}
+	return states
+}
+
+func (c *Cluster) readStates(ctx context.Context) []checker.NodeState {
+	out := make([]checker.NodeState, len(c.Nodes))
+	for i, n := range c.Nodes {
+		s := checker.NodeState{Node: n.ID}
+		before, err := c.Info(ctx, n)
+		var locks api.LockList
+		var sessions api.SessionList
+		if err == nil {
+			_, err = c.call(ctx, n, http.MethodGet, "/v1/locks?consistency=stale", nil, &locks)
+		}
+		if err == nil {
+			_, err = c.call(ctx, n, http.MethodGet, "/v1/sessions?consistency=stale", nil, &sessions)
+		}
+		var after api.Cluster
+		if err == nil {
+			after, err = c.Info(ctx, n)
+		}
+		switch {
+		case err != nil:
+			s.Err = err.Error()
+		case before.AppliedIndex != after.AppliedIndex:
+			s.Err = fmt.Sprintf("cluster: %s applied %d..%d while being read", n.ID, before.AppliedIndex, after.AppliedIndex)
+		}
+		s.AppliedIndex, s.Locks, s.Sessions = after.AppliedIndex, locks.Locks, sessions.Sessions
+		out[i] = s
+	}
+	return out
+}
+
+// Panics returns, per node, the log lines that mention a panic.
+func (c *Cluster) Panics() map[string][]string {
+	out := map[string][]string{}
+	for _, n := range c.Nodes {
+		f, err := os.Open(n.LogPath)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			if strings.Contains(strings.ToLower(sc.Text()), "panic") {
+				out[n.ID] = append(out[n.ID], sc.Text())
+			}
+		}
+		f.Close()
+	}
+	return out
+}

@@ -1,0 +1,113 @@
+package jepsen
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/jepsen/checker"
+	"github.com/raftlock/raftlock/jepsen/nemesis"
+)
+
+// Config describes one run.
+type Config struct {
+	// Nodes is the cluster size (3 or 5).
+	Nodes int
+	// Time is how long the workload runs under faults.
+	Time time.Duration
+	// Faults are the nemesis faults to draw from (see nemesis.ParseFaults).
+	Faults []string
+	// Seed makes the workload's and the nemesis's choices reproducible.
+	Seed int64
+	// Workers is the number of concurrent clients.
+	Workers int
+	// Locks is the number of distinct locks.
+	Locks int
+	// TTL is the session TTL (API minimum 2s).
+	TTL time.Duration
+	// Quiet is the mean quiet time between faults.
+	Quiet time.Duration
+	// ElectionTimeout, HeartbeatTimeout and LeaderLeaseTimeout tune the agents' Raft.
+	ElectionTimeout, HeartbeatTimeout, LeaderLeaseTimeout time.Duration
+	// OpTimeout is the client timeout of requests that do not wait.
+	OpTimeout time.Duration
+	// Dir receives the artifacts: the history, the visualisation, node data and logs.
+	Dir string
+	// Binary is a prebuilt raftlock; empty builds one into Dir.
+	Binary string
+	// LogLevel is the agents' log level.
+	LogLevel string
+	// IgnoreTokens makes the resource accept every write: a self-test that must fail.
+	IgnoreTokens bool
+	// Out receives progress, the nemesis log and the summary; may be nil.
+	Out io.Writer
+}
+
+// DefaultConfig is a short run on three nodes with every fault.
+func DefaultConfig() Config {
+	return Config{
+		Nodes:              3,
+		Time:               30 * time.Second,
+		Faults:             append([]string(nil), nemesis.All...),
+		Seed:               1,
+		Workers:            8,
+		Locks:              3,
+		TTL:                2 * time.Second,
+		Quiet:              2 * time.Second,
+		ElectionTimeout:    time.Second,
+		HeartbeatTimeout:   time.Second,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+		OpTimeout:          2 * time.Second,
+		LogLevel:           "info",
+	}
+}
+
+// CheckerConfig is the checker configuration that fits the run.
+func (c Config) CheckerConfig() checker.Config {
+	cc := checker.DefaultConfig(c.TTL)
+	// After a cluster fault: a new election, then every session timer restarts at the full TTL.
+	cc.Recovery = c.TTL + 2*c.ElectionTimeout + 3*time.Second
+	cc.LivenessBound = c.TTL + 2*c.ElectionTimeout + 10*time.Second
+	return cc
+}
+
+// LockNames are the names of the run's locks.
+func (c Config) LockNames() []string {
+	out := make([]string, c.Locks)
+	for i := range out {
+		out[i] = fmt.Sprintf("jepsen-lock-%d", i)
+	}
+	return out
+}
+
+// String renders the configuration on one line.
+func (c Config) String() string {
+	faults := strings.Join(c.Faults, ",")
+	if faults == "" {
+		faults = "none"
+	}
+	s := fmt.Sprintf("nodes=%d time=%s nemesis=%s seed=%d workers=%d locks=%d ttl=%s election-timeout=%s heartbeat-timeout=%s leader-lease=%s",
+		c.Nodes, c.Time, faults, c.Seed, c.Workers, c.Locks, c.TTL, c.ElectionTimeout, c.HeartbeatTimeout, c.LeaderLeaseTimeout)
+	if c.IgnoreTokens {
+		s += " resource=IGNORES-TOKENS(self-test)"
+	}
+	return s
+}
+
+// validate refuses configurations the harness cannot run meaningfully.
+func (c Config) validate() error {
+	switch {
+	case c.Nodes < 1:
+		return fmt.Errorf("jepsen: --nodes %d: need at least 1", c.Nodes)
+	case c.Workers < 1 || c.Locks < 1:
+		return fmt.Errorf("jepsen: need at least one worker and one lock")
+	case c.TTL < 2*time.Second:
+		return fmt.Errorf("jepsen: --ttl %s is below the API minimum of 2s", c.TTL)
+	case c.Time <= 0:
+		return fmt.Errorf("jepsen: --time must be positive")
+	case c.Dir == "":
+		return fmt.Errorf("jepsen: no artifact directory")
+	}
+	return nil
+}

@@ -1,0 +1,12 @@
+// Package nemesis injects faults into a running cluster on a schedule and records each one as a
+// start and a stop op in the history, so checkers and reports can relate operations to faults.
+//
+// Faults: kill (SIGKILL the leader or a random node, restart it later), pause (SIGSTOP the leader
+// or a random node for longer than both the election timeout and the session TTL, then SIGCONT),
+// partition (isolate the leader, split majority from minority, or a bridge where one node sees
+// both halves), client-pause (a lock holder stops, renewals included, for longer than its TTL
+// before writing with its old token) and churn (repeated leadership transfers). One fault is
+// active at a time; the schedule is drawn from a seeded random source.
+//
+// The package imports cluster, history, workload and the standard library.
+package nemesis

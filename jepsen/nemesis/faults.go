@@ -1,0 +1,165 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/jepsen/cluster"
+	"github.com/raftlock/raftlock/jepsen/history"
+)
+
+// hold keeps a fault in place for d (the schedule is timed by design) or until ctx ends.
+func hold(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// restartWait bounds how long a restarted node may take to serve HTTP again.
+const restartWait = 15 * time.Second
+
+// target picks the leader with probability leaderBias, else a random running node.
+func (n *Nemesis) target(ctx context.Context, leaderBias float64) (*cluster.Node, string) {
+	if n.rng.Float64() < leaderBias {
+		if l, _, err := n.c.Leader(ctx); err == nil {
+			return l, "leader " + l.ID
+		}
+	}
+	var running []*cluster.Node
+	for _, node := range n.c.Nodes {
+		if node.State() == cluster.Running {
+			running = append(running, node)
+		}
+	}
+	if len(running) == 0 {
+		return nil, ""
+	}
+	t := running[n.rng.Intn(len(running))]
+	return t, "node " + t.ID
+}
+
+// kill SIGKILLs a node, keeps it down for a few seconds, and restarts it.
+func (n *Nemesis) kill(ctx context.Context) {
+	node, what := n.target(ctx, 0.5)
+	if node == nil {
+		return
+	}
+	id := n.rec.NewFaultID()
+	inv := n.rec.Now()
+	err := node.Kill(ctx)
+	n.record(Kill, history.ActionStart, id, inv, "SIGKILL "+what, err)
+	hold(ctx, n.between(2*time.Second, 5*time.Second))
+	inv = n.rec.Now()
+	err = node.Start()
+	if err == nil {
+		wctx, cancel := context.WithTimeout(ctx, restartWait)
+		err = n.c.WaitHealthy(wctx, node)
+		cancel()
+	}
+	n.record(Kill, history.ActionStop, id, inv, "restarted "+node.ID, err)
+}
+
+// pauseHold is how long a paused node stays stopped: longer than the election timeout and
+// longer than the session TTL, so a paused leader is deposed and its sessions' timers run out.
+func (n *Nemesis) pauseHold() time.Duration {
+	base := max(n.cfg.TTL, n.cfg.ElectionTimeout)
+	return base + base/2 + n.between(time.Second, 2*time.Second)
+}
+
+// pause SIGSTOPs a node (usually the leader) and SIGCONTs it later.
+func (n *Nemesis) pause(ctx context.Context) {
+	node, what := n.target(ctx, 0.7)
+	if node == nil {
+		return
+	}
+	d := n.pauseHold()
+	id := n.rec.NewFaultID()
+	inv := n.rec.Now()
+	err := node.Pause()
+	n.record(Pause, history.ActionStart, id, inv, fmt.Sprintf("SIGSTOP %s for %s", what, d.Round(time.Millisecond)), err)
+	hold(ctx, d)
+	inv = n.rec.Now()
+	n.record(Pause, history.ActionStop, id, inv, "SIGCONT "+node.ID, node.Resume())
+}
+
+// partition cuts the Raft links in one of three shapes, then heals them.
+func (n *Nemesis) partition(ctx context.Context) {
+	ids := n.c.IDs()
+	n.rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	var groups [][]string
+	var shape string
+	switch n.rng.Intn(3) {
+	case 0:
+		l, _, err := n.c.Leader(ctx)
+		if err != nil {
+			l = n.c.Node(ids[0])
+		}
+		var rest []string
+		for _, id := range ids {
+			if id != l.ID {
+				rest = append(rest, id)
+			}
+		}
+		groups, shape = [][]string{{l.ID}, rest}, "isolate leader "+l.ID
+	case 1:
+		minority := (len(ids) - 1) / 2
+		groups, shape = [][]string{ids[:minority], ids[minority:]}, "majority/minority"
+	default:
+		// The first node sees both halves; the halves cannot see each other.
+		half := (len(ids) - 1) / 2
+		groups, shape = [][]string{ids[1 : 1+half], ids[1+half:]}, "bridge "+ids[0]
+	}
+	d := n.between(3*time.Second, 6*time.Second)
+	id := n.rec.NewFaultID()
+	inv := n.rec.Now()
+	n.c.Mesh.Partition(groups...)
+	n.record(Partition, history.ActionStart, id, inv, fmt.Sprintf("%s: %s for %s", shape, fmtGroups(groups), d.Round(time.Millisecond)), nil)
+	hold(ctx, d)
+	inv = n.rec.Now()
+	n.c.Mesh.HealAll()
+	n.record(Partition, history.ActionStop, id, inv, "healed", nil)
+}
+
+func fmtGroups(groups [][]string) string {
+	parts := make([]string, len(groups))
+	for i, g := range groups {
+		parts[i] = "{" + strings.Join(g, ",") + "}"
+	}
+	return strings.Join(parts, " ")
+}
+
+// clientPause asks the next lock holder to stop for longer than its TTL before writing. The
+// worker records the pause itself, when it actually happens; here we wait for it to be over.
+func (n *Nemesis) clientPause(stop <-chan struct{}) {
+	d := 2*n.cfg.TTL + n.between(500*time.Millisecond, 1500*time.Millisecond)
+	if n.wl.PauseHolder(d) {
+		n.logf("%s requested: the next lock holder stops for %s", ClientPause, d.Round(time.Millisecond))
+	}
+	sleep(stop, d)
+}
+
+// churn transfers leadership a few times in a row.
+func (n *Nemesis) churn(ctx context.Context) {
+	id := n.rec.NewFaultID()
+	count := 2 + n.rng.Intn(3)
+	inv := n.rec.Now()
+	n.record(Churn, history.ActionStart, id, inv, fmt.Sprintf("%d leadership transfers", count), nil)
+	for i := 0; i < count && ctx.Err() == nil; i++ {
+		inv = n.rec.Now()
+		l, _, err := n.c.Leader(ctx)
+		detail := "no leader to transfer from"
+		if err == nil {
+			var to string
+			to, err = n.c.TransferLeadership(ctx, l)
+			detail = fmt.Sprintf("transfer from %s to %s", l.ID, to)
+		}
+		n.record(Churn, history.ActionEvent, id, inv, detail, err)
+		hold(ctx, n.between(700*time.Millisecond, 1500*time.Millisecond))
+	}
+	n.record(Churn, history.ActionStop, id, n.rec.Now(), "done", nil)
+}

@@ -1,0 +1,149 @@
+package jepsen
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/raftlock/raftlock/jepsen/checker"
+	"github.com/raftlock/raftlock/jepsen/cluster"
+	"github.com/raftlock/raftlock/jepsen/history"
+	"github.com/raftlock/raftlock/jepsen/nemesis"
+	"github.com/raftlock/raftlock/jepsen/workload"
+)
+
+// Phase time limits around the workload.
+const (
+	startTimeout    = 60 * time.Second
+	settleTimeout   = 60 * time.Second
+	convergeTimeout = 30 * time.Second
+	stopTimeout     = 15 * time.Second
+)
+
+// Run builds (unless cfg.Binary is set) and starts a cluster, runs the workload under the
+// nemesis for cfg.Time, heals, probes liveness, reads every node's final state, stops the
+// cluster and checks everything. The returned Report holds the verdicts; err is only for a
+// run that could not be carried out. Every process Run starts is ended before it returns.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	out := cfg.Out
+	if out == nil {
+		out = io.Discard
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("jepsen: %w", err)
+	}
+	rep := &Report{Config: cfg, HistoryPath: filepath.Join(cfg.Dir, "history.jsonl"),
+		HTMLPath: filepath.Join(cfg.Dir, "linearizability.html")}
+	fmt.Fprintf(out, "jepsen: seed %d\njepsen: config %s\njepsen: artifacts in %s\n", cfg.Seed, cfg, cfg.Dir)
+	binary := cfg.Binary
+	if binary == "" {
+		fmt.Fprintf(out, "jepsen: building %s\n", cluster.MainPackage)
+		var err error
+		if binary, err = cluster.Build(ctx, filepath.Join(cfg.Dir, "bin")); err != nil {
+			return nil, err
+		}
+	}
+	hf, err := os.Create(rep.HistoryPath)
+	if err != nil {
+		return nil, fmt.Errorf("jepsen: %w", err)
+	}
+	defer hf.Close()
+	rec := history.NewRecorder(hf)
+
+	sctx, cancel := context.WithTimeout(ctx, startTimeout)
+	c, err := cluster.Start(sctx, cluster.Options{Binary: binary, Dir: filepath.Join(cfg.Dir, "nodes"), Nodes: cfg.Nodes,
+		LogLevel: cfg.LogLevel, HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
+		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("jepsen: start cluster: %w", err)
+	}
+	defer c.Close()
+	for _, n := range c.Nodes {
+		rep.NodeLogs = append(rep.NodeLogs, n.LogPath)
+	}
+	fmt.Fprintf(out, "jepsen: %d nodes ready\n", len(c.Nodes))
+
+	runPhases(ctx, cfg, c, rec, out, rep)
+	return rep, nil
+}
+
+// runPhases runs the workload and the nemesis, then the final phases, and fills rep.
+func runPhases(ctx context.Context, cfg Config, c *cluster.Cluster, rec *history.Recorder, out io.Writer, rep *Report) {
+	var eps []workload.Endpoint
+	for _, n := range c.Nodes {
+		eps = append(eps, workload.Endpoint{ID: n.ID, Addr: n.HTTPAddr})
+	}
+	res := workload.NewResource(rec, cfg.IgnoreTokens)
+	wl := workload.New(workload.Config{Workers: cfg.Workers, Locks: cfg.LockNames(), TTL: cfg.TTL,
+		OpTimeout: cfg.OpTimeout, MaxWait: 2 * cfg.TTL, MaxHold: 200 * time.Millisecond, ReadRatio: 0.3,
+		Seed: cfg.Seed}, rec, eps, res)
+	nem := nemesis.New(nemesis.Config{Faults: cfg.Faults, Quiet: cfg.Quiet, TTL: cfg.TTL,
+		ElectionTimeout: cfg.ElectionTimeout, Seed: cfg.Seed, Log: out}, c, wl, rec)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); wl.Run(ctx, stop) }()
+	go func() { defer wg.Done(); nem.Run(ctx, stop) }()
+	t := time.NewTimer(cfg.Time)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+	}
+	close(stop)
+	wg.Wait()
+	fmt.Fprintf(out, "%8.3fs jepsen: workload stopped, faults healed\n", float64(rec.Now())/1e9)
+
+	sctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	if err := c.WaitReady(sctx); err != nil {
+		fmt.Fprintf(out, "jepsen: cluster not ready after healing: %v\n", err)
+	}
+	cancel()
+	cc := cfg.CheckerConfig()
+	wl.Probe(ctx, cc.LivenessBound)
+	fmt.Fprintf(out, "%8.3fs jepsen: liveness probes done\n", float64(rec.Now())/1e9)
+
+	cctx, cancel := context.WithTimeout(ctx, convergeTimeout)
+	states := c.States(cctx)
+	cancel()
+	if err := c.StopAll(ctx, stopTimeout); err != nil {
+		fmt.Fprintf(out, "jepsen: graceful stop: %v\n", err)
+	}
+	panics := c.Panics() // again, to include anything logged while stopping
+	for i := range states {
+		states[i].Panics = panics[states[i].Node]
+	}
+
+	ops := rec.Ops()
+	if err := rec.Err(); err != nil {
+		fmt.Fprintf(out, "jepsen: writing history: %v\n", err)
+	}
+	cc.ExpectStaleWrites = countFault(ops, nemesis.ClientPause) > 0
+	results, lin := checker.CheckHistory(ops, cc)
+	results = append(results, checker.CheckConvergence(states, ops))
+	if err := lin.WriteHTML(rep.HTMLPath, history.Faults(ops)); err != nil {
+		fmt.Fprintf(out, "jepsen: %v\n", err)
+		rep.HTMLPath = ""
+	}
+	rep.fill(ops, results)
+}
+
+// countFault counts the starts of a fault in the history.
+func countFault(ops []history.Op, fault string) int {
+	n := 0
+	for _, op := range ops {
+		if op.Kind == history.Nemesis && op.Fault == fault && op.Action == history.ActionStart {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,16 @@
+// Package workload drives raftlock the way the jepsen run needs: many workers, each with its own
+// session kept alive in the background, take a few locks (try and blocking acquires), write to a
+// fenced resource under their token, sometimes read the lock, and release.
+//
+// Every HTTP request is exactly one recorded op (no hidden retries), classified by what it proves:
+// 2xx is ok; a refusal that applied nothing (409, 404 session_not_found, 400, 503 no_leader, or a
+// request never fully sent) is fail; anything else (503 timeout, other 5xx, a connection lost or a
+// client timeout after the request was sent) is info, an unknown outcome. A worker that sees an
+// unknown outcome reads the lock to learn what happened, then abandons the session (destroying it
+// until the destroy is definite), which bounds how long the unknown op can still take effect.
+//
+// The Resource is a register per lock that accepts a write only with a token at least as high as
+// the highest it accepted; IgnoreTokens turns it into the plain Redis-lock situation.
+//
+// The package imports api, history and the standard library.
+package workload

@@ -1,0 +1,224 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sync"
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/jepsen/history"
+)
+
+// FaultClientPause is the fault name of a client pause in the history.
+const FaultClientPause = "client-pause"
+
+// Config shapes the workload.
+type Config struct {
+	// Workers is the number of concurrent clients, each with its own session.
+	Workers int
+	// Locks are the lock names the workers contend for.
+	Locks []string
+	// TTL is the session TTL (2–3 s in jepsen runs).
+	TTL time.Duration
+	// OpTimeout bounds each request that does not wait.
+	OpTimeout time.Duration
+	// MaxWait is the longest wait of a blocking acquire; some acquires do not wait at all.
+	MaxWait time.Duration
+	// MaxHold is the longest a worker holds a lock (between write and release).
+	MaxHold time.Duration
+	// ReadRatio is the probability a holder reads the lock before writing.
+	ReadRatio float64
+	// Seed makes each worker's choices reproducible.
+	Seed int64
+}
+
+// Workload is the set of workers, the resource they write to and the client pauses they obey.
+type Workload struct {
+	cfg    Config
+	rec    *history.Recorder
+	c      *Client
+	res    *Resource
+	pauses chan time.Duration
+}
+
+// New returns a workload over the endpoints, recording into rec and writing to res.
+func New(cfg Config, rec *history.Recorder, endpoints []Endpoint, res *Resource) *Workload {
+	return &Workload{cfg: cfg, rec: rec, c: NewClient(rec, endpoints, cfg.OpTimeout), res: res,
+		pauses: make(chan time.Duration, 1)}
+}
+
+// Client is the workload's HTTP client.
+func (wl *Workload) Client() *Client { return wl.c }
+
+// PauseHolder asks the next worker that takes a lock to stop for d — renewals included —
+// between taking the lock and writing to the resource. It reports false if a pause is already
+// pending.
+func (wl *Workload) PauseHolder(d time.Duration) bool {
+	select {
+	case wl.pauses <- d:
+		return true
+	default:
+		return false
+	}
+}
+
+// Run runs the workers until stop is closed, then lets each release what it holds and destroy
+// its session, and returns when all are done. ctx aborts requests in flight; it should outlive
+// stop by a few TTLs.
+func (wl *Workload) Run(ctx context.Context, stop <-chan struct{}) {
+	var wg sync.WaitGroup
+	for i := 0; i < wl.cfg.Workers; i++ {
+		w := &Worker{id: i, cfg: wl.cfg, c: wl.c, res: wl.res, rec: wl.rec, pauses: wl.pauses,
+			rng: rand.New(rand.NewSource(wl.cfg.Seed*1000 + int64(i)))}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.run(ctx, stop)
+		}()
+	}
+	wg.Wait()
+}
+
+// Worker is one client: a loop over sessions and locks.
+type Worker struct {
+	id     int
+	cfg    Config
+	c      *Client
+	res    *Resource
+	rec    *history.Recorder
+	pauses <-chan time.Duration
+	rng    *rand.Rand
+}
+
+// pick chooses the node for the next request.
+func (w *Worker) pick(rng *rand.Rand) Endpoint {
+	eps := w.c.Endpoints()
+	return eps[rng.Intn(len(eps))]
+}
+
+// sleep waits for d, or returns false at once if stop is closed.
+func (w *Worker) sleep(stop <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *Worker) jitter(max time.Duration) time.Duration {
+	if max <= 0 {
+		return 0
+	}
+	return time.Duration(w.rng.Int63n(int64(max)))
+}
+
+func (w *Worker) run(ctx context.Context, stop <-chan struct{}) {
+	var s *session
+	defer func() {
+		if s != nil {
+			w.abandon(ctx, s)
+		}
+	}()
+	for !stopped(stop) && ctx.Err() == nil {
+		if s != nil && s.lost.Load() {
+			s.stopKeepalive()
+			s = nil
+		}
+		if s == nil {
+			if s = w.newSession(ctx, stop); s == nil {
+				return
+			}
+		}
+		lock := w.cfg.Locks[w.rng.Intn(len(w.cfg.Locks))]
+		var wait time.Duration
+		if w.rng.Float64() < 0.6 {
+			wait = 100*time.Millisecond + w.jitter(w.cfg.MaxWait)
+		}
+		op := w.c.Acquire(ctx, w.pick(w.rng), w.id, lock, s.id, wait, history.PhaseMain)
+		switch {
+		case op.Type == history.OK:
+			if !w.hold(ctx, stop, s, lock, op.OutToken) {
+				w.abandon(ctx, s)
+				s = nil
+			}
+		case op.Type == history.Info:
+			// Learn what happened, then give the session up: its destroy bounds how long the
+			// lost acquire can still take effect.
+			w.c.Read(ctx, w.pick(w.rng), w.id, lock)
+			w.abandon(ctx, s)
+			s = nil
+		case op.Code == api.CodeSessionNotFound:
+			s.lost.Store(true)
+		default:
+			w.sleep(stop, w.jitter(50*time.Millisecond))
+		}
+	}
+}
+
+// hold uses a granted lock: maybe read it, maybe pause, write to the resource, hold a while,
+// release. It returns false when the session must be abandoned.
+func (w *Worker) hold(ctx context.Context, stop <-chan struct{}, s *session, lock string, token uint64) bool {
+	if w.rng.Float64() < w.cfg.ReadRatio {
+		w.c.Read(ctx, w.pick(w.rng), w.id, lock)
+	}
+	w.maybePause(ctx, s, lock, token)
+	w.res.Write(w.id, lock, s.id, token, fmt.Sprintf("worker-%d", w.id))
+	w.sleep(stop, w.jitter(w.cfg.MaxHold))
+	for attempt := 0; attempt < 3; attempt++ {
+		op := w.c.Release(ctx, w.pick(w.rng), w.id, lock, s.id, token)
+		switch {
+		case op.Type == history.OK, op.Code == api.CodeNotHolder:
+			return true
+		case op.Code == api.CodeSessionNotFound:
+			s.lost.Store(true)
+			return true
+		case op.Type == history.Info:
+			// Read the lock to learn what happened before doing anything else with the session.
+			w.c.Read(ctx, w.pick(w.rng), w.id, lock)
+			return false
+		}
+		time.Sleep(100 * time.Millisecond) // a definite refusal such as no_leader: back off
+	}
+	return false
+}
+
+// maybePause takes a pending client pause: the worker and its renewals stop for the pause,
+// still believing they hold the lock, and then write with the old token.
+func (w *Worker) maybePause(ctx context.Context, s *session, lock string, token uint64) {
+	var d time.Duration
+	select {
+	case d = <-w.pauses:
+	default:
+		return
+	}
+	id := w.rec.NewFaultID()
+	detail := fmt.Sprintf("worker %d holding %s under token %d stops for %s", w.id, lock, token, d)
+	inv := w.rec.Now()
+	w.rec.Add(history.Op{Process: w.id, Kind: history.Nemesis, Type: history.OK, Fault: FaultClientPause,
+		Action: history.ActionStart, FaultID: id, Detail: detail, Invoke: inv})
+	s.gate.Lock()
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+	}
+	s.gate.Unlock()
+	inv = w.rec.Now()
+	w.rec.Add(history.Op{Process: w.id, Kind: history.Nemesis, Type: history.OK, Fault: FaultClientPause,
+		Action: history.ActionStop, FaultID: id, Detail: detail, Invoke: inv})
+}
