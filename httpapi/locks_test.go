@@ -243,8 +243,10 @@ func TestCheck(t *testing.T) {
 		}
 		return c
 	}
-	if c := check(leader, "?token=5"); c != (api.CheckResponse{}) {
-		t.Fatalf("check of a free lock = %+v", c)
+	for _, q := range []string{"?token=5", "?token=0"} {
+		if c := check(leader, q); c != (api.CheckResponse{}) {
+			t.Fatalf("check%s of a free lock = %+v", q, c)
+		}
 	}
 	g := mustAcquire(t, leader, name, s, nil)
 	for _, ep := range []string{leader, followers[0]} {
@@ -258,8 +260,10 @@ func TestCheck(t *testing.T) {
 		}
 	}
 	release(t, leader, name, s, g.Token)
-	if c := check(followers[1], fmt.Sprintf("?token=%d", g.Token)); c != (api.CheckResponse{}) {
-		t.Fatalf("check after release = %+v", c)
+	for _, q := range []string{fmt.Sprintf("?token=%d", g.Token), "?token=0"} {
+		if c := check(followers[1], q); c != (api.CheckResponse{}) {
+			t.Fatalf("check%s after release = %+v", q, c)
+		}
 	}
 	for _, q := range []string{"", "?token=", "?token=abc", "?token=-1"} {
 		apiError(t, do(t, http.MethodGet, leader+"/v1/locks/"+name+"/check"+q, nil), http.StatusBadRequest, api.CodeInvalidArgument)

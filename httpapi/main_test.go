@@ -245,7 +245,7 @@ func pending(t *testing.T, ch <-chan response, what string) {
 	t.Helper()
 	select {
 	case r := <-ch:
-		t.Fatalf("%s answered early: %d %s (err %v)", what, r.status, r.body, r.err)
+		t.Fatalf("%s answered early: %d %s (err %v)", what, r.status, short(r.body), r.err)
 	default:
 	}
 }
@@ -254,7 +254,7 @@ func pending(t *testing.T, ch <-chan response, what string) {
 func ok(t *testing.T, r response, status int, v any) {
 	t.Helper()
 	if r.status != status {
-		t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
+		t.Fatalf("status %d, want %d; body %s", r.status, status, short(r.body))
 	}
 	checkJSONType(t, r)
 	if v != nil {
@@ -270,6 +270,14 @@ func checkJSONType(t *testing.T, r response) {
 	if err != nil || mt != "application/json" {
 		t.Fatalf("Content-Type %q, want application/json; body %s", r.header.Get("Content-Type"), r.body)
 	}
+}
+
+// short returns a body for a failure message, cut if long.
+func short(body []byte) string {
+	if len(body) > 300 {
+		return fmt.Sprintf("%s... (%d bytes)", body[:300], len(body))
+	}
+	return string(body)
 }
 
 // fields decodes a JSON object body into its raw fields.
@@ -309,7 +317,7 @@ func apiError(t *testing.T, r response, status int, code string, extra ...string
 		t.Fatalf("no answer: %v", r.err)
 	}
 	if r.status != status {
-		t.Fatalf("status %d, want %d (%s); body %s", r.status, status, code, r.body)
+		t.Fatalf("status %d, want %d (%s); body %s", r.status, status, code, short(r.body))
 	}
 	checkJSONType(t, r)
 	top := fields(t, r.body)

@@ -237,6 +237,13 @@ func TestLockDelayAfterExpiry(t *testing.T) {
 		t.Fatalf("available_in %q (%v)", eb.AvailableIn, err)
 	}
 
+	// Free but delayed, and not awaited: not listed.
+	r = do(t, http.MethodGet, leader+"/v1/locks?prefix="+name, nil)
+	ok(t, r, http.StatusOK, nil)
+	if string(fields(t, r.body)["locks"]) != "[]" {
+		t.Fatalf("a delayed lock nobody waits for is listed: %s", r.body)
+	}
+
 	// With wait, the acquire is queued and granted when the delay ends; meanwhile the lock is
 	// free but awaited, so it is listed.
 	start := time.Now()
