@@ -6,8 +6,8 @@
 // never as a failure. On the leader it keeps one expiry timer per session (armed only after a
 // Barrier once leadership is gained, restarted at the full TTL, cleared on loss), acknowledges
 // renewals only after a leadership confirmation that began after the renewal arrived (shared by
-// concurrent renewals), and ends lock-delays with a timer too. Linearizable reads use the
-// read-index method: note the commit index, confirm leadership, wait until it is applied.
+// concurrent renewals), and ends lock-delays with a timer too. Linearizable reads confirm
+// leadership after the read arrived (see ReadBarrier for why no index wait is needed).
 // Blocked acquires and blocking queries are woken by the state machine as it applies the log.
 //
 // It imports fsm and api (for the join request); it never imports httpapi.
