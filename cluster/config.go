@@ -48,7 +48,7 @@ type Config struct {
 const (
 	DefaultHeartbeatTimeout   = 500 * time.Millisecond
 	DefaultElectionTimeout    = 500 * time.Millisecond
-	DefaultLeaderLeaseTimeout = 250 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 500 * time.Millisecond
 	DefaultCommitTimeout      = 20 * time.Millisecond
 	DefaultSnapshotThreshold  = 16384
 	DefaultSnapshotInterval   = 30 * time.Second

@@ -52,7 +52,7 @@ func Default() Config {
 		LogFormat:          "text",
 		HeartbeatTimeout:   500 * time.Millisecond,
 		ElectionTimeout:    500 * time.Millisecond,
-		LeaderLeaseTimeout: 250 * time.Millisecond,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
 		SnapshotThreshold:  16384,
 		SnapshotInterval:   30 * time.Second,
 		TrailingLogs:       10240,
