@@ -79,9 +79,19 @@ func ownCluster(t *testing.T, tune func(*config.Config)) *agent.Dev {
 }
 
 // devOptions are the options of every test cluster; RAFTLOCK_TEST_LOG=debug (or another
-// level) sends the nodes' logs to stderr.
+// level) sends the nodes' logs to stderr. The Raft timeouts are twice the defaults: on a busy
+// two-core machine running the race detector, the defaults let a stalled process lose its
+// leader now and then, and a leader change answers writes in flight with 503 timeout and
+// restarts session timers, which the tests here do not set out to exercise.
 func devOptions(tune func(*config.Config)) agent.DevOptions {
-	opts := agent.DevOptions{Tune: tune}
+	opts := agent.DevOptions{Tune: func(c *config.Config) {
+		c.HeartbeatTimeout = time.Second
+		c.ElectionTimeout = time.Second
+		c.LeaderLeaseTimeout = 500 * time.Millisecond
+		if tune != nil {
+			tune(c)
+		}
+	}}
 	if level := os.Getenv("RAFTLOCK_TEST_LOG"); level != "" {
 		opts.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.LevelFromString(level), Output: os.Stderr})
 	}
