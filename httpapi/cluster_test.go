@@ -318,3 +318,40 @@ func TestLeadershipTransfer(t *testing.T) {
 	li, _ := d.WaitLeader(t.Context())
 	apiError(t, do(t, http.MethodPost, d.Endpoints()[li]+"/v1/cluster/leadership-transfer", api.TransferRequest{ID: "n9"}), http.StatusNotFound, api.CodeNotFound)
 }
+
+func TestStaleReadsOnEveryGET(t *testing.T) {
+	d := sharedCluster(t)
+	leader, followers := roles(t, d)
+	s := session(t, leader)
+	name := lockName(t)
+	g := mustAcquire(t, leader, name, s, nil)
+	for _, path := range []string{
+		"/v1/sessions/" + s,
+		"/v1/sessions",
+		"/v1/locks/" + name,
+		"/v1/locks?prefix=" + name,
+		"/v1/locks/" + name + "/check?token=" + fmt.Sprint(g.Token),
+		"/v1/cluster",
+	} {
+		// A follower answers from its own state, which catches up with the leader's.
+		eventually(t, "stale GET "+path, func() string {
+			r := do(t, http.MethodGet, followers[0]+path+sep(path)+"consistency=stale", nil)
+			if r.status != http.StatusOK {
+				return fmt.Sprintf("%d %s", r.status, short(r.body))
+			}
+			checkJSONType(t, r)
+			if !strings.Contains(string(r.body), s) && !strings.Contains(path, "check") && path != "/v1/cluster" {
+				return "not caught up: " + short(r.body)
+			}
+			return ""
+		})
+	}
+}
+
+// sep returns the separator that appends a query parameter to path.
+func sep(path string) string {
+	if strings.Contains(path, "?") {
+		return "&"
+	}
+	return "?"
+}

@@ -217,6 +217,11 @@ func TestLockDelayAfterExpiry(t *testing.T) {
 	s := createSession(t, leader, api.CreateSessionRequest{TTL: "2s", LockDelay: "4s"})
 	mustAcquire(t, leader, name, s.ID, nil)
 	other := session(t, leader)
+	// The expiring session also waits for a lock held by other.
+	awaited := lockName(t)
+	ga := mustAcquire(t, leader, awaited, other, nil)
+	waiting := goDo(t.Context(), http.MethodPost, followers[1]+"/v1/locks/"+awaited+"/acquire", acquireReq(s.ID, "60s", nil))
+	waitWaiters(t, leader, awaited, 1)
 
 	// Let the session expire: no renewals.
 	eventually(t, "session expiry", func() string {
@@ -229,6 +234,11 @@ func TestLockDelayAfterExpiry(t *testing.T) {
 	})
 	if l := getLock(t, leader, name, ""); l.Held {
 		t.Fatalf("lock of an expired session still held: %+v", l)
+	}
+	// Its wait was answered when it expired, and its queue entry is gone.
+	apiError(t, await(t, waiting, "the expired session's wait"), http.StatusNotFound, api.CodeSessionNotFound)
+	if l := getLock(t, leader, awaited, ""); l.Waiters != 0 || l.Session != other || l.Token != ga.Token {
+		t.Fatalf("lock awaited by the expired session: %+v", l)
 	}
 	r := do(t, http.MethodPost, followers[1]+"/v1/locks/"+name+"/acquire", acquireReq(other, "", nil))
 	eb := apiError(t, r, http.StatusConflict, api.CodeLockDelayed, "available_in")
@@ -299,4 +309,35 @@ func TestAcquireWaitBounds(t *testing.T) {
 	for _, q := range []string{"?index=1&wait=10m1s", "?wait=11m"} {
 		apiError(t, do(t, http.MethodGet, ep+"/v1/locks/"+name+q, nil), http.StatusBadRequest, api.CodeInvalidArgument)
 	}
+}
+
+func TestRenewalsKeepSessionAlive(t *testing.T) {
+	t.Parallel()
+	d := sharedCluster(t)
+	leader, followers := roles(t, d)
+	s := createSession(t, leader, api.CreateSessionRequest{TTL: "2s"})
+	name := lockName(t)
+	g := mustAcquire(t, leader, name, s.ID, nil)
+	// Renew well within the TTL, through every node in turn, for twice the TTL.
+	eps := append([]string{leader}, followers...)
+	tick := time.NewTicker(400 * time.Millisecond)
+	defer tick.Stop()
+	for i, end := 0, time.Now().Add(4*time.Second); time.Now().Before(end); i++ {
+		<-tick.C
+		ok(t, do(t, http.MethodPut, eps[i%len(eps)]+"/v1/sessions/"+s.ID+"/renew", nil), http.StatusOK, nil)
+	}
+	if l := getLock(t, leader, name, ""); !l.Held || l.Session != s.ID || l.Token != g.Token {
+		t.Fatalf("lock of a renewed session after twice its TTL: %+v", l)
+	}
+	// Once renewals stop, it expires and its lock is freed.
+	eventually(t, "session expiry", func() string {
+		if r := do(t, http.MethodGet, followers[0]+"/v1/sessions/"+s.ID, nil); r.status != http.StatusNotFound {
+			return fmt.Sprintf("status %d", r.status)
+		}
+		return ""
+	})
+	if l := getLock(t, followers[1], name, ""); l.Held {
+		t.Fatalf("lock of an expired session: %+v", l)
+	}
+	apiError(t, do(t, http.MethodPut, leader+"/v1/sessions/"+s.ID+"/renew", nil), http.StatusNotFound, api.CodeSessionNotFound)
 }
