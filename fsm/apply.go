@@ -126,9 +126,10 @@ func (a *applier) acquire(c *Command) Result {
 		a.dropIfIdle(c.Lock, l)
 		return res
 	}
-	if i := indexOfWaiter(l.waiters, c.Session); i >= 0 {
-		// Already queued: keep the place, take the newest value.
-		if c.SetValue {
+	if _, queued := ss.waits[c.Lock]; queued {
+		// Already queued: keep the place, take the newest value. ss.waits answers "queued?"
+		// without scanning the queue, which made each join cost O(queue length).
+		if i := indexOfWaiter(l.waiters, c.Session); i >= 0 && c.SetValue {
 			l.waiters[i].value = c.Value
 		}
 	} else {
