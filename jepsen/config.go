@@ -18,6 +18,8 @@ type Config struct {
 	Time time.Duration
 	// Faults are the nemesis faults to draw from (see nemesis.ParseFaults).
 	Faults []string
+	// TargetLeader makes kill and pause always hit the leader.
+	TargetLeader bool
 	// Seed makes the workload's and the nemesis's choices reproducible.
 	Seed int64
 	// Workers is the number of concurrent clients.
@@ -89,6 +91,9 @@ func (c Config) String() string {
 	}
 	s := fmt.Sprintf("nodes=%d time=%s nemesis=%s seed=%d workers=%d locks=%d ttl=%s election-timeout=%s heartbeat-timeout=%s leader-lease=%s",
 		c.Nodes, c.Time, faults, c.Seed, c.Workers, c.Locks, c.TTL, c.ElectionTimeout, c.HeartbeatTimeout, c.LeaderLeaseTimeout)
+	if c.TargetLeader {
+		s += " target=leader"
+	}
 	if c.IgnoreTokens {
 		s += " resource=IGNORES-TOKENS(self-test)"
 	}

@@ -86,7 +86,7 @@ func runPhases(ctx context.Context, cfg Config, c *cluster.Cluster, rec *history
 		OpTimeout: cfg.OpTimeout, MaxWait: 2 * cfg.TTL, MaxHold: 200 * time.Millisecond, ReadRatio: 0.3,
 		Seed: cfg.Seed}, rec, eps, res)
 	nem := nemesis.New(nemesis.Config{Faults: cfg.Faults, Quiet: cfg.Quiet, TTL: cfg.TTL,
-		ElectionTimeout: cfg.ElectionTimeout, Seed: cfg.Seed, Log: out}, c, wl, rec)
+		ElectionTimeout: cfg.ElectionTimeout, TargetLeader: cfg.TargetLeader, Seed: cfg.Seed, Log: out}, c, wl, rec)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

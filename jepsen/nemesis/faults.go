@@ -25,7 +25,7 @@ const restartWait = 15 * time.Second
 
 // target picks the leader with probability leaderBias, else a random running node.
 func (n *Nemesis) target(ctx context.Context, leaderBias float64) (*cluster.Node, string) {
-	if n.rng.Float64() < leaderBias {
+	if n.rng.Float64() < leaderBias || n.cfg.TargetLeader {
 		if l, _, err := n.c.Leader(ctx); err == nil {
 			return l, "leader " + l.ID
 		}

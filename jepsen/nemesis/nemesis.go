@@ -62,6 +62,8 @@ type Config struct {
 	TTL time.Duration
 	// ElectionTimeout is the cluster's; pauses last longer than it.
 	ElectionTimeout time.Duration
+	// TargetLeader makes kill and pause always hit the leader.
+	TargetLeader bool
 	// Seed makes the schedule reproducible.
 	Seed int64
 	// Log receives one line per fault action; may be nil.

@@ -1,0 +1,182 @@
+package jepsen
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/jepsen/checker"
+	"github.com/raftlock/raftlock/jepsen/cluster"
+	"github.com/raftlock/raftlock/jepsen/history"
+	"github.com/raftlock/raftlock/jepsen/nemesis"
+)
+
+// scenario is one short end-to-end run with a fixed seed.
+type scenario struct {
+	name   string
+	tweak  func(*Config)
+	expect func(t *testing.T, rep *Report, ops []history.Op)
+	// knownBug names a server bug this harness found that makes the scenario fail today. The
+	// scenario is skipped unless RAFTLOCK_JEPSEN_KNOWN_BUGS=1; delete the field once it is fixed.
+	// The checkers are not weakened for it.
+	knownBug string
+}
+
+// Server bugs found by these scenarios and not fixed yet.
+const (
+	bugCancelWaitNoLeader = "cluster.Node.cancelWait wraps ErrUnknownOutcome together with ErrNotLeader, and " +
+		"httpapi.fromClusterError tests ErrNotLeader first: a blocking acquire whose queue entry was committed " +
+		"is answered 503 no_leader (\"nothing was applied\") when its leader lost leadership during the wait, " +
+		"and the lock is later granted to that session (linearizable fails)"
+	bugRenewNotFoundOnStaleLeader = "cluster.Node.Renew returns ErrSessionNotFound from the local timer map " +
+		"before confirming leadership: a leader resumed from SIGSTOP answers 404 session_not_found for live " +
+		"sessions (durability fails: a lost session is revived)"
+)
+
+// scenarioTime is how long each scenario's workload runs under faults.
+const scenarioTime = 25 * time.Second
+
+// concurrentScenarios bounds how many clusters run at once on a 2-core CI machine.
+const concurrentScenarios = 2
+
+func scenarios() []scenario {
+	return []scenario{
+		{"kill", func(c *Config) { c.Faults, c.Seed = []string{nemesis.Kill}, 11 }, expectFault(nemesis.Kill), ""},
+		{"leader-pause", func(c *Config) {
+			c.Faults, c.Seed, c.TargetLeader = []string{nemesis.Pause}, 12, true
+		}, expectFault(nemesis.Pause), bugCancelWaitNoLeader + "; " + bugRenewNotFoundOnStaleLeader},
+		{"partition", func(c *Config) { c.Faults, c.Seed = []string{nemesis.Partition}, 13 }, expectFault(nemesis.Partition),
+			bugCancelWaitNoLeader},
+		{"client-pause", func(c *Config) { c.Faults, c.Seed = []string{nemesis.ClientPause}, 14 },
+			func(t *testing.T, rep *Report, ops []history.Op) {
+				expectFault(nemesis.ClientPause)(t, rep, ops)
+				f, _ := rep.Result("fencing")
+				if !strings.Contains(f.Figures, " stale rejected") || strings.Contains(f.Figures, " 0 stale rejected") {
+					t.Errorf("client pauses must make the resource reject stale writes: %s", f.Line())
+				}
+				e, _ := rep.Result("expiry")
+				if strings.HasPrefix(e.Figures, "0 handoffs") {
+					t.Errorf("client pauses must hand locks over by expiry: %s", e.Line())
+				}
+			}, ""},
+	}
+}
+
+// expectFault requires every checker to pass and the fault to have been injected.
+func expectFault(fault string) func(*testing.T, *Report, []history.Op) {
+	return func(t *testing.T, rep *Report, ops []history.Op) {
+		t.Helper()
+		if !rep.Valid() {
+			t.Errorf("checkers failed (%d passed, %d failed)", rep.Passed, rep.Failed)
+		}
+		if countFault(ops, fault) == 0 {
+			t.Errorf("the %s fault was never injected", fault)
+		}
+	}
+}
+
+// runScenario runs one configuration and keeps its artifacts only if the test fails.
+func runScenario(t *testing.T, ctx context.Context, binary string, tweak func(*Config)) (*Report, []history.Op) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "raftlock-jepsen-"+strings.ReplaceAll(t.Name(), "/", "-")+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("artifacts kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	cfg := DefaultConfig()
+	cfg.Time, cfg.Binary, cfg.Dir = scenarioTime, binary, dir
+	tweak(&cfg)
+	var out bytes.Buffer
+	cfg.Out = &out
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	rep.Print(&out)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log("\n" + out.String())
+		}
+	})
+	ops, err := history.ReadFile(rep.HistoryPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, ops
+}
+
+// buildBinary compiles raftlock once for all scenarios.
+func buildBinary(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	bin, err := cluster.Build(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// TestScenarios runs the short end-to-end scenarios against a real 3-node cluster: kill, a
+// leader paused longer than the TTL, partitions, client pauses, and the self-test in which the
+// resource ignores tokens and fencing must fail. Two clusters run at a time.
+func TestScenarios(t *testing.T) {
+	// The subtests are parallel: they run after this function returns, so the context ends in
+	// a cleanup, which runs once they are all done.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	t.Cleanup(cancel)
+	bin := buildBinary(t, ctx)
+	sem := make(chan struct{}, concurrentScenarios)
+	for _, sc := range scenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			if sc.knownBug != "" && os.Getenv("RAFTLOCK_JEPSEN_KNOWN_BUGS") != "1" {
+				t.Skipf("known server bug (set RAFTLOCK_JEPSEN_KNOWN_BUGS=1 to run): %s", sc.knownBug)
+			}
+			t.Parallel()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			rep, ops := runScenario(t, ctx, bin, sc.tweak)
+			sc.expect(t, rep, ops)
+		})
+	}
+	t.Run("self-test-ignoring-tokens", func(t *testing.T) {
+		t.Parallel()
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		rep, _ := runScenario(t, ctx, bin, func(c *Config) {
+			c.Faults, c.Seed, c.IgnoreTokens = []string{nemesis.ClientPause}, 15, true
+		})
+		f, _ := rep.Result("fencing")
+		if f.Valid {
+			t.Errorf("a resource that ignores tokens must fail fencing under client pauses: %s", f.Line())
+		}
+		for _, r := range rep.Results {
+			if r.Name != "fencing" && !r.Valid {
+				t.Errorf("only fencing may fail when the resource ignores tokens: %s", r.Line())
+			}
+		}
+	})
+}
+
+// The short runs use checker settings that the lead's server must meet; keep them visible.
+func TestCheckerConfigOfShortRuns(t *testing.T) {
+	cc := DefaultConfig().CheckerConfig()
+	want := checker.Config{TTL: 2 * time.Second, ClockRateError: 0.02, ExpiryBound: 2 * time.Second}
+	if cc.TTL != want.TTL || cc.ClockRateError != want.ClockRateError || cc.ExpiryBound != want.ExpiryBound {
+		t.Fatalf("checker config drifted: %+v", cc)
+	}
+	if cc.LivenessBound < cc.TTL+2*time.Second {
+		t.Fatalf("liveness bound %s is shorter than a TTL plus an election", cc.LivenessBound)
+	}
+	if filepath.Base(DefaultConfig().LockNames()[0]) == "" {
+		t.Fatal("lock names must be non-empty")
+	}
+}
