@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"io"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,12 +136,15 @@ func (f *FSM) SessionTTLs(fn func(id SessionID, ttl time.Duration)) {
 func (f *FSM) DelayedLocks() []DelayedLock {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	// Filter, then sort the few delayed locks: sorting every name held up Apply for most of a
+	// second with 1,000,000 locks, on every leadership gain.
 	var out []DelayedLock
-	for _, name := range f.st.sortedLockNames("") {
-		if l := f.st.locks[name]; l.delayUntil != 0 {
+	for name, l := range f.st.locks {
+		if l.delayUntil != 0 {
 			out = append(out, DelayedLock{Name: name, Until: l.delayUntil})
 		}
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
