@@ -157,6 +157,9 @@ func TestDecodeErrorsReturnResultErr(t *testing.T) {
 
 func TestApplyIgnoresEntriesThatAreNotCommands(t *testing.T) {
 	f := fsm.New(nil)
+	if f.AppliedIndex() != 0 {
+		t.Fatalf("new FSM applied index %d", f.AppliedIndex())
+	}
 	create := fsm.Command{Type: fsm.TypeCreateSession, Session: sid(1), TTL: time.Second}
 	acquire := fsm.Command{Type: fsm.TypeAcquire, Session: sid(1), Lock: "L"}
 	out := f.ApplyBatch([]*raft.Log{
@@ -172,8 +175,17 @@ func TestApplyIgnoresEntriesThatAreNotCommands(t *testing.T) {
 	if r := out[3].(fsm.Result); r.Status != fsm.StatusOK || r.Token != 4 || r.Index != 4 {
 		t.Fatalf("acquire in batch: %+v", r)
 	}
+	if got := f.AppliedIndex(); got != 5 {
+		t.Fatalf("applied index %d after a batch ending at 5", got)
+	}
 	if r := f.Apply(&raft.Log{Index: 6, Type: raft.LogConfiguration}); r != nil {
 		t.Fatalf("Apply of a configuration entry returned %#v", r)
+	}
+	if r := f.Apply(&raft.Log{Index: 7, Type: raft.LogCommand, Data: []byte{1}}).(fsm.Result); r.Err == nil {
+		t.Fatalf("undecodable command applied: %+v", r)
+	}
+	if got := f.AppliedIndex(); got != 7 {
+		t.Fatalf("applied index %d, want 7: an undecodable entry is still applied", got)
 	}
 }
 
