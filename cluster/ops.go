@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"time"
 
@@ -63,6 +64,19 @@ func (n *Node) Renew(ctx context.Context, id fsm.SessionID) (time.Duration, erro
 		return 0, err
 	}
 	ttl, err := n.timers.renew(id)
+	if errors.Is(err, ErrSessionNotFound) {
+		if _, ok := n.fsm.Session(id); ok {
+			// Its timer fired and the expiry is proposed but not applied: if that proposal
+			// fails, the next leader keeps the session, so "not found" would be a lie.
+			return 0, fmt.Errorf("%w: the session's expiry is being committed", ErrUnknownOutcome)
+		}
+		// Not in the state: true only if this node still leads (a paused, deposed leader
+		// would answer from a state that misses newer sessions).
+		if err := n.verify.confirm(ctx); err != nil {
+			return 0, err
+		}
+		return 0, ErrSessionNotFound
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -131,7 +145,9 @@ func (n *Node) cancelWait(req AcquireRequest) (fsm.Result, error) {
 	if err != nil {
 		// The queue entry stays until the session asks again, is granted or ends; the caller
 		// learns the outcome is unknown.
-		return fsm.Result{}, fmt.Errorf("%w: wait ended but the queue entry could not be removed: %w", ErrUnknownOutcome, err)
+		// Not %w: the cause may be ErrNotLeader, but the acquire itself was applied, so the
+		// only true classification is "unknown".
+		return fsm.Result{}, fmt.Errorf("%w: wait ended but the queue entry could not be removed: %v", ErrUnknownOutcome, err)
 	}
 	switch res.Status {
 	case fsm.StatusOK, fsm.StatusSessionNotFound:

@@ -61,14 +61,16 @@ func fromClusterError(err error) *apiError {
 		return newError(http.StatusNotFound, api.CodeSessionNotFound, "the session does not exist or has expired")
 	case errors.Is(err, cluster.ErrUnknownMember):
 		return newError(http.StatusNotFound, api.CodeNotFound, "%v", err)
-	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader):
-		e := noLeader("the cluster has no leader right now; nothing was applied")
-		e.internalErr = err
-		return e
+	// Unknown before not-leader: an unknown outcome may have a not-leader cause, and saying
+	// "nothing was applied" about it would be a lie.
 	case errors.Is(err, cluster.ErrUnknownOutcome), errors.Is(err, context.DeadlineExceeded):
 		e := newError(http.StatusServiceUnavailable, api.CodeTimeout,
 			"the command was submitted but its outcome is unknown; read the lock or session before retrying")
 		e.retryAfter = "1"
+		e.internalErr = err
+		return e
+	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader):
+		e := noLeader("the cluster has no leader right now; nothing was applied")
 		e.internalErr = err
 		return e
 	}
