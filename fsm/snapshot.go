@@ -231,6 +231,9 @@ func readLock(d *decoder, st *state, hasPrev bool, prev string) (string, error) 
 		return "", fmt.Errorf("%w: lock %q out of order", ErrSnapshotCorrupt, name)
 	case l.held && l.delayUntil != 0:
 		return "", fmt.Errorf("%w: lock %q held and delayed", ErrSnapshotCorrupt, name)
+	case l.held && (l.token == 0 || l.token > l.modifyIndex):
+		// A grant sets both to its index, and raft indexes start at 1.
+		return "", fmt.Errorf("%w: lock %q token %d, modify index %d", ErrSnapshotCorrupt, name, l.token, l.modifyIndex)
 	case !l.held && l.delayUntil == 0:
 		// Apply removes an idle entry, and grants a free undelayed lock to its first waiter.
 		return "", fmt.Errorf("%w: lock %q neither held nor delayed", ErrSnapshotCorrupt, name)

@@ -119,6 +119,8 @@ func TestRestoreRefusesInconsistentSnapshots(t *testing.T) {
 		"members unsorted":    func(r *rawSnap) { r.members[0].ID = "n3" },
 		"bad held flag":       func(r *rawSnap) { r.locks[0].heldFlag = 2 },
 		"held and delayed":    func(r *rawSnap) { r.locks[0].delay = 5 },
+		"token after modify":  func(r *rawSnap) { r.locks[0].token = r.locks[0].modify + 1 },
+		"token zero":          func(r *rawSnap) { r.locks[0].token = 0 },
 		"idle lock entry":     func(r *rawSnap) { r.locks[1].delay, r.locks[1].waiters = 0, nil },
 		"free with a queue":   func(r *rawSnap) { r.locks[1].delay = 0 },
 		"holder in own queue": func(r *rawSnap) { r.locks[0].waiters = append(r.locks[0].waiters, waiter{session: id(1)}) },
