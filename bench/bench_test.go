@@ -10,40 +10,91 @@ import (
 
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/bench"
+	"github.com/raftlock/raftlock/config"
 )
 
 // TestRunAllWorkloads runs every workload for about a second against an in-process cluster
 // and checks that the figures are sane. It measures nothing: figures come from the command.
 func TestRunAllWorkloads(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	dev, err := agent.StartDev(ctx, agent.DevOptions{})
+	dev, err := agent.StartDev(ctx, agent.DevOptions{Tune: func(c *config.Config) {
+		// Shorter than the defaults, so the failover trial is quick, yet safe on a busy machine.
+		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 250*time.Millisecond, 250*time.Millisecond, 125*time.Millisecond
+	}})
 	if err != nil {
 		t.Fatalf("starting a cluster: %v", err)
 	}
 	defer dev.Close()
+	base := bench.Options{
+		Endpoints: dev.Endpoints(),
+		Dev:       dev,
+		Duration:  600 * time.Millisecond,
+		Warmup:    100 * time.Millisecond,
+		Version:   "test",
+	}
 	var lines int
-	rep, err := bench.Run(ctx, bench.Options{
-		Endpoints:          dev.Endpoints(),
-		Dev:                dev,
-		Duration:           700 * time.Millisecond,
-		Warmup:             150 * time.Millisecond,
-		UncontendedClients: []int{1, 4},
-		ContendedClients:   []int{1, 4}, // 1 is skipped: nobody to hand over to
-		Sessions:           200,
-		SessionTTL:         3 * time.Second,
-		SessionWorkers:     8,
-		FailoverTrials:     1,
-		Version:            "test",
-		Progress:           func(string) { lines++ },
-	})
+	locks := base
+	locks.Workloads = []string{bench.Uncontended, bench.Contended}
+	locks.UncontendedClients = []int{1, 4}
+	locks.ContendedClients = []int{1, 4} // 1 is skipped: nobody to hand over to
+	locks.Progress = func(string) { lines++ }
+	rep, err := bench.Run(ctx, locks)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	env := rep.Environment
+	checkEnvironment(t, rep.Environment)
+	checkLocks(t, rep)
+	if lines == 0 {
+		t.Error("no progress line")
+	}
+	checkTable(t, rep, "uncontended", "contended", "fairness")
+
+	sessions := base
+	sessions.Workloads = []string{bench.Sessions}
+	sessions.Sessions, sessions.SessionWorkers = 100, 8
+	sessions.SessionTTL, sessions.Duration = 3*time.Second, 1200*time.Millisecond // renewed every 1s
+	rep, err = bench.Run(ctx, sessions)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	s := rep.Sessions
+	if s == nil || s.Created != 100 || s.CreatesPerSec <= 0 || s.Renewals <= 0 || !s.SharedProcess {
+		t.Fatalf("sessions: insane figures %+v", s)
+	}
+	if s.Lost != 0 || s.DeadlineMissed != 0 || s.ServerExpiries != 0 {
+		t.Errorf("sessions: lost %d, deadline missed %d, expired on the server %v", s.Lost, s.DeadlineMissed, s.ServerExpiries)
+	}
+	if s.LeaderRSSBytes <= 0 || s.LeaderCPUSeconds < 0 {
+		t.Errorf("sessions: leader figures %+v", s)
+	}
+	checkTable(t, rep, "sessions", "share one process")
+
+	failover := base
+	failover.Workloads, failover.FailoverTrials = []string{bench.Failover}, 1
+	rep, err = bench.Run(ctx, failover)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	f := rep.Failover
+	if f == nil || len(f.Trials) != 1 || f.Failed != 0 || f.Recovery.Count != 1 || f.Recovery.P50 <= 0 {
+		t.Fatalf("failover: %+v", f)
+	}
+	if tr := f.Trials[0]; tr.Killed == "" || tr.NewLeader == "" || tr.NewLeader == tr.Killed {
+		t.Errorf("failover trial: %+v", tr)
+	}
+	checkTable(t, rep, "failover", "killed")
+}
+
+func checkEnvironment(t *testing.T, env bench.Environment) {
+	t.Helper()
 	if env.ClusterSize != 3 || !env.Dev || env.GOMAXPROCS < 1 || env.Version != "test" || env.ServerVersion == "" {
 		t.Errorf("environment = %+v", env)
 	}
+}
+
+func checkLocks(t *testing.T, rep *bench.Report) {
+	t.Helper()
 	if len(rep.Uncontended) != 2 {
 		t.Fatalf("uncontended results: %d, want 2", len(rep.Uncontended))
 	}
@@ -66,33 +117,18 @@ func TestRunAllWorkloads(t *testing.T) {
 	if c.Overlaps != 0 || c.TokenRegressions != 0 {
 		t.Errorf("contended: overlaps %d, token regressions %d: %v", c.Overlaps, c.TokenRegressions, c.Violations)
 	}
-	s := rep.Sessions
-	if s == nil || s.Created != 200 || s.CreatesPerSec <= 0 || s.Renewals <= 0 || !s.SharedProcess {
-		t.Fatalf("sessions: insane figures %+v", s)
-	}
-	if s.Lost != 0 || s.DeadlineMissed != 0 || s.ServerExpiries != 0 {
-		t.Errorf("sessions: lost %d, deadline missed %d, expired on the server %v", s.Lost, s.DeadlineMissed, s.ServerExpiries)
-	}
-	if s.LeaderRSSBytes <= 0 || s.LeaderCPUSeconds < 0 {
-		t.Errorf("sessions: leader figures %+v", s)
-	}
-	f := rep.Failover
-	if f == nil || len(f.Trials) != 1 || f.Failed != 0 || f.Recovery.Count != 1 || f.Recovery.P50 <= 0 {
-		t.Fatalf("failover: %+v", f)
-	}
-	if tr := f.Trials[0]; tr.Killed == "" || tr.NewLeader == "" || tr.NewLeader == tr.Killed {
-		t.Errorf("failover trial: %+v", tr)
-	}
-	if lines == 0 {
-		t.Error("no progress line")
-	}
+}
+
+// checkTable checks that the table mentions want and that the JSON round-trips.
+func checkTable(t *testing.T, rep *bench.Report, want ...string) {
+	t.Helper()
 	var table, js strings.Builder
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"uncontended", "contended", "sessions", "failover", "share one process"} {
-		if !strings.Contains(table.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, table.String())
+	for _, w := range want {
+		if !strings.Contains(table.String(), w) {
+			t.Errorf("table lacks %q:\n%s", w, table.String())
 		}
 	}
 	if err := rep.WriteJSON(&js); err != nil {

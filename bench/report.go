@@ -35,6 +35,10 @@ type Environment struct {
 	Date       string   `json:"date"`
 	Duration   string   `json:"duration"`
 	Warmup     string   `json:"warmup"`
+	// LoadAvg is the machine's load average (1, 5, 15 minutes) as the run started and as it
+	// ended, where the OS tells it: other work on the machine skews every figure.
+	LoadAvgStart string `json:"load_avg_start,omitempty"`
+	LoadAvgEnd   string `json:"load_avg_end,omitempty"`
 }
 
 // Violations lists what must never happen and did: overlapping holds, tokens that did not
@@ -83,6 +87,9 @@ func (r *Report) WriteTable(out io.Writer) error {
 		e.Version, where, e.ClusterSize, e.ServerVersion, viaWords(e.Via))
 	fmt.Fprintf(out, "%s %s/%s, GOMAXPROCS %d, %d CPUs, %s; each figure over %s after %s of warm-up\n",
 		e.GoVersion, e.OS, e.Arch, e.GOMAXPROCS, e.NumCPU, e.Date, e.Duration, e.Warmup)
+	if e.LoadAvgStart != "" {
+		fmt.Fprintf(out, "load average %s at the start, %s at the end\n", e.LoadAvgStart, e.LoadAvgEnd)
+	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	if len(r.Uncontended) > 0 {
 		fmt.Fprintf(tw, "\nuncontended\tclients\tops/s\tacquire p50\tp99\tmax\trelease p50\tp99\tmax\terrors\n")
@@ -134,6 +141,12 @@ func (r *Report) writeNotes(out io.Writer) {
 			s.TTL, s.Workers, s.CreateSeconds, s.DestroySeconds, msStr(s.MaxGapMs), msStr(s.MaxRenewDelayMs)))
 		if s.Note != "" {
 			notes = append(notes, "sessions: "+s.Note)
+		}
+		if s.LiveAtFirstLoss > 0 {
+			notes = append(notes, fmt.Sprintf("sessions: the first session was lost with %d live", s.LiveAtFirstLoss))
+		}
+		if s.GaveUp != "" {
+			notes = append(notes, "sessions: "+s.GaveUp)
 		}
 	}
 	if f := r.Failover; f != nil {

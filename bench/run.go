@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -41,6 +42,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return rep, err
 		}
 	}
+	rep.Environment.LoadAvgEnd = loadAvg()
 	if v := rep.Violations(); len(v) > 0 {
 		return rep, fmt.Errorf("%w: %s", ErrViolation, strings.Join(v, "; "))
 	}
@@ -151,18 +153,19 @@ func (r *runner) connect(ctx context.Context) (*target, error) {
 // environment describes where the figures come from.
 func (r *runner) environment(ctx context.Context) (Environment, error) {
 	env := Environment{
-		Version:    r.opts.Version,
-		Dev:        r.opts.Dev != nil,
-		Endpoints:  r.opts.Endpoints,
-		Via:        r.opts.Via,
-		GOMAXPROCS: runtime.GOMAXPROCS(0),
-		NumCPU:     runtime.NumCPU(),
-		GoVersion:  runtime.Version(),
-		OS:         runtime.GOOS,
-		Arch:       runtime.GOARCH,
-		Date:       time.Now().UTC().Format(time.RFC3339),
-		Duration:   r.opts.Duration.String(),
-		Warmup:     r.opts.Warmup.String(),
+		Version:      r.opts.Version,
+		Dev:          r.opts.Dev != nil,
+		Endpoints:    r.opts.Endpoints,
+		Via:          r.opts.Via,
+		GOMAXPROCS:   runtime.GOMAXPROCS(0),
+		NumCPU:       runtime.NumCPU(),
+		GoVersion:    runtime.Version(),
+		OS:           runtime.GOOS,
+		Arch:         runtime.GOARCH,
+		Date:         time.Now().UTC().Format(time.RFC3339),
+		Duration:     r.opts.Duration.String(),
+		Warmup:       r.opts.Warmup.String(),
+		LoadAvgStart: loadAvg(),
 	}
 	c, err := client.New(r.opts.Endpoints)
 	if err != nil {
@@ -220,4 +223,17 @@ func windowStatus(label string, w window, now time.Time, count int64, unit strin
 // isCancel reports whether err comes from ctx ending.
 func isCancel(ctx context.Context, err error) bool {
 	return ctx.Err() != nil || errors.Is(err, context.Canceled)
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages where /proc/loadavg tells them.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
 )
 
@@ -51,145 +51,20 @@ type SessionsResult struct {
 	// one process, so the CPU and RSS figures are of all of them together.
 	SharedProcess bool   `json:"shared_process"`
 	Note          string `json:"note,omitempty"`
+	// LiveAtFirstLoss is the number of live sessions when the first one was lost (0: none
+	// was), a rough measure of how many the cluster can keep alive.
+	LiveAtFirstLoss int64 `json:"live_at_first_loss,omitempty"`
+	// GaveUp says why the workload stopped early: once more than 1% of the sessions are lost
+	// the cluster is past what it can carry, and expiries only make it worse.
+	GaveUp string `json:"gave_up,omitempty"`
 	// DestroySeconds is how long destroying the sessions took afterwards.
 	DestroySeconds float64  `json:"destroy_seconds"`
 	Errors         int64    `json:"errors"`
 	ErrorSamples   []string `json:"error_samples,omitempty"`
 }
 
-// benchSession is one session kept alive by a worker.
-type benchSession struct {
-	id       string
-	lastSent time.Time // send time of the last acknowledged renewal (or of the create)
-	due      time.Time // when the next renewal should be sent
-}
-
-// sessionShared is what the workers of the sessions workload share.
-type sessionShared struct {
-	c         *client.Client
-	ttl       time.Duration
-	measuring atomic.Bool
-	created   atomic.Int64
-	renewals  atomic.Int64 // acknowledged in the window
-	late      atomic.Int64
-	lost      atomic.Int64
-	missed    atomic.Int64
-	errs      errorLog
-}
-
-// sessionWorker creates its share of the sessions and renews them in due order: renewals
-// happen every TTL/3 for every session, so a FIFO queue stays sorted by due time.
-type sessionWorker struct {
-	sh                  *sessionShared
-	toCreate            int
-	queue               []*benchSession
-	head                int
-	createLat, renewLat []time.Duration
-	maxDelay, maxGap    time.Duration
-}
-
-func (w *sessionWorker) push(s *benchSession) { w.queue = append(w.queue, s) }
-
-func (w *sessionWorker) front() *benchSession {
-	if w.head == len(w.queue) {
-		return nil
-	}
-	return w.queue[w.head]
-}
-
-func (w *sessionWorker) pop() *benchSession {
-	s := w.queue[w.head]
-	w.queue[w.head] = nil
-	w.head++
-	if w.head > 1024 && w.head > len(w.queue)/2 {
-		w.queue = append(w.queue[:0], w.queue[w.head:]...)
-		w.head = 0
-	}
-	return s
-}
-
-func (w *sessionWorker) live() []*benchSession { return w.queue[w.head:] }
-
-// run creates, then renews, until stop ends; created is marked done once creating is over.
-func (w *sessionWorker) run(ctx, stop context.Context, created *sync.WaitGroup) {
-	creating := true
-	doneCreating := func() {
-		if creating {
-			creating = false
-			created.Done()
-		}
-	}
-	defer doneCreating()
-	for stop.Err() == nil {
-		now := time.Now()
-		if f := w.front(); f != nil && !f.due.After(now) {
-			w.renew(ctx, w.pop())
-			continue
-		}
-		if w.toCreate > 0 {
-			w.create(ctx)
-			continue
-		}
-		doneCreating()
-		next := now.Add(time.Second)
-		if f := w.front(); f != nil {
-			next = f.due
-		}
-		sleep(stop, next.Sub(now))
-	}
-}
-
-func (w *sessionWorker) create(ctx context.Context) {
-	sent := time.Now()
-	info, err := w.sh.c.CreateSession(ctx, api.CreateSessionRequest{TTL: w.sh.ttl.String(), Name: "bench"})
-	if err != nil {
-		if ctx.Err() == nil {
-			w.sh.errs.add(fmt.Errorf("create session: %w", err))
-			sleep(ctx, 50*time.Millisecond)
-		}
-		return
-	}
-	w.createLat = append(w.createLat, time.Since(sent))
-	w.toCreate--
-	w.sh.created.Add(1)
-	w.push(&benchSession{id: info.ID, lastSent: sent, due: sent.Add(w.sh.ttl / 3)})
-}
-
-func (w *sessionWorker) renew(ctx context.Context, s *benchSession) {
-	ttl := w.sh.ttl
-	sent := time.Now()
-	w.maxDelay = max(w.maxDelay, sent.Sub(s.due))
-	if sent.Sub(s.lastSent) > ttl/2 {
-		w.sh.late.Add(1)
-	}
-	// After lastSent+TTL the server may have expired the session: an answer is useless.
-	rctx, cancel := context.WithDeadline(ctx, s.lastSent.Add(ttl))
-	_, err := w.sh.c.RenewSession(rctx, s.id)
-	cancel()
-	switch {
-	case err == nil:
-		w.maxGap = max(w.maxGap, sent.Sub(s.lastSent))
-		s.lastSent, s.due = sent, sent.Add(ttl/3)
-		if w.sh.measuring.Load() {
-			w.renewLat = append(w.renewLat, time.Since(sent))
-			w.sh.renewals.Add(1)
-		}
-		w.push(s)
-	case ctx.Err() != nil:
-		w.push(s) // the run was interrupted; keep it to destroy
-	case errors.Is(err, client.ErrSessionNotFound):
-		w.sh.lost.Add(1)
-		w.sh.errs.add(fmt.Errorf("renew: %w", err))
-	case time.Since(s.lastSent) >= ttl:
-		w.sh.missed.Add(1)
-		w.sh.errs.add(fmt.Errorf("renew: no acknowledgement within the TTL: %w", err))
-		w.push(s) // the server may still know it; destroy it at the end
-	default:
-		w.sh.errs.add(fmt.Errorf("renew: %w", err))
-		s.due = time.Now()
-		w.push(s)
-	}
-}
+// sessionCreators is how many goroutines create sessions concurrently.
+const sessionCreators = 32
 
 func (r *runner) sessions(ctx context.Context) (SessionsResult, error) {
 	n, nw := r.opts.Sessions, min(r.opts.SessionWorkers, r.opts.Sessions)
@@ -206,39 +81,36 @@ func (r *runner) sessions(ctx context.Context) (SessionsResult, error) {
 	if err != nil {
 		return res, err
 	}
-	sh := &sessionShared{c: t.c, ttl: r.opts.SessionTTL}
-	workers := make([]*sessionWorker, nw)
-	for i := range workers {
-		workers[i] = &sessionWorker{sh: sh, toCreate: n / nw}
-		if i < n%nw {
-			workers[i].toCreate++
-		}
-	}
 	stopCtx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
-	var wg, creating sync.WaitGroup
-	var phase atomic.Value // string: what the progress line says
+	sh := &sessionShared{c: t.c, ttl: r.opts.SessionTTL, maxLost: max(10, int64(n)/100), giveUp: stopWorkers}
+	sh.toCreate.Store(int64(n))
+	workers := make([]*sessionWorker, nw)
+	for i := range workers {
+		workers[i] = newSessionWorker(sh)
+	}
+	var phase atomic.Value // what the progress line says
 	phase.Store("creating")
-	start := time.Now()
-	stopProgress := r.progress(func(now time.Time) string {
+	stopProgress := r.progress(func(time.Time) string {
 		return fmt.Sprintf("sessions: %s  created %d/%d  renewals %d  lost %d", phase.Load(),
 			sh.created.Load(), n, sh.renewals.Load(), sh.lost.Load()+sh.missed.Load())
 	})
 	defer stopProgress()
+	var wg sync.WaitGroup
 	for _, w := range workers {
 		wg.Add(1)
-		creating.Add(1)
-		go func() { defer wg.Done(); w.run(ctx, stopCtx, &creating) }()
+		go func() { defer wg.Done(); w.run(ctx, stopCtx) }()
 	}
-	creating.Wait()
+	start := time.Now()
+	createLat := r.createSessions(stopCtx, sh, workers)
 	res.CreateSeconds = time.Since(start).Seconds()
 	phase.Store("warming up")
-	sleep(ctx, r.opts.Warmup)
+	sleep(stopCtx, r.opts.Warmup)
 	m0, err0 := scrapeMetrics(ctx, r.hc, t.leader)
 	t0 := time.Now()
 	sh.measuring.Store(true)
 	phase.Store("measuring")
-	sleep(ctx, r.opts.Duration)
+	sleep(stopCtx, r.opts.Duration)
 	sh.measuring.Store(false)
 	t1 := time.Now()
 	m1, err1 := scrapeMetrics(ctx, r.hc, t.leader)
@@ -253,24 +125,45 @@ func (r *runner) sessions(ctx context.Context) (SessionsResult, error) {
 	if err := errors.Join(err0, err1, err2); err != nil {
 		return res, err
 	}
-	res.fill(sh, workers, t1.Sub(t0))
+	res.fill(sh, workers, createLat, t1.Sub(t0))
 	res.LeaderCPUSeconds = m1[metricCPU] - m0[metricCPU]
 	res.LeaderCPUPercent = 100 * res.LeaderCPUSeconds / t1.Sub(t0).Seconds()
+	if t1.Sub(t0) < r.opts.Duration/2 { // gave up before or early in the window
+		res.RenewalsPerSec, res.LeaderCPUSeconds, res.LeaderCPUPercent = 0, 0, 0
+	}
 	res.LeaderRSSBytes = m1[metricRSS]
 	res.ServerSessions = m1[metricSessions]
 	res.ServerExpiries = after[metricExpiries] - before[metricExpiries]
 	if m0["raftlock_raft_leader"] != 1 || m1["raftlock_raft_leader"] != 1 {
 		res.Note += "; the leader changed during the run: its figures are not the leader's"
 	}
+	res.LiveAtFirstLoss = sh.firstLoss.Load()
+	if sh.gaveUp.Load() {
+		res.GaveUp = fmt.Sprintf("gave up after %d lost sessions, with %d created in %.1fs: the cluster cannot keep this many alive",
+			res.Lost+res.DeadlineMissed, res.Created, time.Since(start).Seconds())
+	}
 	return res, nil
 }
 
+// createSessions runs the creators until every session is created (or ctx ends) and returns
+// the latencies of the creates.
+func (r *runner) createSessions(ctx context.Context, sh *sessionShared, workers []*sessionWorker) []time.Duration {
+	nc := min(sessionCreators, r.opts.Sessions)
+	lats := make([][]time.Duration, nc)
+	var wg sync.WaitGroup
+	for i := range nc {
+		wg.Add(1)
+		go func() { defer wg.Done(); lats[i] = sh.create(ctx, workers, i) }()
+	}
+	wg.Wait()
+	return slices.Concat(lats...)
+}
+
 // fill gathers the workers' figures into res.
-func (res *SessionsResult) fill(sh *sessionShared, workers []*sessionWorker, window time.Duration) {
-	var createLat, renewLat []time.Duration
+func (res *SessionsResult) fill(sh *sessionShared, workers []*sessionWorker, createLat []time.Duration, window time.Duration) {
+	var renewLat []time.Duration
 	var maxDelay, maxGap time.Duration
 	for _, w := range workers {
-		createLat = append(createLat, w.createLat...)
 		renewLat = append(renewLat, w.renewLat...)
 		maxDelay, maxGap = max(maxDelay, w.maxDelay), max(maxGap, w.maxGap)
 	}

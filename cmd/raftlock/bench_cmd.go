@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"time"
 
@@ -33,6 +34,7 @@ type benchFlags struct {
 	via            string
 	jsonFile       string
 	cpuProfile     string
+	trace          string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -75,12 +77,14 @@ process, so CPU and RSS figures are of all of them. Exit status 1 on a violation
 	fl.IntSliceVar(&f.clients, "clients", nil, "client counts of the lock workloads (default 1,8,64 uncontended; 8,64 contended)")
 	fl.IntVar(&f.sessions, "sessions", 10_000, "sessions of the sessions workload")
 	fl.DurationVar(&f.sessionTTL, "session-ttl", 10*time.Second, "TTL of the sessions of the sessions workload")
-	fl.IntVar(&f.sessionWorkers, "session-workers", 64, "goroutines that create and renew the sessions")
+	fl.IntVar(&f.sessionWorkers, "session-workers", 128, "goroutines that renew the sessions")
 	fl.IntVar(&f.trials, "failover-trials", 5, "leader kills of the failover workload")
 	fl.StringVar(&f.via, "via", bench.ViaLeader, "send requests first to: leader, follower (measures forwarding) or given (endpoint order)")
 	fl.StringVar(&f.jsonFile, "json", "", "also write the figures and the environment as JSON to this file")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --dev: servers and bench) to this file")
+	fl.StringVar(&f.trace, "trace", "", "write a runtime execution trace of this process to this file (go tool trace)")
 	_ = fl.MarkHidden("cpuprofile")
+	_ = fl.MarkHidden("trace")
 	_ = fl.MarkHidden("session-workers")
 	return cmd
 }
@@ -123,6 +127,13 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
 	}
 	if f.cpuProfile != "" {
 		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if f.trace != "" {
+		stop, err := startTrace(f.trace)
 		if err != nil {
 			return err
 		}
@@ -180,6 +191,23 @@ func startCPUProfile(path string) (stop func(), err error) {
 	return func() {
 		pprof.StopCPUProfile()
 		pf.Close()
+	}, nil
+}
+
+// startTrace writes an execution trace of this process to path until the returned function is
+// called; `go tool trace -pprof=syscall` then shows where time blocks in system calls (fsync).
+func startTrace(path string) (stop func(), err error) {
+	tf, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: trace: %w", err)
+	}
+	if err := trace.Start(tf); err != nil {
+		tf.Close()
+		return nil, fmt.Errorf("bench: trace: %w", err)
+	}
+	return func() {
+		trace.Stop()
+		tf.Close()
 	}, nil
 }
 
