@@ -78,6 +78,9 @@ func (a *applier) endSession(id SessionID, expired bool, now int64) Result {
 		a.clearHolder(ss, name, l)
 		if expired && ss.lockDelay > 0 {
 			l.delayUntil = now + int64(ss.lockDelay)
+			if l.delayUntil == 0 {
+				l.delayUntil = 1 // 0 means "not delayed"; see TestLockDelayEndingAtClockZeroStillDelays
+			}
 			a.emit(Event{Kind: EventDelayStarted, Lock: name, DelayUntil: l.delayUntil})
 		} else {
 			a.grantNext(name, l)

@@ -758,3 +758,31 @@ func TestMembershipSetAndRemove(t *testing.T) {
 		t.Fatalf("restored members %+v", got)
 	}
 }
+
+func TestLockDelayEndingAtClockZeroStillDelays(t *testing.T) {
+	// DelayUntil 0 means "no delay". A leader clock reading of exactly -LockDelay (nonsense for
+	// a real clock, possible in a command) must still delay the lock and later grant its
+	// waiter, not leave it free with a queue that nothing grants.
+	h := newHarness(t)
+	a, b := sid(1), sid(2)
+	h.createDelay(a, time.Second)
+	h.create(b)
+	h.acquire(a, "L", "")
+	h.queue(b, "L", "")
+	h.expire(a, -int64(time.Second))
+	l := h.f.Lock("L")
+	if l.Held || l.DelayUntil == 0 || l.Waiters != 1 || len(h.f.DelayedLocks()) != 1 {
+		t.Fatalf("after expiry: %+v, delayed %v", l, h.f.DelayedLocks())
+	}
+	if err := fsm.CheckIntegrity(h.f); err != nil {
+		t.Fatal(err)
+	}
+	r := fsm.New(nil)
+	if err := r.Restore(readCloser(snapshotBytes(t, h.f))); err != nil {
+		t.Fatalf("its own snapshot is refused: %v", err)
+	}
+	mustStatus(t, h.delayEnded("L", l.DelayUntil), fsm.StatusOK)
+	if l := h.f.Lock("L"); l.Holder != b {
+		t.Fatalf("after the delay: %+v", l)
+	}
+}
