@@ -358,6 +358,27 @@ func BenchmarkDelayedLocks1MLocks(b *testing.B) {
 	}
 }
 
+// BenchmarkLocksPrefix1MLocks lists the 10 locks under a prefix among 1,000,000 (GET
+// /v1/locks?prefix=), under the read lock.
+func BenchmarkLocksPrefix1MLocks(b *testing.B) {
+	f, _ := bigState(b)
+	for b.Loop() {
+		if l := f.Locks("jobs/012345"); len(l) != 10 {
+			b.Fatalf("%d locks", len(l))
+		}
+	}
+}
+
+// BenchmarkSessions100k lists all 100,000 sessions (GET /v1/sessions), under the read lock.
+func BenchmarkSessions100k(b *testing.B) {
+	f, _ := bigState(b)
+	for b.Loop() {
+		if s := f.Sessions(); len(s) != bigSessions {
+			b.Fatalf("%d sessions", len(s))
+		}
+	}
+}
+
 // heapInUse returns the live heap after a full collection.
 func heapInUse() uint64 {
 	runtime.GC()
