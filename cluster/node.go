@@ -96,7 +96,14 @@ func (n *Node) open() error {
 		Stream:  &streamLayer{Listener: ln, advertise: adv},
 		MaxPool: 5,
 		Timeout: 10 * time.Second,
-		Logger:  cfg.Logger.Named("raft-net"),
+		// One RPC in flight per follower turns raft's pipelined replication off. Its pipeline
+		// can wedge for good once a follower answers an append with Success=false (after a
+		// leader change, say): the decoder stops reading while the sender parks on a full
+		// hand-off channel, so that follower never gets another entry and Shutdown waits
+		// forever (hashicorp/raft#612; seen here as a dev cluster whose Close never returned).
+		// Plain replication still sends up to MaxAppendEntries entries per request.
+		MaxRPCsInFlight: 1,
+		Logger:          cfg.Logger.Named("raft-net"),
 	}
 	if len(cfg.PeerAddrs) > 0 {
 		tcfg.ServerAddressProvider = peerOverrides(cfg.PeerAddrs)
