@@ -44,6 +44,7 @@ type options struct {
 	cfg      jepsen.Config
 	faults   string
 	selfTest bool
+	check    string
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -68,6 +69,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cfg.LogLevel, "log-level", d.LogLevel, "agents' log level")
 	fs.BoolVar(&o.cfg.IgnoreTokens, "ignore-tokens", false, "the resource accepts stale tokens (must make fencing fail)")
 	fs.BoolVar(&o.selfTest, "self-test", false, "prove that the checkers flag broken histories, then exit")
+	fs.StringVar(&o.check, "check", "", "re-check a recorded history.jsonl instead of running (uses --ttl and --election-timeout)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -81,7 +83,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if o.cfg.Seed == 0 {
 		o.cfg.Seed = time.Now().UnixNano() % 1_000_000_007
 	}
-	if o.cfg.Dir == "" {
+	if o.cfg.Dir == "" && o.check == "" {
 		if o.cfg.Dir, err = os.MkdirTemp("", "raftlock-jepsen-"); err != nil {
 			return o, err
 		}
@@ -101,6 +103,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o.cfg.Out = stdout
 	if o.selfTest {
 		return selfTest(ctx, o.cfg, stdout, stderr)
+	}
+	if o.check != "" {
+		return recheck(o.cfg, o.check, stdout, stderr)
 	}
 	rep, err := jepsen.Run(ctx, o.cfg)
 	if err != nil {

@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/jepsen/history"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -29,5 +33,40 @@ func TestBadArgumentsExitWithTwo(t *testing.T) {
 		if code := run(context.Background(), args, &out, &errs); code != exitError {
 			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitError, errs.String())
 		}
+	}
+}
+
+func TestRecheckFlagsABrokenHistory(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, ops []history.Op) string {
+		path := filepath.Join(dir, name)
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := history.WriteJSONL(f, ops); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	ms := func(v int64) int64 { return v * int64(time.Millisecond) }
+	good := []history.Op{
+		{ID: 0, Kind: history.Acquire, Type: history.OK, Session: "s1", Lock: "a", OutSession: "s1", OutToken: 5, Invoke: ms(0), Complete: ms(10)},
+		{ID: 1, Kind: history.Release, Type: history.OK, Session: "s1", Lock: "a", Token: 5, Invoke: ms(20), Complete: ms(30)},
+		{ID: 2, Kind: history.Acquire, Type: history.OK, Session: "p", Lock: "a", OutSession: "p", OutToken: 9, Phase: history.PhaseFinal, Invoke: ms(40), Complete: ms(50)},
+	}
+	bad := append([]history.Op(nil), good...)
+	bad = append(bad, history.Op{ID: 3, Kind: history.Read, Type: history.OK, Lock: "a", Held: true, OutSession: "s1", OutToken: 5, Invoke: ms(60), Complete: ms(70)})
+	var out, errs bytes.Buffer
+	if code := run(context.Background(), []string{"--check", write("good.jsonl", good)}, &out, &errs); code != exitOK {
+		t.Fatalf("good history: exit %d\n%s%s", code, out.String(), errs.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"--check", write("bad.jsonl", bad)}, &out, &errs); code != exitViolation {
+		t.Fatalf("a released lock seen held again: exit %d\n%s", code, out.String())
+	}
+	if !strings.HasSuffix(strings.TrimSpace(out.String()), "failed") {
+		t.Fatalf("last line must be the tally:\n%s", out.String())
 	}
 }

@@ -184,7 +184,7 @@ func stepAcquire(s lockState, in lockInput, out lockOutput) []lockState {
 		states := []lockState{s}
 		if alive && s.holder == 0 {
 			g := s
-			g.holder, g.token, g.tokLB, g.minNext = me, 0, s.minNext, s.minNext+1
+			g.holder, g.token, g.tokLB = me, 0, s.minNext
 			states = append(states, g)
 		}
 		return states
@@ -227,33 +227,45 @@ func when(s lockState, ok bool) []lockState {
 	return nil
 }
 
-// lockModel is the porcupine model of one lock per partition.
+// lockModel is the porcupine model of one lock per partition. Its state is the set of
+// lockStates the lock may be in, kept canonical (sorted, without duplicates) and small: a state
+// that only adds expiries to another state of the set is dropped, since expiries can always
+// happen later, right before the op that needs them.
 func lockModel(names func(uint32) string) porcupine.Model {
-	nm := porcupine.NondeterministicModel{
+	return porcupine.Model{
 		Partition: partitionByLock,
-		Init:      func() []any { return []any{lockState{minNext: 1}} },
-		Step: func(state, input, output any) []any {
-			s, in, out := state.(lockState), input.(lockInput), output.(lockOutput)
-			var next []any
-			for _, pre := range preStates(s, in.session) {
-				for _, n := range step(pre, in, out) {
-					next = append(next, n)
+		Init:      func() any { return stateSet{{minNext: 1}} },
+		Step: func(state, input, output any) (bool, any) {
+			set, in, out := state.(stateSet), input.(lockInput), output.(lockOutput)
+			var next stateSet
+			for _, s := range set {
+				for _, pre := range preStates(s, in.session) {
+					next = append(next, step(pre, in, out)...)
 				}
 			}
-			return next
+			next = next.canonical()
+			return len(next) > 0, next
 		},
-		Equal: func(a, b any) bool { return a.(lockState) == b.(lockState) },
+		Equal: func(a, b any) bool { return a.(stateSet).equal(b.(stateSet)) },
 		Hash: func(state any) uint64 {
-			s := state.(lockState)
 			h := fnv.New64a()
-			fmt.Fprintf(h, "%d/%d/%d/%d/", s.holder, s.token, s.tokLB, s.minNext)
-			h.Write([]byte(s.dead))
+			for _, s := range state.(stateSet) {
+				fmt.Fprintf(h, "%d/%d/%d/%d/", s.holder, s.token, s.tokLB, s.minNext)
+				h.Write([]byte(s.dead))
+				h.Write([]byte{0})
+			}
 			return h.Sum64()
 		},
 		DescribeOperation: func(input, output any) string {
 			return describeOp(input.(lockInput), output.(lockOutput), names)
 		},
-		DescribeState: func(state any) string { return describeState(state.(lockState), names) },
+		DescribeState: func(state any) string {
+			var parts []string
+			for _, s := range state.(stateSet) {
+				parts = append(parts, describeState(s, names))
+			}
+			return strings.Join(parts, " | ")
+		},
 		DescribeOperationMetadata: func(info any) string {
 			if info == nil {
 				return ""
@@ -261,7 +273,78 @@ func lockModel(names func(uint32) string) porcupine.Model {
 			return info.(history.Op).String()
 		},
 	}
-	return nm.ToModel()
+}
+
+// stateSet is the set of states a lock may be in.
+type stateSet []lockState
+
+func (a lockState) less(b lockState) bool {
+	switch {
+	case a.holder != b.holder:
+		return a.holder < b.holder
+	case a.token != b.token:
+		return a.token < b.token
+	case a.tokLB != b.tokLB:
+		return a.tokLB < b.tokLB
+	case a.minNext != b.minNext:
+		return a.minNext < b.minNext
+	}
+	return a.dead < b.dead
+}
+
+// canonical sorts the set, removes duplicates and drops subsumed states.
+func (ss stateSet) canonical() stateSet {
+	sort.Slice(ss, func(i, j int) bool { return ss[i].less(ss[j]) })
+	var uniq stateSet
+	for i, s := range ss {
+		if i == 0 || s != ss[i-1] {
+			uniq = append(uniq, s)
+		}
+	}
+	out := uniq[:0:0]
+	for i, x := range uniq {
+		dropped := false
+		for j, y := range uniq {
+			if i != j && subsumes(y, x) {
+				dropped = true
+				break
+			}
+		}
+		if !dropped {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func (ss stateSet) equal(o stateSet) bool {
+	if len(ss) != len(o) {
+		return false
+	}
+	for i := range ss {
+		if ss[i] != o[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// subsumes reports whether x is y with some more sessions expired: everything x can still do,
+// y can do too, by expiring those sessions when it matters.
+func subsumes(y, x lockState) bool {
+	if x == y || x.minNext != y.minNext || len(x.dead) <= len(y.dead) {
+		return false
+	}
+	k := y
+	for i := 0; i+4 <= len(y.dead); i += 4 {
+		if !x.isDead(binary.BigEndian.Uint32([]byte(y.dead[i : i+4]))) {
+			return false
+		}
+	}
+	for i := 0; i+4 <= len(x.dead); i += 4 {
+		k = k.kill(binary.BigEndian.Uint32([]byte(x.dead[i : i+4])))
+	}
+	return k == x
 }
 
 func partitionByLock(ops []porcupine.Operation) [][]porcupine.Operation {

@@ -151,6 +151,14 @@ func linearizableCases() []Case {
 		{"linearizable: lost acquire takes effect after destroy", false, lin((&syn{}).
 			add(history.Op{Kind: history.Acquire, Type: history.Info, Session: s1, Lock: "a"}, 0, 10).
 			destroy(s1, 20, 30).read("a", s1, 7, 40, 50))},
+		{"linearizable: holder expires, a lost acquire takes the lock", true, lin((&syn{}).
+			acquire(s1, "a", 5, 0, 10).
+			add(history.Op{Kind: history.Acquire, Type: history.Info, Session: s2, Lock: "a"}, 20, 2500).
+			read("a", s2, 9, 3000, 3010))},
+		{"linearizable: a lost acquire takes the lock from a live holder", false, lin((&syn{}).
+			acquire(s1, "a", 5, 0, 10).
+			add(history.Op{Kind: history.Acquire, Type: history.Info, Session: s2, Lock: "a"}, 20, 2500).
+			read("a", s2, 9, 3000, 3010).renew(s1, history.OK, 3100, 3110))},
 		{"linearizable: refused as held while free", false, lin((&syn{}).
 			acquire(s1, "a", 5, 0, 10).release(s1, "a", 5, history.OK, 20, 30).held(s2, "a", s1, 5, 40, 50))},
 	}
