@@ -204,6 +204,15 @@ func TestBlockingQuery(t *testing.T) {
 			t.Fatalf("blocking query via %s answered %+v after %v", ep, got, elapsed)
 		}
 	}
+	// A release wakes it too: the lock reads free, with a larger modify_index.
+	ans = goDo(t.Context(), http.MethodGet, followers[1]+"/v1/locks/"+name+fmt.Sprintf("?index=%d&wait=30s", changed.ModifyIndex), nil)
+	release(t, leader, name, s, changed.Token)
+	var freed api.Lock
+	ok(t, await(t, ans, "blocking query"), http.StatusOK, &freed)
+	if freed.Held || freed.Session != "" || freed.ModifyIndex <= changed.ModifyIndex {
+		t.Fatalf("blocking query answered %+v after the release; index was %d", freed, changed.ModifyIndex)
+	}
+
 	for _, q := range []string{"?index=1&wait=11m", "?index=abc", "?index=1&wait=abc", "?index=-1"} {
 		apiError(t, do(t, http.MethodGet, leader+"/v1/locks/"+name+q, nil), http.StatusBadRequest, api.CodeInvalidArgument)
 	}
@@ -245,6 +254,16 @@ func TestLockDelayAfterExpiry(t *testing.T) {
 	left, err := time.ParseDuration(eb.AvailableIn)
 	if err != nil || left <= 0 || left > 4*time.Second {
 		t.Fatalf("available_in %q (%v)", eb.AvailableIn, err)
+	}
+
+	// A wait that ends inside the delay is answered lock_delayed, and leaves no queue entry.
+	r = do(t, http.MethodPost, leader+"/v1/locks/"+name+"/acquire", acquireReq(other, "300ms", nil))
+	eb = apiError(t, r, http.StatusConflict, api.CodeLockDelayed, "available_in")
+	if left2, err := time.ParseDuration(eb.AvailableIn); err != nil || left2 <= 0 || left2 >= left {
+		t.Fatalf("available_in %q after a wait, first %v", eb.AvailableIn, left)
+	}
+	if l := getLock(t, leader, name, ""); l.Waiters != 0 || l.Held {
+		t.Fatalf("lock after a wait that ended in the delay: %+v", l)
 	}
 
 	// Free but delayed, and not awaited: not listed.
