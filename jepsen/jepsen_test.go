@@ -117,6 +117,9 @@ func buildBinary(t *testing.T, ctx context.Context) string {
 // leader paused longer than the TTL, partitions, client pauses, and the self-test in which the
 // resource ignores tokens and fencing must fail. Two clusters run at a time.
 func TestScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end runs take about 90 s; skipped with -short")
+	}
 	// The subtests are parallel: they run after this function returns, so the context ends in
 	// a cleanup, which runs once they are all done.
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
