@@ -87,6 +87,14 @@ func (f *FSM) Lock(name string) LockInfo {
 	return f.st.lockInfo(name)
 }
 
+// Queued reports whether the session waits in the named lock's queue.
+func (f *FSM) Queued(lock string, session SessionID) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	l := f.st.locks[lock]
+	return l != nil && indexOfWaiter(l.waiters, session) >= 0
+}
+
 // Locks returns, sorted by name, every held, awaited or delayed lock whose name has prefix.
 func (f *FSM) Locks(prefix string) []LockInfo {
 	f.mu.RLock()

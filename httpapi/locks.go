@@ -79,7 +79,7 @@ func (s *Server) acquire(c echo.Context, name string) error {
 		return invalid("session (or ttl, to create one) is required")
 	}
 	return s.atLeader(c, func() error {
-		if max := lim.MaxWaitersPerLock; max > 0 && wait > 0 && s.node.FSM().Lock(name).Waiters >= max {
+		if max := lim.MaxWaitersPerLock; max > 0 && wait > 0 && s.queueFull(name, id, max) {
 			return tooMany("lock %q has %d waiters, the configured maximum", name, max)
 		}
 		created := false
@@ -104,6 +104,18 @@ func (s *Server) acquire(c echo.Context, name string) error {
 		}
 		return s.acquireResult(c, name, id, res)
 	})
+}
+
+// queueFull reports whether a waiting acquire by session would take a place beyond the limit
+// of max waiters. The holder (an idempotent re-acquire) and a session already queued (a client
+// asking again after its request was cut off) take no new place, so they are never refused.
+func (s *Server) queueFull(name string, session fsm.SessionID, max int) bool {
+	f := s.node.FSM()
+	l := f.Lock(name)
+	if l.Waiters < max || l.Held && l.Holder == session {
+		return false
+	}
+	return session.IsZero() || !f.Queued(name, session)
 }
 
 func (s *Server) acquireResult(c echo.Context, name string, id fsm.SessionID, res fsm.Result) error {
