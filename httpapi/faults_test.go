@@ -100,3 +100,57 @@ func TestTooManySessions(t *testing.T) {
 	ok(t, do(t, http.MethodDelete, leader+"/v1/sessions/"+s1, nil), http.StatusOK, nil)
 	session(t, followers[1])
 }
+
+func TestTooManyWaiters(t *testing.T) {
+	t.Parallel()
+	d := ownCluster(t, func(c *config.Config) { c.MaxWaitersPerLock = 1 })
+	leader, followers := roles(t, d)
+	h, w1, w2 := session(t, leader), session(t, leader), session(t, leader)
+	name := lockName(t)
+	gh := mustAcquire(t, leader, name, h, nil)
+	first := goDo(t.Context(), http.MethodPost, followers[0]+"/v1/locks/"+name+"/acquire", acquireReq(w1, "30s", nil))
+	waitWaiters(t, leader, name, 1)
+
+	// The queue is full: another session may not wait ...
+	r := do(t, http.MethodPost, followers[1]+"/v1/locks/"+name+"/acquire", acquireReq(w2, "30s", nil))
+	apiError(t, r, http.StatusTooManyRequests, api.CodeTooManyRequests)
+	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
+	}
+	// ... but may still try without waiting.
+	apiError(t, do(t, http.MethodPost, leader+"/v1/locks/"+name+"/acquire", acquireReq(w2, "", nil)), http.StatusConflict, api.CodeLockHeld, "holder")
+
+	// Neither the holder nor the queued session take a new place by asking again, so the limit
+	// does not refuse them: the holder gets its grant back at once ...
+	var gh2 api.AcquireResponse
+	ok(t, do(t, http.MethodPost, followers[1]+"/v1/locks/"+name+"/acquire", acquireReq(h, "30s", nil)), http.StatusOK, &gh2)
+	if gh2.Token != gh.Token || gh2.Session != h {
+		t.Fatalf("holder's re-acquire with wait: %+v, first grant %+v", gh2, gh)
+	}
+	// ... and the queued session keeps its place (as a client whose request was cut off does).
+	// The repeat changes no visible state: wait until the leader has applied a new entry.
+	before := indexHeader(t, do(t, http.MethodGet, leader+"/v1/locks/"+name+"?consistency=stale", nil))
+	again := goDo(t.Context(), http.MethodPost, leader+"/v1/locks/"+name+"/acquire", acquireReq(w1, "30s", nil))
+	eventually(t, "the repeated acquire is applied", func() string {
+		select {
+		case r := <-again:
+			t.Fatalf("repeated acquire answered before the release: %d %s", r.status, short(r.body))
+		default:
+		}
+		if indexHeader(t, do(t, http.MethodGet, leader+"/v1/locks/"+name+"?consistency=stale", nil)) <= before {
+			return "no new entry"
+		}
+		return ""
+	})
+	pending(t, again, "the repeated acquire")
+	if l := getLock(t, leader, name, ""); l.Waiters != 1 {
+		t.Fatalf("waiters %d", l.Waiters)
+	}
+	release(t, leader, name, h, gh.Token)
+	var g1, g2 api.AcquireResponse
+	ok(t, await(t, first, "w1's first request"), http.StatusOK, &g1)
+	ok(t, await(t, again, "w1's repeated request"), http.StatusOK, &g2)
+	if g1.Session != w1 || g2 != g1 {
+		t.Fatalf("grants %+v and %+v", g1, g2)
+	}
+}
