@@ -83,7 +83,8 @@ func CheckConvergence(nodes []NodeState, ops []history.Op) Result {
 		res.violate("nodes disagree on the lock and session tables: %s", strings.Join(parts, "; "))
 	}
 	checkEndedSessions(&res, nodes, ops)
-	res.Figures = fmt.Sprintf("%d nodes: %s", len(nodes), strings.Join(figures, " "))
+	held := checkFinalGrants(&res, nodes, ops)
+	res.Figures = fmt.Sprintf("%d nodes, %d final grants on each: %s", len(nodes), held, strings.Join(figures, " "))
 	return res
 }
 
@@ -107,4 +108,43 @@ func checkEndedSessions(res *Result, nodes []NodeState, ops []history.Op) {
 			}
 		}
 	}
+}
+
+// checkFinalGrants requires every node to show each lock that a final-phase probe was granted
+// (and did not give up) held by that probe under its token. It returns how many there were.
+func checkFinalGrants(res *Result, nodes []NodeState, ops []history.Op) int {
+	grants := map[string]history.Op{}
+	for _, op := range ops {
+		if op.Phase != history.PhaseFinal || op.Session == "" {
+			continue
+		}
+		switch {
+		case op.Kind == history.Acquire && op.Type == history.OK:
+			grants[op.Lock] = op
+		case op.Kind == history.Release || op.Kind == history.Destroy:
+			for l, g := range grants {
+				if g.Session == op.Session {
+					delete(grants, l)
+				}
+			}
+		}
+	}
+	for _, n := range nodes {
+		if n.Err != "" {
+			continue
+		}
+		table := map[string]api.Lock{}
+		for _, l := range n.Locks {
+			table[l.Name] = l
+		}
+		for _, lock := range sortedKeys(grants) {
+			g := grants[lock]
+			l := table[lock]
+			if !l.Held || l.Session != g.Session || l.Token != g.OutToken {
+				res.violate("node %s shows lock %q as held=%v by %s/%d, but it was granted to %s/%d:\n%s",
+					n.Node, lock, l.Held, shortID(l.Session), l.Token, shortID(g.Session), g.OutToken, g)
+			}
+		}
+	}
+	return len(grants)
 }

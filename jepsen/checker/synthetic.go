@@ -249,5 +249,9 @@ func convergenceCases() []Case {
 		{"convergence: nodes disagree", false, conv([]NodeState{node("n1", 7, lock), node("n2", 7, other)}, &syn{})},
 		{"convergence: a node panicked", false, conv([]NodeState{node("n1", 7, lock), panicky}, &syn{})},
 		{"convergence: destroyed session still there", false, conv([]NodeState{node("n1", 7, lock)}, (&syn{}).destroy(s1, 0, 10))},
+		{"convergence: final grant shown by every node", true, conv([]NodeState{node("n1", 7, lock), node("n2", 7, lock)},
+			(&syn{}).final(s1, "a", 5, true, 0, 10))},
+		{"convergence: a node lost the final grant", false, conv([]NodeState{node("n1", 7, lock), node("n2", 7, other)},
+			(&syn{}).final(s1, "a", 5, true, 0, 10))},
 	}
 }

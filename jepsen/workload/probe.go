@@ -10,7 +10,8 @@ import (
 
 // Probe is the final phase: once every fault has healed, a fresh session per lock tries to take
 // it, for at most bound, however many requests that needs. All its ops are recorded in the final
-// phase for the liveness checker. Probe sessions are destroyed afterwards.
+// phase for the liveness checker. The probes keep their locks (their TTL outlives the bound), so
+// that the nodes' final tables, compared by the convergence checker, are not empty.
 func (wl *Workload) Probe(ctx context.Context, bound time.Duration) {
 	var wg sync.WaitGroup
 	for i, lock := range wl.cfg.Locks {
@@ -27,8 +28,8 @@ func (wl *Workload) probe(ctx context.Context, process int, lock string, bound t
 	deadline := time.Now().Add(bound)
 	eps := wl.c.Endpoints()
 	next := func(k int) Endpoint { return eps[(process+k)%len(eps)] }
-	// The probe does not renew, so its TTL outlives the bound.
-	ttl := bound + 5*time.Second
+	// The probe does not renew, so its TTL outlives the bound and the convergence check after it.
+	ttl := bound + 30*time.Second
 	var session string
 	for k := 0; session == "" && time.Now().Before(deadline) && ctx.Err() == nil; k++ {
 		op := wl.c.CreateSession(ctx, next(k), process, ttl, history.PhaseFinal, lock)
@@ -44,20 +45,14 @@ func (wl *Workload) probe(ctx context.Context, process int, lock string, bound t
 	for k := 0; ctx.Err() == nil; k++ {
 		left := time.Until(deadline)
 		if left <= 0 {
-			break
+			return
 		}
 		op := wl.c.Acquire(ctx, next(k), process, lock, session, min(left, 5*time.Second), history.PhaseFinal)
 		if op.Type == history.OK {
-			break
+			return
 		}
 		if op.Type == history.Fail && op.Status != 409 {
 			time.Sleep(100 * time.Millisecond) // no leader, or refused: back off
-		}
-	}
-	for k := 0; k < 5 && ctx.Err() == nil; k++ {
-		op := wl.c.Destroy(ctx, next(k), process, session, history.PhaseFinal)
-		if op.Type == history.OK || op.Status == 404 {
-			return
 		}
 	}
 }
