@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand"
 	"net"
 	"net/http"
 	"os"
@@ -41,44 +42,62 @@ type Cluster struct {
 	hc *http.Client
 }
 
-// freePorts reserves n distinct free ports on 127.0.0.1 by binding them all, then releases
-// them for the agents to bind.
-func freePorts(n int) ([]int, error) {
+// Agents listen below Linux's ephemeral range (32768 and up), so that a restarted node never
+// finds its port taken by the local end of some outgoing connection.
+const (
+	portLow  = 12000
+	portHigh = 32000
+)
+
+// reservePorts binds n distinct free ports of 127.0.0.1 in [portLow, portHigh). The caller
+// keeps them bound while it lays out the rest of the cluster (so that no proxy can be given one)
+// and releases them just before the agents start.
+func reservePorts(n int) ([]net.Listener, error) {
 	var lns []net.Listener
-	defer func() {
+	fail := func(err error) ([]net.Listener, error) {
 		for _, ln := range lns {
 			ln.Close()
 		}
-	}()
-	ports := make([]int, 0, n)
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("cluster: reserve port: %w", err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		return nil, err
 	}
-	return ports, nil
+	start := portLow + rand.Intn(portHigh-portLow)
+	for i := 0; i < portHigh-portLow && len(lns) < n; i++ {
+		port := portLow + (start-portLow+i)%(portHigh-portLow)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			lns = append(lns, ln)
+		}
+	}
+	if len(lns) < n {
+		return fail(fmt.Errorf("cluster: only %d free ports in [%d, %d)", len(lns), portLow, portHigh))
+	}
+	return lns, nil
 }
+
+func portOf(ln net.Listener) int { return ln.Addr().(*net.TCPAddr).Port }
 
 // New lays out the cluster (addresses, directories, proxies) without starting processes.
 func New(opts Options) (*Cluster, error) {
 	if opts.Nodes < 1 {
 		return nil, errors.New("cluster: need at least one node")
 	}
-	ports, err := freePorts(2 * opts.Nodes)
+	reserved, err := reservePorts(2 * opts.Nodes)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		for _, ln := range reserved {
+			ln.Close()
+		}
+	}()
 	c := &Cluster{hc: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
 	raft := map[string]string{}
 	for i := 0; i < opts.Nodes; i++ {
 		id := fmt.Sprintf("n%d", i+1)
 		n := &Node{
 			ID:       id,
-			HTTPAddr: fmt.Sprintf("127.0.0.1:%d", ports[2*i]),
-			RaftAddr: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]),
+			HTTPAddr: fmt.Sprintf("127.0.0.1:%d", portOf(reserved[2*i])),
+			RaftAddr: fmt.Sprintf("127.0.0.1:%d", portOf(reserved[2*i+1])),
 			DataDir:  filepath.Join(opts.Dir, id, "data"),
 			LogPath:  filepath.Join(opts.Dir, id+".log"),
 			binary:   opts.Binary,

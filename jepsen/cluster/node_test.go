@@ -93,3 +93,19 @@ func TestNodeProcessControl(t *testing.T) {
 		t.Fatalf("log should mark both starts:\n%s", log)
 	}
 }
+
+func TestReservedPortsAreDistinctAndBelowTheEphemeralRange(t *testing.T) {
+	lns, err := reservePorts(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, ln := range lns {
+		p := portOf(ln)
+		if p < portLow || p >= portHigh || seen[p] {
+			t.Errorf("port %d: out of range or repeated", p)
+		}
+		seen[p] = true
+		ln.Close()
+	}
+}
