@@ -40,6 +40,9 @@ type Config struct {
 	Binary string
 	// LogLevel is the agents' log level.
 	LogLevel string
+	// CheckTimeout bounds porcupine's search (0: the checker default); a search cut short is
+	// reported as a failure, never as a pass.
+	CheckTimeout time.Duration
 	// IgnoreTokens makes the resource accept every write: a self-test that must fail.
 	IgnoreTokens bool
 	// Out receives progress, the nemesis log and the summary; may be nil.
@@ -71,6 +74,9 @@ func (c Config) CheckerConfig() checker.Config {
 	// After a cluster fault: a new election, then every session timer restarts at the full TTL.
 	cc.Recovery = c.TTL + 2*c.ElectionTimeout + 3*time.Second
 	cc.LivenessBound = c.TTL + 2*c.ElectionTimeout + 10*time.Second
+	if c.CheckTimeout > 0 {
+		cc.LinearizabilityTimeout = c.CheckTimeout
+	}
 	return cc
 }
 
