@@ -143,7 +143,7 @@ func (r *Report) writeNotes(out io.Writer) {
 			notes = append(notes, "sessions: "+s.Note)
 		}
 		if s.LiveAtFirstLoss > 0 {
-			notes = append(notes, fmt.Sprintf("sessions: the first session was lost with %d live", s.LiveAtFirstLoss))
+			notes = append(notes, fmt.Sprintf("sessions: the first loss was detected with %d sessions live (losses show up to a TTL late)", s.LiveAtFirstLoss))
 		}
 		if s.GaveUp != "" {
 			notes = append(notes, "sessions: "+s.GaveUp)

@@ -51,8 +51,9 @@ type SessionsResult struct {
 	// one process, so the CPU and RSS figures are of all of them together.
 	SharedProcess bool   `json:"shared_process"`
 	Note          string `json:"note,omitempty"`
-	// LiveAtFirstLoss is the number of live sessions when the first one was lost (0: none
-	// was), a rough measure of how many the cluster can keep alive.
+	// LiveAtFirstLoss is the number of live sessions when the first loss was detected (0: none
+	// was), a rough upper bound of how many the cluster can keep alive: a loss is detected up
+	// to a TTL after the server expired the session.
 	LiveAtFirstLoss int64 `json:"live_at_first_loss,omitempty"`
 	// GaveUp says why the workload stopped early: once more than 1% of the sessions are lost
 	// the cluster is past what it can carry, and expiries only make it worse.
