@@ -22,5 +22,10 @@
 //
 // The package may import client, api, agent (to drive an in-process cluster: StartDev, Kill,
 // Restart) and the standard library; it reads the servers' /metrics over plain HTTP and never
-// imports a server package otherwise.
+// imports a server package otherwise. Its tests also import config, only to shorten the
+// election timeouts of their in-process cluster through agent.DevOptions.Tune.
+//
+// FIFO order cannot be checked exactly from outside (clients do not see the order in which the
+// server queued them), so the contended workload reports FIFO inversions by send time, a
+// heuristic; overlaps and token regressions, which it can check soundly, fail the run.
 package bench
