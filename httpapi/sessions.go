@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
 )
 
@@ -64,11 +66,7 @@ func (s *Server) renewSession(c echo.Context) error {
 		defer cancel()
 		ttl, err := s.node.Renew(ctx, id)
 		if err != nil {
-			e := fromClusterError(err)
-			if e.body.Error.Code == api.CodeSessionNotFound {
-				return sessionNotFound(id.String())
-			}
-			return e
+			return sessionOpError(err, id)
 		}
 		return c.JSON(http.StatusOK, api.RenewResponse{ID: id.String(), TTL: ttl.String()})
 	})
@@ -84,17 +82,21 @@ func (s *Server) destroySession(c echo.Context) error {
 		defer cancel()
 		released, err := s.node.DestroySession(ctx, id)
 		if err != nil {
-			e := fromClusterError(err)
-			if e.body.Error.Code == api.CodeSessionNotFound {
-				return sessionNotFound(id.String())
-			}
-			return e
+			return sessionOpError(err, id)
 		}
 		if released == nil {
 			released = []string{}
 		}
 		return c.JSON(http.StatusOK, api.DestroyResponse{Released: released})
 	})
+}
+
+// sessionOpError maps the error of an operation on session id, naming the session when it is gone.
+func sessionOpError(err error, id fsm.SessionID) error {
+	if errors.Is(err, cluster.ErrSessionNotFound) {
+		return sessionNotFound(id.String())
+	}
+	return fromClusterError(err)
 }
 
 func (s *Server) getSession(c echo.Context) error {
