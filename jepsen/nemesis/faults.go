@@ -64,6 +64,19 @@ func (n *Nemesis) kill(ctx context.Context) {
 	n.record(Kill, history.ActionStop, id, inv, "restarted "+node.ID, err)
 }
 
+// newLeader waits briefly for a leader other than old, for the log; "?" if none shows up.
+func (n *Nemesis) newLeader(ctx context.Context, old string) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if l, _, err := n.c.Leader(ctx); err == nil && l.ID != old {
+			return l.ID
+		}
+		hold(ctx, 50*time.Millisecond)
+	}
+	return "?"
+}
+
 // pauseHold is how long a paused node stays stopped: longer than the election timeout and
 // longer than the session TTL, so a paused leader is deposed and its sessions' timers run out.
 func (n *Nemesis) pauseHold() time.Duration {
@@ -156,6 +169,9 @@ func (n *Nemesis) churn(ctx context.Context) {
 		if err == nil {
 			var to string
 			to, err = n.c.TransferLeadership(ctx, l)
+			if to == "" && err == nil {
+				to = n.newLeader(ctx, l.ID)
+			}
 			detail = fmt.Sprintf("transfer from %s to %s", l.ID, to)
 		}
 		n.record(Churn, history.ActionEvent, id, inv, detail, err)

@@ -206,7 +206,7 @@ func (w *Worker) maybePause(ctx context.Context, s *session, lock string, token 
 		return
 	}
 	id := w.rec.NewFaultID()
-	detail := fmt.Sprintf("worker %d holding %s under token %d stops for %s", w.id, lock, token, d)
+	detail := fmt.Sprintf("worker %d holding %s under token %d stops for %s", w.id, lock, token, d.Round(time.Millisecond))
 	inv := w.rec.Now()
 	w.rec.Add(history.Op{Process: w.id, Kind: history.Nemesis, Type: history.OK, Fault: FaultClientPause,
 		Action: history.ActionStart, FaultID: id, Detail: detail, Invoke: inv})
