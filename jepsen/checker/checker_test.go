@@ -52,3 +52,18 @@ func TestVisualisationIsWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestHoldWindows(t *testing.T) {
+	b := (&syn{}).create(s1, 0, 5).
+		acquire(s1, "a", 5, 10, 20).release(s1, "a", 5, history.OK, 30, 40).
+		renew(s1, history.OK, 50, 60).
+		add(history.Op{Kind: history.Acquire, Type: history.Info, Session: s1, Lock: "a"}, 70, 80).
+		renew(s1, history.OK, 90, 100)
+	w := newHoldWindows(b.ops)
+	if !w.covers("a", s1, ms(15), ms(16)) || w.covers("a", s1, ms(50), ms(60)) {
+		t.Fatalf("windows wrong: %v", w)
+	}
+	if !w.covers("a", s1, ms(90), ms(100)) {
+		t.Fatalf("a lost acquire keeps the window open to the session's last op: %v", w)
+	}
+}

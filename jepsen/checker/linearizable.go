@@ -44,9 +44,9 @@ func (n *sessionNames) name(id uint32) string {
 	return shortID(n.names[id-1])
 }
 
-// CheckLinearizable checks lock operations with porcupine, one partition per lock. Renewals and
-// destroys of every session that touched a lock are copied into that lock's partition, since
-// they say whether the session was alive. An op with an unknown outcome may take effect until
+// CheckLinearizable checks lock operations with porcupine, one partition per lock. Destroys of
+// every session that touched a lock, and its renewals while it may have held the lock, are
+// copied into that lock's partition, since they say whether the session was alive. An op with an unknown outcome may take effect until
 // the session is proven ended (a later 404 or an acknowledged destroy); after that it cannot.
 func CheckLinearizable(ops []history.Op, cfg Config) *Linearizability {
 	res := newResult("linearizable")
@@ -151,6 +151,7 @@ func toPorcupine(ops []history.Op, names *sessionNames) []porcupine.Operation {
 		}
 		return horizon + 1
 	}
+	windows := newHoldWindows(ops)
 	var out []porcupine.Operation
 	add := func(op history.Op, lock string, o lockOutput) {
 		out = append(out, porcupine.Operation{
@@ -170,9 +171,15 @@ func toPorcupine(ops []history.Op, names *sessionNames) []porcupine.Operation {
 		switch op.Kind {
 		case history.Acquire, history.Release, history.Read:
 			add(op, op.Lock, o)
-		case history.Renew, history.Destroy:
+		case history.Destroy:
 			for _, lock := range sortedKeys(sessionsOf) {
 				if sessionsOf[lock][op.Session] {
+					add(op, lock, o)
+				}
+			}
+		case history.Renew:
+			for _, lock := range sortedKeys(sessionsOf) {
+				if windows.covers(lock, op.Session, op.Invoke, op.Complete) {
 					add(op, lock, o)
 				}
 			}
