@@ -3,7 +3,6 @@ package checker
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"strings"
 
@@ -52,25 +51,29 @@ type lockState struct {
 }
 
 func (s lockState) isDead(id uint32) bool {
-	i := s.deadIndex(id)
-	return i < len(s.dead) && binary.BigEndian.Uint32([]byte(s.dead[i:i+4])) == id
+	key := deadKey(id)
+	i := s.deadIndex(key)
+	return i < len(s.dead) && s.dead[i:i+4] == key
 }
 
-func (s lockState) deadIndex(id uint32) int {
+// deadKey encodes a session number as it is stored in a dead set.
+func deadKey(id uint32) string {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], id)
+	return string(b[:])
+}
+
+// deadIndex is the byte offset at which key is, or would be inserted, in the sorted dead set.
+func (s lockState) deadIndex(key string) int {
 	n := len(s.dead) / 4
-	k := sort.Search(n, func(i int) bool {
-		return binary.BigEndian.Uint32([]byte(s.dead[4*i:4*i+4])) >= id
-	})
-	return 4 * k
+	return 4 * sort.Search(n, func(i int) bool { return s.dead[4*i:4*i+4] >= key })
 }
 
 // kill marks a session ended and, if it held the lock, frees the lock.
 func (s lockState) kill(id uint32) lockState {
-	if !s.isDead(id) {
-		i := s.deadIndex(id)
-		var b [4]byte
-		binary.BigEndian.PutUint32(b[:], id)
-		s.dead = s.dead[:i] + string(b[:]) + s.dead[i:]
+	if key := deadKey(id); !s.isDead(id) {
+		i := s.deadIndex(key)
+		s.dead = s.dead[:i] + key + s.dead[i:]
 	}
 	if s.holder == id {
 		s.holder, s.token, s.tokLB = 0, 0, 0
@@ -247,15 +250,7 @@ func lockModel(names func(uint32) string) porcupine.Model {
 			return len(next) > 0, next
 		},
 		Equal: func(a, b any) bool { return a.(stateSet).equal(b.(stateSet)) },
-		Hash: func(state any) uint64 {
-			h := fnv.New64a()
-			for _, s := range state.(stateSet) {
-				fmt.Fprintf(h, "%d/%d/%d/%d/", s.holder, s.token, s.tokLB, s.minNext)
-				h.Write([]byte(s.dead))
-				h.Write([]byte{0})
-			}
-			return h.Sum64()
-		},
+		Hash:  func(state any) uint64 { return state.(stateSet).hash() },
 		DescribeOperation: func(input, output any) string {
 			return describeOp(input.(lockInput), output.(lockOutput), names)
 		},
@@ -317,6 +312,32 @@ func (ss stateSet) canonical() stateSet {
 	return out
 }
 
+// hash is FNV-1a over the states' fields; it is called for every cache lookup, so it avoids
+// formatting and allocation.
+func (ss stateSet) hash() uint64 {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	mix := func(v uint64) {
+		for i := 0; i < 8; i++ {
+			h ^= v & 0xff
+			h *= prime
+			v >>= 8
+		}
+	}
+	for _, s := range ss {
+		mix(uint64(s.holder))
+		mix(s.token)
+		mix(s.tokLB)
+		mix(s.minNext)
+		for i := 0; i < len(s.dead); i++ {
+			h ^= uint64(s.dead[i])
+			h *= prime
+		}
+		mix(0xff)
+	}
+	return h
+}
+
 func (ss stateSet) equal(o stateSet) bool {
 	if len(ss) != len(o) {
 		return false
@@ -330,21 +351,34 @@ func (ss stateSet) equal(o stateSet) bool {
 }
 
 // subsumes reports whether x is y with some more sessions expired: everything x can still do,
-// y can do too, by expiring those sessions when it matters.
+// y can do too, by expiring those sessions when it matters. Dead sets are sorted big-endian
+// numbers, so string order is numeric order.
 func subsumes(y, x lockState) bool {
-	if x == y || x.minNext != y.minNext || len(x.dead) <= len(y.dead) {
+	if x.minNext != y.minNext || len(x.dead) <= len(y.dead) {
 		return false
 	}
-	k := y
-	for i := 0; i+4 <= len(y.dead); i += 4 {
-		if !x.isDead(binary.BigEndian.Uint32([]byte(y.dead[i : i+4]))) {
+	if x.holder != 0 {
+		if y.holder != x.holder || y.token != x.token || y.tokLB != x.tokLB {
+			return false
+		}
+	} else if y.holder != 0 && !x.isDead(y.holder) {
+		return false
+	}
+	i, j := 0, 0
+	for i < len(y.dead) {
+		if j >= len(x.dead) {
+			return false
+		}
+		switch c := strings.Compare(y.dead[i:i+4], x.dead[j:j+4]); {
+		case c == 0:
+			i, j = i+4, j+4
+		case c > 0:
+			j += 4
+		default:
 			return false
 		}
 	}
-	for i := 0; i+4 <= len(x.dead); i += 4 {
-		k = k.kill(binary.BigEndian.Uint32([]byte(x.dead[i : i+4])))
-	}
-	return k == x
+	return true
 }
 
 func partitionByLock(ops []porcupine.Operation) [][]porcupine.Operation {
