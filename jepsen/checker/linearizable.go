@@ -52,7 +52,7 @@ func CheckLinearizable(ops []history.Op, cfg Config) *Linearizability {
 	res := newResult("linearizable")
 	names := &sessionNames{ids: map[string]uint32{}}
 	pops := toPorcupine(ops, names)
-	model := lockModel(names.name)
+	model := lockModel(names.name, lastReturns(pops))
 	l := &Linearizability{model: model}
 	if len(pops) == 0 {
 		res.Figures = "no lock operations"
@@ -156,7 +156,7 @@ func toPorcupine(ops []history.Op, names *sessionNames) []porcupine.Operation {
 	add := func(op history.Op, lock string, o lockOutput) {
 		out = append(out, porcupine.Operation{
 			ClientId: clients[op.Process],
-			Input:    lockInput{lock: lock, kind: op.Kind, session: names.id(op.Session), token: op.Token},
+			Input:    lockInput{lock: lock, call: op.Invoke, kind: op.Kind, session: names.id(op.Session), token: op.Token},
 			Call:     op.Invoke,
 			Output:   o,
 			Return:   ret(op, o),
@@ -183,6 +183,24 @@ func toPorcupine(ops []history.Op, names *sessionNames) []porcupine.Operation {
 					add(op, lock, o)
 				}
 			}
+		}
+	}
+	return out
+}
+
+// lastReturns indexes, per lock and session, the latest return of the session's ops.
+func lastReturns(pops []porcupine.Operation) map[string]map[uint32]int64 {
+	out := map[string]map[uint32]int64{}
+	for _, p := range pops {
+		in := p.Input.(lockInput)
+		if in.session == 0 {
+			continue
+		}
+		if out[in.lock] == nil {
+			out[in.lock] = map[uint32]int64{}
+		}
+		if p.Return > out[in.lock][in.session] {
+			out[in.lock][in.session] = p.Return
 		}
 	}
 	return out

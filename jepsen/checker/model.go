@@ -26,6 +26,7 @@ const (
 // lockInput is one operation on one lock partition. Sessions are small numbers; 0 is none.
 type lockInput struct {
 	lock    string
+	call    int64 // invocation time, to forget sessions that have no op left
 	kind    history.Kind
 	session uint32
 	token   uint64
@@ -78,6 +79,28 @@ func (s lockState) kill(id uint32) lockState {
 	if s.holder == id {
 		s.holder, s.token, s.tokLB = 0, 0, 0
 	}
+	return s
+}
+
+// forget removes from the dead set the sessions whose ops all returned before now.
+func (s lockState) forget(lastReturn map[uint32]int64, now int64) lockState {
+	keep := -1 // index of the first entry to drop, if any
+	for i := 0; i+4 <= len(s.dead); i += 4 {
+		if lastReturn[binary.BigEndian.Uint32([]byte(s.dead[i:i+4]))] < now {
+			keep = i
+			break
+		}
+	}
+	if keep < 0 {
+		return s
+	}
+	b := []byte(s.dead[:keep])
+	for i := keep; i+4 <= len(s.dead); i += 4 {
+		if lastReturn[binary.BigEndian.Uint32([]byte(s.dead[i:i+4]))] >= now {
+			b = append(b, s.dead[i:i+4]...)
+		}
+	}
+	s.dead = string(b)
 	return s
 }
 
@@ -234,7 +257,12 @@ func when(s lockState, ok bool) []lockState {
 // lockStates the lock may be in, kept canonical (sorted, without duplicates) and small: a state
 // that only adds expiries to another state of the set is dropped, since expiries can always
 // happen later, right before the op that needs them.
-func lockModel(names func(uint32) string) porcupine.Model {
+//
+// lastReturn gives, per lock and session, the latest return time of the session's ops in that
+// lock's partition. Once an op invoked after it is linearized, every op of the session already
+// is, so whether the session has ended no longer matters and it leaves the dead set: the set
+// then holds only sessions with ops still to come, which keeps states small and alike.
+func lockModel(names func(uint32) string, lastReturn map[string]map[uint32]int64) porcupine.Model {
 	return porcupine.Model{
 		Partition: partitionByLock,
 		Init:      func() any { return stateSet{{minNext: 1}} },
@@ -244,6 +272,11 @@ func lockModel(names func(uint32) string) porcupine.Model {
 			for _, s := range set {
 				for _, pre := range preStates(s, in.session) {
 					next = append(next, step(pre, in, out)...)
+				}
+			}
+			if last := lastReturn[in.lock]; last != nil {
+				for i := range next {
+					next[i] = next[i].forget(last, in.call)
 				}
 			}
 			next = next.canonical()
