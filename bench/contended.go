@@ -110,16 +110,11 @@ func (m *monitor) note(v string) {
 
 func (r *runner) contended(ctx context.Context, clients int) (ContendedResult, error) {
 	res := ContendedResult{Clients: clients}
-	t, err := r.connect(ctx)
+	t, sessions, done, err := r.connectSessions(ctx, clients)
 	if err != nil {
 		return res, err
 	}
-	defer t.c.Close()
-	sessions, err := openSessions(ctx, t.c, clients)
-	defer closeSessions(sessions)
-	if err != nil {
-		return res, err
-	}
+	defer done()
 	var (
 		grants atomic.Int64
 		errs   errorLog

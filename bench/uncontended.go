@@ -40,16 +40,11 @@ type uncontendedWorker struct {
 
 func (r *runner) uncontended(ctx context.Context, clients int) (UncontendedResult, error) {
 	res := UncontendedResult{Clients: clients}
-	t, err := r.connect(ctx)
+	t, sessions, done, err := r.connectSessions(ctx, clients)
 	if err != nil {
 		return res, err
 	}
-	defer t.c.Close()
-	sessions, err := openSessions(ctx, t.c, clients)
-	defer closeSessions(sessions)
-	if err != nil {
-		return res, err
-	}
+	defer done()
 	var (
 		ops     atomic.Int64
 		errs    errorLog
@@ -127,6 +122,24 @@ func acquireReleaseLoop(ctx context.Context, c *client.Client, session, name str
 }
 
 // openSessions creates n kept-alive sessions, a few at a time.
+// connectSessions connects to the cluster and opens n sessions; done closes them and the client.
+func (r *runner) connectSessions(ctx context.Context, n int) (*target, []*client.Session, func(), error) {
+	t, err := r.connect(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sessions, err := openSessions(ctx, t.c, n)
+	done := func() {
+		closeSessions(sessions)
+		t.c.Close()
+	}
+	if err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return t, sessions, done, nil
+}
+
 func openSessions(ctx context.Context, c *client.Client, n int) ([]*client.Session, error) {
 	out := make([]*client.Session, n)
 	errs := make([]error, n)
