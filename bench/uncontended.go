@@ -121,7 +121,6 @@ func acquireReleaseLoop(ctx context.Context, c *client.Client, session, name str
 	}
 }
 
-// openSessions creates n kept-alive sessions, a few at a time.
 // connectSessions connects to the cluster and opens n sessions; done closes them and the client.
 func (r *runner) connectSessions(ctx context.Context, n int) (*target, []*client.Session, func(), error) {
 	t, err := r.connect(ctx)
@@ -140,6 +139,7 @@ func (r *runner) connectSessions(ctx context.Context, n int) (*target, []*client
 	return t, sessions, done, nil
 }
 
+// openSessions creates n kept-alive sessions, a few at a time.
 func openSessions(ctx context.Context, c *client.Client, n int) ([]*client.Session, error) {
 	out := make([]*client.Session, n)
 	errs := make([]error, n)
