@@ -68,8 +68,8 @@ func CheckLinearizable(ops []history.Op, cfg Config) *Linearizability {
 			unknown++
 		}
 	}
-	res.Figures = fmt.Sprintf("%d ops in %d lock partitions (%d unknown outcomes): %s",
-		len(pops), len(parts), unknown, verdict)
+	res.Figures = fmt.Sprintf("%d ops in %d segments of %d locks (%d unknown outcomes): %s",
+		len(pops), len(parts), len(lastReturns(pops)), unknown, verdict)
 	switch verdict {
 	case porcupine.Unknown:
 		res.violate("porcupine timed out after %s: inconclusive", cfg.LinearizabilityTimeout)
@@ -106,8 +106,8 @@ func reportIllegal(res *Result, parts [][]porcupine.Operation, partials [][][]po
 			}
 		}
 		sort.Slice(stuck, func(a, b int) bool { return stuck[a].Invoke < stuck[b].Invoke })
-		msg := fmt.Sprintf("lock %q is not linearizable: the longest linearization places %d of %d ops; first op it cannot place:\n%s",
-			lock, best, len(part), stuck[0])
+		msg := fmt.Sprintf("lock %q is not linearizable in %s..%s: the longest linearization places %d of %d ops; first op it cannot place:\n%s",
+			lock, secs(part[0].Call), secs(part[len(part)-1].Return), best, len(part), stuck[0])
 		res.violate("%s", msg)
 	}
 }
@@ -185,7 +185,46 @@ func toPorcupine(ops []history.Op, names *sessionNames) []porcupine.Operation {
 			}
 		}
 	}
+	segmentOps(out)
 	return out
+}
+
+// segmentMin is the fewest ops a segment of a lock's history holds before it may be cut.
+const segmentMin = 1000
+
+// segmentOps cuts each lock's ops where none is pending (every earlier op returned before the
+// next is invoked), once the segment holds segmentMin ops. No linearization crosses such a cut,
+// so each segment is checked alone, from a lock that is free or held by anyone, with the lowest
+// next token that the earlier segments showed. That check can only be weaker than one over the
+// whole history, never stricter, and its cost grows with the segments rather than the history.
+// What crosses a cut (an acknowledged release undone, a session revived, a second grant while
+// the holder renews) is what the durability and expiry checkers look for.
+func segmentOps(ops []porcupine.Operation) {
+	byLock := map[string][]int{}
+	for i, op := range ops {
+		l := op.Input.(lockInput).lock
+		byLock[l] = append(byLock[l], i)
+	}
+	for _, idx := range byLock {
+		sort.SliceStable(idx, func(a, b int) bool { return ops[idx[a]].Call < ops[idx[b]].Call })
+		seg, size, fresh := 0, 0, true
+		var maxReturn int64
+		var maxToken, floor uint64
+		for _, i := range idx {
+			op := ops[i]
+			if size >= segmentMin && maxReturn < op.Call {
+				seg, size, fresh, floor = seg+1, 0, false, maxToken+1
+			}
+			in := op.Input.(lockInput)
+			in.segment, in.fresh, in.floor = seg, fresh, floor
+			ops[i].Input = in
+			size++
+			maxReturn = max(maxReturn, op.Return)
+			if o := op.Output.(lockOutput); o.out == outOK || o.out == outHeld {
+				maxToken = max(maxToken, o.token)
+			}
+		}
+	}
 }
 
 // lastReturns indexes, per lock and session, the latest return of the session's ops.

@@ -26,7 +26,10 @@ const (
 // lockInput is one operation on one lock partition. Sessions are small numbers; 0 is none.
 type lockInput struct {
 	lock    string
-	call    int64 // invocation time, to forget sessions that have no op left
+	segment int    // the lock's history is cut where no op is pending; see segmentOps
+	fresh   bool   // the segment starts the lock's history: the lock is free
+	floor   uint64 // the lowest token a grant in this segment may carry
+	call    int64  // invocation time, to forget sessions that have no op left
 	kind    history.Kind
 	session uint32
 	token   uint64
@@ -39,6 +42,10 @@ type lockOutput struct {
 	holder uint32 // for reads and lock_held; 0 when the answer did not name one
 	token  uint64
 }
+
+// anyHolder is the holder of a lock at the start of a segment cut from the middle of its
+// history: free, or held by some session under some token, until an op pins it.
+const anyHolder = ^uint32(0)
 
 // lockState is the model of one lock: its holder and token, the lower bound on the next grant's
 // token, and the sessions known to have ended. A holder's token is 0 when it was granted by an
@@ -106,6 +113,11 @@ func (s lockState) forget(lastReturn map[uint32]int64, now int64) lockState {
 
 // pin checks that the holder is (h, t), learning the token if it was unknown.
 func (s lockState) pin(h uint32, t uint64) (lockState, bool) {
+	if s.holder == anyHolder && h != 0 {
+		s.holder, s.token, s.tokLB = h, t, 0
+		s.minNext = max(s.minNext, t+1)
+		return s, true
+	}
 	if s.holder == 0 || s.holder != h {
 		return s, false
 	}
@@ -126,7 +138,7 @@ func (s lockState) pin(h uint32, t uint64) (lockState, bool) {
 // expire at any moment, and only the holder's and the op's own expiry can change the op's result.
 func preStates(s lockState, id uint32) []lockState {
 	states := []lockState{s}
-	if s.holder != 0 {
+	if s.holder != 0 && s.holder != anyHolder {
 		states = append(states, s.kill(s.holder))
 	}
 	if id != 0 && id != s.holder && !s.isDead(id) {
@@ -146,7 +158,9 @@ func step(s lockState, in lockInput, out lockOutput) []lockState {
 		return stepRelease(s, in, out)
 	case history.Read:
 		if !out.held {
-			return when(s, s.holder == 0)
+			s2 := s
+			s2.holder = 0
+			return when(s2, s.holder == 0 || s.holder == anyHolder)
 		}
 		n, ok := s.pin(out.holder, out.token)
 		return when(n, ok)
@@ -187,13 +201,18 @@ func stepAcquire(s lockState, in lockInput, out lockOutput) []lockState {
 			n, ok := s.pin(me, out.token)
 			return when(n, ok)
 		}
+		if s.holder == anyHolder {
+			// It was free, or held by this session already (then the token may be older).
+			s.holder, s.token, s.tokLB, s.minNext = me, out.token, 0, max(s.minNext, out.token+1)
+			return []lockState{s}
+		}
 		if s.holder != 0 || out.token < s.minNext {
 			return nil
 		}
 		s.holder, s.token, s.tokLB, s.minNext = me, out.token, 0, out.token+1
 		return []lockState{s}
 	case outHeld:
-		if !alive || s.holder == 0 || s.holder == me {
+		if !alive || s.holder == 0 || s.holder == me || out.holder == me {
 			return nil
 		}
 		if out.holder == 0 {
@@ -203,11 +222,11 @@ func stepAcquire(s lockState, in lockInput, out lockOutput) []lockState {
 		return when(n, ok)
 	case outDelayed:
 		// Lock-delay follows expiries the model cannot time; it is only possible while free.
-		return when(s, alive && s.holder == 0)
+		return when(s, alive && (s.holder == 0 || s.holder == anyHolder))
 	case outNoSession:
 		return when(s, !alive)
 	case outUnknown:
-		states := []lockState{s}
+		states := []lockState{s} // with anyHolder, that covers a grant too
 		if alive && s.holder == 0 {
 			g := s
 			g.holder, g.token, g.tokLB = me, 0, s.minNext
@@ -265,9 +284,15 @@ func when(s lockState, ok bool) []lockState {
 func lockModel(names func(uint32) string, lastReturn map[string]map[uint32]int64) porcupine.Model {
 	return porcupine.Model{
 		Partition: partitionByLock,
-		Init:      func() any { return stateSet{{minNext: 1}} },
+		Init:      func() any { return stateSet(nil) }, // set by the segment's first op
 		Step: func(state, input, output any) (bool, any) {
 			set, in, out := state.(stateSet), input.(lockInput), output.(lockOutput)
+			if len(set) == 0 {
+				set = stateSet{{holder: anyHolder, minNext: in.floor}}
+				if in.fresh {
+					set = stateSet{{minNext: 1}}
+				}
+			}
 			var next stateSet
 			for _, s := range set {
 				for _, pre := range preStates(s, in.session) {
@@ -414,10 +439,12 @@ func subsumes(y, x lockState) bool {
 	return true
 }
 
+// partitionByLock makes one partition per segment of each lock's history.
 func partitionByLock(ops []porcupine.Operation) [][]porcupine.Operation {
 	byLock := map[string][]porcupine.Operation{}
 	for _, op := range ops {
-		l := op.Input.(lockInput).lock
+		in := op.Input.(lockInput)
+		l := fmt.Sprintf("%s\x00%08d", in.lock, in.segment)
 		byLock[l] = append(byLock[l], op)
 	}
 	out := make([][]porcupine.Operation, 0, len(byLock))
@@ -465,6 +492,8 @@ func describeState(s lockState, names func(uint32) string) string {
 	switch {
 	case s.holder == 0:
 		b.WriteString("free")
+	case s.holder == anyHolder:
+		b.WriteString("free or held (segment start)")
 	case s.token == 0:
 		fmt.Fprintf(&b, "held by %s/token>=%d", names(s.holder), s.tokLB)
 	default:
