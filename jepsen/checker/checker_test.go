@@ -2,6 +2,7 @@ package checker
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,5 +66,25 @@ func TestHoldWindows(t *testing.T) {
 	}
 	if !w.covers("a", s1, ms(90), ms(100)) {
 		t.Fatalf("a lost acquire keeps the window open to the session's last op: %v", w)
+	}
+}
+
+// A long history is checked in segments; a segment that starts while the lock is held must
+// accept the release, and a violation inside a later segment must still be found.
+func TestSegmentsStartFromAnyHolder(t *testing.T) {
+	b := (&syn{}).read("a", "", 0, 0, 1)
+	var at int64 = 10
+	for i := 0; i < 1100; i++ {
+		tok := uint64(2*i + 1)
+		b.acquire(s1, "a", tok, at, at+1).release(s1, "a", tok, history.OK, at+2, at+3)
+		at += 4
+	}
+	r := CheckLinearizable(b.ops, DefaultConfig(2*time.Second)).Result
+	if !r.Valid || !strings.Contains(r.Figures, "3 segments") {
+		t.Fatalf("want a valid history in 3 segments: %s", r)
+	}
+	b.release(s1, "a", 2199, history.OK, at, at+1).read("a", s1, 2199, at+2, at+3)
+	if r := CheckLinearizable(b.ops, DefaultConfig(2*time.Second)).Result; r.Valid {
+		t.Fatalf("a release undone in the last segment must be flagged: %s", r)
 	}
 }
