@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -85,7 +86,13 @@ func (s *Server) transferLeadership(c echo.Context) error {
 		if err := s.node.TransferLeadership(ctx, req.ID); err != nil {
 			return fromClusterError(err)
 		}
+		// The transfer is done once the target won its election, but this node may hear of the
+		// new leader a heartbeat later: wait briefly so that the answer names it.
 		id, _ := s.node.Leader()
+		for deadline := time.Now().Add(2 * time.Second); (id == "" || id == s.node.ID()) && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+			id, _ = s.node.Leader()
+		}
 		return c.JSON(http.StatusOK, api.TransferResponse{Leader: id})
 	})
 }
