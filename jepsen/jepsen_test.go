@@ -20,10 +20,6 @@ type scenario struct {
 	name   string
 	tweak  func(*Config)
 	expect func(t *testing.T, rep *Report, ops []history.Op)
-	// knownBug, if set, names a server bug this harness found that makes the scenario fail
-	// today: the scenario is skipped unless RAFTLOCK_JEPSEN_KNOWN_BUGS=1. Clear it once the bug
-	// is fixed. The checkers are never weakened for a bug.
-	knownBug string
 }
 
 // scenarioTime is how long each scenario's workload runs under faults.
@@ -34,11 +30,11 @@ const concurrentScenarios = 2
 
 func scenarios() []scenario {
 	return []scenario{
-		{"kill", func(c *Config) { c.Faults, c.Seed = []string{nemesis.Kill}, 11 }, expectFault(nemesis.Kill), ""},
+		{"kill", func(c *Config) { c.Faults, c.Seed = []string{nemesis.Kill}, 11 }, expectFault(nemesis.Kill)},
 		{"leader-pause", func(c *Config) {
 			c.Faults, c.Seed, c.TargetLeader = []string{nemesis.Pause}, 12, true
-		}, expectFault(nemesis.Pause), ""},
-		{"partition", func(c *Config) { c.Faults, c.Seed = []string{nemesis.Partition}, 13 }, expectFault(nemesis.Partition), ""},
+		}, expectFault(nemesis.Pause)},
+		{"partition", func(c *Config) { c.Faults, c.Seed = []string{nemesis.Partition}, 13 }, expectFault(nemesis.Partition)},
 		{"client-pause", func(c *Config) { c.Faults, c.Seed = []string{nemesis.ClientPause}, 14 },
 			func(t *testing.T, rep *Report, ops []history.Op) {
 				expectFault(nemesis.ClientPause)(t, rep, ops)
@@ -50,7 +46,7 @@ func scenarios() []scenario {
 				if strings.HasPrefix(e.Figures, "0 handoffs") {
 					t.Errorf("client pauses must hand locks over by expiry: %s", e.Line())
 				}
-			}, ""},
+			}},
 	}
 }
 
@@ -128,9 +124,6 @@ func TestScenarios(t *testing.T) {
 	sem := make(chan struct{}, concurrentScenarios)
 	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
-			if sc.knownBug != "" && os.Getenv("RAFTLOCK_JEPSEN_KNOWN_BUGS") != "1" {
-				t.Skipf("known server bug (set RAFTLOCK_JEPSEN_KNOWN_BUGS=1 to run): %s", sc.knownBug)
-			}
 			t.Parallel()
 			sem <- struct{}{}
 			defer func() { <-sem }()
