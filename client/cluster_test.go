@@ -68,6 +68,21 @@ func newClient(t *testing.T, endpoints []string, opts ...client.Option) *client.
 }
 
 // newSession returns a session closed at the end of the test.
+// crashLeader kills the Raft leader node (no graceful leave) and waits for a new leader.
+func crashLeader(ctx context.Context, t *testing.T, dev *agent.Dev) {
+	t.Helper()
+	leader, err := dev.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func newSession(t *testing.T, c *client.Client, opts ...client.SessionOption) *client.Session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -52,16 +52,7 @@ func TestElectionSurvivesLeaderNodeCrashAndObserveFollows(t *testing.T) {
 	})
 
 	// Crash the Raft leader node. The election, its leader and the queued candidate survive.
-	leader, err := dev.WaitLeader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dev.Kill(leader); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dev.WaitLeader(ctx); err != nil {
-		t.Fatal(err)
-	}
+	crashLeader(ctx, t, dev)
 	l, err := e2.Leader(ctx)
 	if err != nil || l.Value != "one" || l.Token != e1.Token() {
 		t.Fatalf("Leader after the crash: %+v, %v", l, err)

@@ -217,16 +217,7 @@ func TestMutexSurvivesLeaderCrash(t *testing.T) {
 		l, err := c.GetLock(ctx, name)
 		return err == nil && l.Waiters == 1
 	})
-	leader, err := dev.WaitLeader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dev.Kill(leader); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dev.WaitLeader(ctx); err != nil {
-		t.Fatal(err)
-	}
+	crashLeader(ctx, t, dev)
 	// The hold and the queue outlive the crash: releasing hands the lock to the waiter.
 	held := holder.Token()
 	if err := holder.Unlock(ctx); err != nil {
