@@ -80,6 +80,20 @@ type RenewResponse struct {
 	TTL string `json:"ttl"`
 }
 
+// RenewSessionsRequest is the body of POST /v1/sessions/renew: sessions to renew together.
+type RenewSessionsRequest struct {
+	IDs []string `json:"ids"`
+}
+
+// RenewSessionsResponse is the body of POST /v1/sessions/renew. Each requested id is in exactly
+// one list: Renewed (the lease restarted at its TTL), NotFound (expired, destroyed or never
+// existed; never revived) or Unknown (its expiry is being committed; ask again or read it).
+type RenewSessionsResponse struct {
+	Renewed  []RenewResponse `json:"renewed"`
+	NotFound []string        `json:"not_found"`
+	Unknown  []string        `json:"unknown"`
+}
+
 // DestroyResponse is the body of DELETE /v1/sessions/{id}.
 type DestroyResponse struct {
 	Released []string `json:"released"`

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"time"
 
@@ -60,30 +59,66 @@ func (n *Node) DestroySession(ctx context.Context, id fsm.SessionID) ([]string, 
 // Renew restarts the session's lease at its full TTL. It answers only after a leadership
 // confirmation that began after the renewal arrived, so a deposed leader cannot acknowledge it.
 func (n *Node) Renew(ctx context.Context, id fsm.SessionID) (time.Duration, error) {
-	if err := n.leaderOnly(); err != nil {
-		return 0, err
-	}
-	ttl, err := n.timers.renew(id)
-	if errors.Is(err, ErrSessionNotFound) {
-		if _, ok := n.fsm.Session(id); ok {
-			// Its timer fired and the expiry is proposed but not applied: if that proposal
-			// fails, the next leader keeps the session, so "not found" would be a lie.
-			return 0, fmt.Errorf("%w: the session's expiry is being committed", ErrUnknownOutcome)
-		}
-		// Not in the state: true only if this node still leads (a paused, deposed leader
-		// would answer from a state that misses newer sessions).
-		if err := n.verify.confirm(ctx); err != nil {
-			return 0, err
-		}
-		return 0, ErrSessionNotFound
-	}
+	res, err := n.RenewMany(ctx, []fsm.SessionID{id})
 	if err != nil {
 		return 0, err
 	}
-	if err := n.verify.confirm(ctx); err != nil {
-		return 0, err
+	switch res[0].Status {
+	case RenewNotFound:
+		return 0, ErrSessionNotFound
+	case RenewUnknown:
+		return 0, fmt.Errorf("%w: the session's expiry is being committed", ErrUnknownOutcome)
 	}
-	return ttl, nil
+	return res[0].TTL, nil
+}
+
+// RenewStatus is what a renewal found.
+type RenewStatus uint8
+
+const (
+	// RenewOK: the lease restarted at the full TTL.
+	RenewOK RenewStatus = iota
+	// RenewNotFound: the session does not exist (it expired or was destroyed, or never did).
+	RenewNotFound
+	// RenewUnknown: the leader's timer fired and the expiry is being committed; if that
+	// proposal fails, the next leader keeps the session, so neither answer would be true.
+	RenewUnknown
+)
+
+// RenewResult is the outcome of one session's renewal.
+type RenewResult struct {
+	Status RenewStatus
+	TTL    time.Duration // set with RenewOK
+}
+
+// RenewMany renews many sessions with one leadership confirmation, the way a client that keeps
+// many sessions alive renews them in one request. The results are in the order of ids. Like
+// Renew, it answers only after a confirmation that began after the renewals arrived; an error
+// applies to all of them.
+func (n *Node) RenewMany(ctx context.Context, ids []fsm.SessionID) ([]RenewResult, error) {
+	if err := n.leaderOnly(); err != nil {
+		return nil, err
+	}
+	res := make([]RenewResult, len(ids))
+	if err := n.timers.renewMany(ids, res); err != nil {
+		return nil, err
+	}
+	for i, id := range ids {
+		if res[i].Status != RenewNotFound {
+			continue
+		}
+		if _, ok := n.fsm.Session(id); ok {
+			// No timer, yet in the state: the timer fired and the expiry is in flight.
+			res[i].Status = RenewUnknown
+		}
+		// Not in the state: true only if this node still leads (a paused, deposed leader
+		// would answer from a state that misses newer sessions), which the confirmation
+		// below settles for every session at once.
+	}
+	if err := n.verify.confirm(ctx); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // AcquireRequest asks for a lock on behalf of a session.

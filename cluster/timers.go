@@ -99,20 +99,25 @@ func (lt *leaderTimers) armSessionLocked(id fsm.SessionID, ttl time.Duration) {
 	lt.sessions[id] = st
 }
 
-// renew restarts the session's lease at the full TTL, measured from now (the moment the leader
-// received the renewal).
-func (lt *leaderTimers) renew(id fsm.SessionID) (time.Duration, error) {
+// renewMany restarts each session's lease at the full TTL, measured from now (the moment the
+// leader received the renewal), and records in res which sessions have no timer.
+func (lt *leaderTimers) renewMany(ids []fsm.SessionID, res []RenewResult) error {
+	now := time.Now()
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	if !lt.active {
-		return 0, ErrNotLeader
+		return ErrNotLeader
 	}
-	st := lt.sessions[id]
-	if st == nil {
-		return 0, ErrSessionNotFound
+	for i, id := range ids {
+		st := lt.sessions[id]
+		if st == nil {
+			res[i] = RenewResult{Status: RenewNotFound}
+			continue
+		}
+		st.deadline = now.Add(st.ttl)
+		res[i] = RenewResult{Status: RenewOK, TTL: st.ttl}
 	}
-	st.deadline = time.Now().Add(st.ttl)
-	return st.ttl, nil
+	return nil
 }
 
 // fire runs when a session timer goes off: it re-arms if a renewal moved the deadline, else it

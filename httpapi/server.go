@@ -32,6 +32,7 @@ type Node interface {
 	CreateSession(ctx context.Context, name string, ttl, lockDelay time.Duration) (fsm.SessionInfo, error)
 	DestroySession(ctx context.Context, id fsm.SessionID) ([]string, error)
 	Renew(ctx context.Context, id fsm.SessionID) (time.Duration, error)
+	RenewMany(ctx context.Context, ids []fsm.SessionID) ([]cluster.RenewResult, error)
 	Acquire(ctx context.Context, req cluster.AcquireRequest) (fsm.Result, error)
 	Release(ctx context.Context, session fsm.SessionID, lock string, token uint64) (fsm.Result, error)
 	ReadBarrier(ctx context.Context) error
@@ -144,6 +145,7 @@ func (s *Server) routes() *echo.Echo {
 	v1 := e.Group("/v1")
 	v1.POST("/sessions", s.createSession)
 	v1.GET("/sessions", s.listSessions)
+	v1.POST("/sessions/renew", s.renewSessions)
 	v1.GET("/sessions/:id", s.getSession)
 	v1.PUT("/sessions/:id/renew", s.renewSession)
 	v1.DELETE("/sessions/:id", s.destroySession)

@@ -72,6 +72,62 @@ func (s *Server) renewSession(c echo.Context) error {
 	})
 }
 
+// renewSessions renews many sessions in one request, for clients that keep many alive: one
+// leadership confirmation serves them all.
+func (s *Server) renewSessions(c echo.Context) error {
+	var req api.RenewSessionsRequest
+	if err := decodeBody(c, &req, false); err != nil {
+		return err
+	}
+	if len(req.IDs) == 0 {
+		return invalid("ids is required: the sessions to renew")
+	}
+	if max := s.cfg.Limits.MaxRenewBatch; len(req.IDs) > max {
+		return invalid("ids has %d sessions; at most %d are renewed in one request", len(req.IDs), max)
+	}
+	// A malformed id names no session, as with PUT /v1/sessions/{id}/renew: it is not found.
+	var notFound, raws []string
+	ids := make([]fsm.SessionID, 0, len(req.IDs))
+	seen := make(map[string]struct{}, len(req.IDs))
+	for _, raw := range req.IDs {
+		if _, dup := seen[raw]; dup {
+			return invalid("ids names session %q twice", raw)
+		}
+		seen[raw] = struct{}{}
+		id, err := fsm.ParseSessionID(raw)
+		if err != nil {
+			notFound = append(notFound, raw)
+			continue
+		}
+		ids, raws = append(ids, id), append(raws, raw)
+	}
+	return s.atLeader(c, func() error {
+		resp := api.RenewSessionsResponse{Renewed: []api.RenewResponse{}, NotFound: notFound, Unknown: []string{}}
+		if resp.NotFound == nil {
+			resp.NotFound = []string{}
+		}
+		if len(ids) > 0 {
+			ctx, cancel := s.commandContext(c, 0)
+			defer cancel()
+			res, err := s.node.RenewMany(ctx, ids)
+			if err != nil {
+				return fromClusterError(err)
+			}
+			for i, r := range res {
+				switch r.Status {
+				case cluster.RenewOK:
+					resp.Renewed = append(resp.Renewed, api.RenewResponse{ID: raws[i], TTL: r.TTL.String()})
+				case cluster.RenewNotFound:
+					resp.NotFound = append(resp.NotFound, raws[i])
+				default:
+					resp.Unknown = append(resp.Unknown, raws[i])
+				}
+			}
+		}
+		return c.JSON(http.StatusOK, resp)
+	})
+}
+
 func (s *Server) destroySession(c echo.Context) error {
 	id, err := sessionID(c.Param("id"))
 	if err != nil {

@@ -24,6 +24,7 @@ type Limits struct {
 	MaxWait           time.Duration // acquires and blocking queries; default 10m
 	MaxSessions       int           // 0: unlimited
 	MaxWaitersPerLock int           // 0: unlimited
+	MaxRenewBatch     int           // session ids in one POST /v1/sessions/renew; default 1000
 }
 
 func (l *Limits) setDefaults() {
@@ -44,6 +45,9 @@ func (l *Limits) setDefaults() {
 	}
 	if l.MaxWait == 0 {
 		l.MaxWait = 10 * time.Minute
+	}
+	if l.MaxRenewBatch == 0 {
+		l.MaxRenewBatch = 1000
 	}
 }
 
