@@ -33,6 +33,7 @@ type Client struct {
 	backoffMin     time.Duration
 	backoffMax     time.Duration
 	logger         hclog.Logger
+	renewer        *renewer // batches the renewals of this client's sessions
 }
 
 // Option configures a Client.
@@ -117,6 +118,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 	if c.logger == nil {
 		c.logger = hclog.NewNullLogger()
 	}
+	c.renewer = &renewer{c: c}
 	if c.hc == nil {
 		c.ownTransport = newTransport(o.tlsConfig)
 		c.hc = &http.Client{Transport: c.ownTransport}

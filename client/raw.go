@@ -87,6 +87,16 @@ func (c *Client) RenewSession(ctx context.Context, id string) (*api.RenewRespons
 	return &r, nil
 }
 
+// RenewSessions renews up to 1000 sessions in one request (POST /v1/sessions/renew). Sessions
+// made with NewSession are already renewed this way, together with the client's others.
+func (c *Client) RenewSessions(ctx context.Context, ids []string) (*api.RenewSessionsResponse, error) {
+	var r api.RenewSessionsResponse
+	if _, err := c.do(ctx, &call{method: http.MethodPost, path: "/v1/sessions/renew", body: api.RenewSessionsRequest{IDs: ids}, out: &r}); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // DestroySession destroys a session and releases its locks (DELETE /v1/sessions/{id}).
 func (c *Client) DestroySession(ctx context.Context, id string) (*api.DestroyResponse, error) {
 	p, err := sessionPath(id, "")

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"sync"
 	"time"
 
@@ -238,14 +237,14 @@ func (s *Session) keepAlive() {
 }
 
 // renew sends one renewal, giving up at the local deadline (after it, an answer is useless).
+// It goes out with the client's other sessions' renewals (see renewer); sent is taken before
+// it joins its batch, so the local deadline can only be earlier than the server's.
 func (s *Session) renew(deadline time.Time, results chan<- renewResult) {
 	ctx, cancel := context.WithDeadline(s.ctx, deadline)
 	defer cancel()
 	sent := time.Now()
-	p, _ := sessionPath(s.info.ID, "renew")
 	// Short attempts: a node that does not answer within TTL/6 is left for another one.
-	_, err := s.c.do(ctx, &call{method: http.MethodPut, path: p, out: &api.RenewResponse{},
-		attemptTimeout: max(s.ttl/6, 200*time.Millisecond)})
+	err := s.c.renewer.renew(ctx, s.info.ID, max(s.ttl/6, 200*time.Millisecond))
 	results <- renewResult{sent: sent, err: err}
 }
 

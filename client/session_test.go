@@ -3,6 +3,9 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,4 +102,62 @@ func TestSessionDestroyedElsewhereClosesDone(t *testing.T) {
 	if err := m.Lock(ctx); !errors.Is(err, client.ErrSessionExpired) {
 		t.Fatalf("Lock on a lost session: %v", err)
 	}
+}
+
+// countingTransport counts requests by "METHOD path-pattern".
+type countingTransport struct {
+	mu    sync.Mutex
+	calls map[string]int
+	next  http.RoundTripper
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	key := r.Method + " " + r.URL.Path
+	if strings.HasPrefix(r.URL.Path, "/v1/sessions/") && strings.HasSuffix(r.URL.Path, "/renew") && r.URL.Path != "/v1/sessions/renew" {
+		key = r.Method + " /v1/sessions/{id}/renew"
+	}
+	c.mu.Lock()
+	c.calls[key]++
+	c.mu.Unlock()
+	return c.next.RoundTrip(r)
+}
+
+func (c *countingTransport) count(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[key]
+}
+
+// The sessions of one client are renewed together: many sessions cost a few batch requests
+// per round, and every session stays alive well past its TTL.
+func TestSessionsOfOneClientRenewInBatches(t *testing.T) {
+	dev := sharedCluster(t)
+	ctx := testCtx(t, 60*time.Second)
+	ct := &countingTransport{calls: map[string]int{}, next: http.DefaultTransport}
+	c := newClient(t, dev.Endpoints(), client.WithHTTPClient(&http.Client{Transport: ct}))
+	const n, ttl = 200, 2 * time.Second
+	sessions := make([]*client.Session, n)
+	for i := range sessions {
+		sessions[i] = newSession(t, c, client.WithTTL(ttl))
+	}
+	start := time.Now()
+	time.Sleep(2 * ttl) // the sessions must outlive their TTL twice over; nothing to await
+	for i, s := range sessions {
+		if err := s.Err(); err != nil {
+			t.Fatalf("session %d lost after %s: %v", i, time.Since(start), err)
+		}
+		if _, err := c.GetSession(ctx, s.ID()); err != nil {
+			t.Fatalf("session %d on the server: %v", i, err)
+		}
+	}
+	batches := ct.count("POST /v1/sessions/renew")
+	if single := ct.count("PUT /v1/sessions/{id}/renew"); single != 0 {
+		t.Fatalf("%d single renewals; the server has the batch endpoint", single)
+	}
+	// Each session renews about every TTL/3: some 6 renewals each in 2 TTLs, 1,200 in all,
+	// which unbatched renewals would send as 1,200 requests.
+	if batches == 0 || batches > n*6/3 {
+		t.Fatalf("%d batch requests for %d sessions over %s: renewals were not batched", batches, n, time.Since(start))
+	}
+	t.Logf("%d sessions renewed for %s with %d batch requests", n, time.Since(start).Round(time.Millisecond), batches)
 }

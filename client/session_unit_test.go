@@ -135,3 +135,23 @@ func TestSessionCloseDestroysAndClosesDone(t *testing.T) {
 		t.Fatal("Close did not destroy the session")
 	}
 }
+
+// A server without POST /v1/sessions/renew (API v1 does not require it) is asked once, then
+// renewals go one by one.
+func TestSessionRenewsOneByOneWithoutBatchEndpoint(t *testing.T) {
+	var mode, renewed atomic.Int32
+	n := newSessionNode(t, &mode, &renewed)
+	c, _ := client.New([]string{n.URL()})
+	s, err := c.NewSession(context.Background(), client.WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	waitFor(t, 5*time.Second, "three renewals", func() bool { return renewed.Load() >= 3 })
+	if s.Err() != nil {
+		t.Fatalf("Err = %v", s.Err())
+	}
+	if got := n.count("POST /v1/sessions/renew"); got != 1 {
+		t.Fatalf("the batch endpoint was asked %d times, want once", got)
+	}
+}
