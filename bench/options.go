@@ -82,8 +82,8 @@ type Options struct {
 	Sessions int
 	// SessionTTL is the TTL of those sessions; default 10s. They are renewed at TTL/3.
 	SessionTTL time.Duration
-	// SessionWorkers is the number of goroutines that renew them (32 more create them); default
-	// 128, as many connections as the client keeps idle per node.
+	// SessionWorkers is the number of goroutines that renew them, each in batches (32 more
+	// create them); default 4.
 	SessionWorkers int
 	// FailoverTrials is the number of leader kills; default 5.
 	FailoverTrials int
@@ -123,7 +123,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.SessionTTL = 10 * time.Second
 	}
 	if o.SessionWorkers == 0 {
-		o.SessionWorkers = 128
+		o.SessionWorkers = 4
 	}
 	if o.FailoverTrials == 0 {
 		o.FailoverTrials = 5

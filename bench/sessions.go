@@ -38,7 +38,8 @@ type SessionsResult struct {
 	// not acknowledged before TTL after the previous one was sent. Both must be 0.
 	Lost           int64 `json:"lost"`
 	DeadlineMissed int64 `json:"deadline_missed"`
-	// ServerExpiries is the leader's raftlock_session_expiries_total increase over the run.
+	// ServerExpiries is the leader's raftlock_session_expiries_total increase from the start to
+	// the end of the measurement window (after it, the sessions not yet destroyed expire).
 	ServerExpiries float64 `json:"server_expiries"`
 	// ServerSessions is the leader's raftlock_sessions at the end of the window.
 	ServerSessions float64 `json:"server_sessions"`
@@ -121,9 +122,8 @@ func (r *runner) sessions(ctx context.Context) (SessionsResult, error) {
 		return res, fmt.Errorf("bench: sessions: %w", err)
 	}
 	phase.Store("destroying")
-	res.DestroySeconds = destroySessions(ctx, t.c, workers, nw).Seconds()
-	after, err2 := scrapeMetrics(ctx, r.hc, t.leader)
-	if err := errors.Join(err0, err1, err2); err != nil {
+	res.DestroySeconds = destroySessions(ctx, t.c, workers).Seconds()
+	if err := errors.Join(err0, err1); err != nil {
 		return res, err
 	}
 	res.fill(sh, workers, createLat, t1.Sub(t0))
@@ -134,7 +134,9 @@ func (r *runner) sessions(ctx context.Context) (SessionsResult, error) {
 	}
 	res.LeaderRSSBytes = m1[metricRSS]
 	res.ServerSessions = m1[metricSessions]
-	res.ServerExpiries = after[metricExpiries] - before[metricExpiries]
+	// Up to the end of the window: once the workers stop, the sessions not yet destroyed
+	// expire, as they should.
+	res.ServerExpiries = m1[metricExpiries] - before[metricExpiries]
 	if m0["raftlock_raft_leader"] != 1 || m1["raftlock_raft_leader"] != 1 {
 		res.Note += "; the leader changed during the run: its figures are not the leader's"
 	}
@@ -182,12 +184,15 @@ func (res *SessionsResult) fill(sh *sessionShared, workers []*sessionWorker, cre
 	res.Errors, res.ErrorSamples = sh.errs.snapshot()
 }
 
-// destroySessions destroys every session the workers still keep, nw at a time.
-func destroySessions(ctx context.Context, c *client.Client, workers []*sessionWorker, nw int) time.Duration {
+// sessionDestroyers is how many goroutines destroy the sessions after the run.
+const sessionDestroyers = 64
+
+// destroySessions destroys every session the workers still keep.
+func destroySessions(ctx context.Context, c *client.Client, workers []*sessionWorker) time.Duration {
 	start := time.Now()
-	ids := make(chan string, nw)
+	ids := make(chan string, sessionDestroyers)
 	var wg sync.WaitGroup
-	for range nw {
+	for range sessionDestroyers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -127,14 +127,20 @@ func (w *sessionWorker) live() []*benchSession {
 	}
 }
 
-// run renews until stop ends.
+// run renews until stop ends. When the first session falls due it renews, in one request,
+// every session due within renewLinger, up to maxRenewBatch: what the client library does for
+// the sessions of one process.
 func (w *sessionWorker) run(ctx, stop context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for stop.Err() == nil {
 		now := time.Now()
 		if f := w.front(); f != nil && !f.due.After(now) {
-			w.renew(ctx, w.pop())
+			var batch []*benchSession
+			for f := w.front(); f != nil && len(batch) < maxRenewBatch && !f.due.After(now.Add(renewLinger)); f = w.front() {
+				batch = append(batch, w.pop())
+			}
+			w.renew(ctx, batch)
 			continue
 		}
 		next := now.Add(time.Hour)
@@ -151,26 +157,75 @@ func (w *sessionWorker) run(ctx, stop context.Context) {
 	}
 }
 
-func (w *sessionWorker) renew(ctx context.Context, s *benchSession) {
+const (
+	// maxRenewBatch is the server's default limit of sessions in one batch renewal.
+	maxRenewBatch = 1000
+	// renewLinger is how far ahead of its due time a session joins a batch.
+	renewLinger = 20 * time.Millisecond
+)
+
+// renew renews batch in one request and settles each session's outcome.
+func (w *sessionWorker) renew(ctx context.Context, batch []*benchSession) {
 	ttl := w.sh.ttl
 	sent := time.Now()
-	w.maxDelay = max(w.maxDelay, sent.Sub(s.due))
-	if sent.Sub(s.lastSent) > ttl/2 {
-		w.sh.late.Add(1)
+	ids := make([]string, len(batch))
+	// After the oldest lastSent+TTL the server may have expired that session: an answer
+	// about it is useless, but the others still want theirs.
+	oldest := batch[0].lastSent
+	for i, s := range batch {
+		ids[i] = s.id
+		w.maxDelay = max(w.maxDelay, sent.Sub(s.due))
+		if sent.Sub(s.lastSent) > ttl/2 {
+			w.sh.late.Add(1)
+		}
+		if s.lastSent.Before(oldest) {
+			oldest = s.lastSent
+		}
 	}
-	// After lastSent+TTL the server may have expired the session: an answer is useless.
-	rctx, cancel := context.WithDeadline(ctx, s.lastSent.Add(ttl))
-	_, err := w.sh.c.RenewSession(rctx, s.id)
+	rctx, cancel := context.WithDeadline(ctx, later(oldest.Add(ttl), sent.Add(ttl/3)))
+	resp, err := w.sh.c.RenewSessions(rctx, ids)
 	cancel()
+	outcome := make(map[string]error, len(batch))
+	if err == nil {
+		for _, r := range resp.Renewed {
+			outcome[r.ID] = nil
+		}
+		for _, id := range resp.NotFound {
+			outcome[id] = client.ErrSessionNotFound
+		}
+		for _, id := range resp.Unknown {
+			outcome[id] = errors.New("renew: outcome unknown (the session's expiry is in flight)")
+		}
+	}
+	acked := time.Since(sent)
+	for _, s := range batch {
+		serr := err
+		if err == nil {
+			var ok bool
+			if serr, ok = outcome[s.id]; !ok {
+				serr = errors.New("renew: the answer left the session out")
+			}
+		}
+		w.settle(ctx, s, sent, acked, serr)
+	}
+}
+
+// settle records one session's renewal outcome and queues it again unless it is lost.
+func (w *sessionWorker) settle(ctx context.Context, s *benchSession, sent time.Time, latency time.Duration, err error) {
+	ttl := w.sh.ttl
 	switch {
-	case err == nil:
+	case err == nil && sent.Sub(s.lastSent)+latency < ttl:
 		w.maxGap = max(w.maxGap, sent.Sub(s.lastSent))
 		s.lastSent, s.due = sent, sent.Add(ttl/3)
 		if w.sh.measuring.Load() {
-			w.renewLat = append(w.renewLat, time.Since(sent))
+			w.renewLat = append(w.renewLat, latency)
 			w.sh.renewals.Add(1)
 		}
 		w.push(s)
+	case err == nil:
+		// Acknowledged, but after the server may already have expired it.
+		w.push(s)
+		w.sh.lose(&w.sh.missed, errors.New("renew: acknowledged only after the TTL had run out"))
 	case ctx.Err() != nil:
 		w.push(s) // the run was interrupted; keep it to destroy
 	case errors.Is(err, client.ErrSessionNotFound):
@@ -183,4 +238,11 @@ func (w *sessionWorker) renew(ctx context.Context, s *benchSession) {
 		s.due = time.Now()
 		w.push(s)
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -77,7 +77,7 @@ process, so CPU and RSS figures are of all of them. Exit status 1 on a violation
 	fl.IntSliceVar(&f.clients, "clients", nil, "client counts of the lock workloads (default 1,8,64 uncontended; 8,64 contended)")
 	fl.IntVar(&f.sessions, "sessions", 10_000, "sessions of the sessions workload")
 	fl.DurationVar(&f.sessionTTL, "session-ttl", 10*time.Second, "TTL of the sessions of the sessions workload")
-	fl.IntVar(&f.sessionWorkers, "session-workers", 128, "goroutines that renew the sessions")
+	fl.IntVar(&f.sessionWorkers, "session-workers", 4, "goroutines that renew the sessions, each in batches")
 	fl.IntVar(&f.trials, "failover-trials", 5, "leader kills of the failover workload")
 	fl.StringVar(&f.via, "via", bench.ViaLeader, "send requests first to: leader, follower (measures forwarding) or given (endpoint order)")
 	fl.StringVar(&f.jsonFile, "json", "", "also write the figures and the environment as JSON to this file")
