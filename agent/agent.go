@@ -61,6 +61,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 	node, err := cluster.New(cluster.Config{
 		ID:                 cfg.ID,
 		DataDir:            cfg.DataDir,
+		LogStore:           cfg.LogStore,
 		RaftListener:       ls.Raft,
 		AdvertiseRaft:      cfg.AdvertiseRaft,
 		AdvertiseHTTP:      advHTTP,

@@ -25,6 +25,8 @@ type DevOptions struct {
 	BasePort int
 	// Logger receives every node's logs; default discards.
 	Logger hclog.Logger
+	// LogStore is every node's Raft log store ("boltdb" or "wal"); default boltdb.
+	LogStore string
 	// Tune, if set, adjusts each node's config before it starts (tests shorten timeouts).
 	Tune func(*config.Config)
 }
@@ -73,6 +75,9 @@ func StartDev(ctx context.Context, opts DevOptions) (*Dev, error) {
 		cfg.HTTPAddr = httpLns[i].Addr().String()
 		cfg.RaftAddr = raftLns[i].Addr().String()
 		cfg.InitialCluster = initial
+		if opts.LogStore != "" {
+			cfg.LogStore = opts.LogStore
+		}
 		if opts.Tune != nil {
 			opts.Tune(&cfg)
 		}

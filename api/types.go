@@ -166,6 +166,8 @@ type Cluster struct {
 	CommitIndex  uint64   `json:"commit_index"`
 	AppliedIndex uint64   `json:"applied_index"`
 	Members      []Member `json:"members"`
+	// LogStore is the answering node's Raft log store: "boltdb" or "wal" (an addition to v1).
+	LogStore string `json:"log_store"`
 }
 
 // AddMemberRequest is the body of POST /v1/cluster/members.

@@ -23,6 +23,8 @@ type Environment struct {
 	Version       string `json:"version"`
 	ServerVersion string `json:"server_version"`
 	ClusterSize   int    `json:"cluster_size"`
+	// LogStore is the Raft log store of the node that answered, as GET /v1/cluster says.
+	LogStore string `json:"log_store"`
 	// Dev is set when the cluster ran inside the bench process.
 	Dev        bool     `json:"dev"`
 	Endpoints  []string `json:"endpoints"`
@@ -83,8 +85,8 @@ func (r *Report) WriteTable(out io.Writer) error {
 	if e.Dev {
 		where = "an in-process (--dev) cluster of"
 	}
-	fmt.Fprintf(out, "raftlock bench %s against %s %d nodes (server %s), requests sent first to the %s\n",
-		e.Version, where, e.ClusterSize, e.ServerVersion, viaWords(e.Via))
+	fmt.Fprintf(out, "raftlock bench %s against %s %d nodes (server %s, log store %s), requests sent first to the %s\n",
+		e.Version, where, e.ClusterSize, e.ServerVersion, e.LogStore, viaWords(e.Via))
 	fmt.Fprintf(out, "%s %s/%s, GOMAXPROCS %d, %d CPUs, %s; each figure over %s after %s of warm-up\n",
 		e.GoVersion, e.OS, e.Arch, e.GOMAXPROCS, e.NumCPU, e.Date, e.Duration, e.Warmup)
 	if e.LoadAvgStart != "" {

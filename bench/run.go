@@ -176,7 +176,7 @@ func (r *runner) environment(ctx context.Context) (Environment, error) {
 	if err != nil {
 		return env, fmt.Errorf("bench: reading the cluster: %w", err)
 	}
-	env.ServerVersion, env.ClusterSize = cl.Version, len(cl.Members)
+	env.ServerVersion, env.ClusterSize, env.LogStore = cl.Version, len(cl.Members), cl.LogStore
 	return env, nil
 }
 

@@ -13,8 +13,11 @@ import (
 type Config struct {
 	// ID is this node's unique, stable name (e.g. "n1").
 	ID string
-	// DataDir holds raft.db (log and stable store) and the snapshots.
+	// DataDir holds the log and stable store (see LogStore) and the snapshots.
 	DataDir string
+	// LogStore names the Raft log and stable store: LogStoreBoltDB (the default; raft.db)
+	// or LogStoreWAL (a wal/ directory). A data directory keeps the store it was made with.
+	LogStore string
 	// RaftListener, if set, is the bound listener for Raft traffic; otherwise RaftAddr is bound.
 	RaftListener net.Listener
 	// RaftAddr is the address to bind for Raft traffic when RaftListener is nil.
@@ -77,6 +80,9 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
+	if c.LogStore == "" {
+		c.LogStore = LogStoreBoltDB
+	}
 }
 
 func (c *Config) validate() error {
@@ -91,6 +97,9 @@ func (c *Config) validate() error {
 	}
 	if c.AdvertiseHTTP == "" {
 		return errors.New("cluster: config: AdvertiseHTTP is required")
+	}
+	if c.LogStore != LogStoreBoltDB && c.LogStore != LogStoreWAL {
+		return fmt.Errorf("cluster: config: log store %q is not %q or %q", c.LogStore, LogStoreBoltDB, LogStoreWAL)
 	}
 	if len(c.InitialCluster) > 0 {
 		if _, ok := c.InitialCluster[c.ID]; !ok {

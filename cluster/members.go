@@ -34,6 +34,8 @@ type Status struct {
 	AppliedIndex uint64
 	State        string
 	Members      []MemberInfo
+	// LogStore is the kind of this node's Raft log store (LogStoreBoltDB or LogStoreWAL).
+	LogStore string
 }
 
 // Status returns this node's view of the cluster: leader, term, indexes and members.
@@ -50,6 +52,7 @@ func (n *Node) Status() (Status, error) {
 		AppliedIndex: n.raft.AppliedIndex(),
 		State:        n.raft.State().String(),
 		Members:      members,
+		LogStore:     n.cfg.LogStore,
 	}, nil
 }
 

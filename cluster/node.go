@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/raftlock/raftlock/fsm"
 )
@@ -24,7 +22,7 @@ type Node struct {
 	log    hclog.Logger
 	raft   *raft.Raft
 	fsm    *fsm.FSM
-	store  *raftboltdb.BoltStore
+	store  logStore
 	trans  *raft.NetworkTransport
 	events *notifier
 	timers *leaderTimers
@@ -110,9 +108,9 @@ func (n *Node) open() error {
 	}
 	n.trans = raft.NewNetworkTransportWithConfig(tcfg)
 
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	store, err := openLogStore(cfg.LogStore, cfg.DataDir)
 	if err != nil {
-		return fmt.Errorf("cluster: open log store: %w", err)
+		return err
 	}
 	n.store = store
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshot"))

@@ -97,7 +97,16 @@ func TestLockIsVisibleOnEveryNode(t *testing.T) {
 // same sessions, locks and queues — byte for byte — and the cluster works on from there.
 func TestRestartAllNodesRestoresState(t *testing.T) {
 	t.Parallel()
-	c := newTestCluster(t, 3, nil)
+	for _, store := range logStores {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			testRestartAllNodesRestoresState(t, store)
+		})
+	}
+}
+
+func testRestartAllNodesRestoresState(t *testing.T, store string) {
+	c := newTestCluster(t, 3, func(cfg *cluster.Config) { cfg.LogStore = store })
 	_, leader := c.waitLeader()
 
 	a := createSession(t, leader, "a", longTTL, 0)
@@ -161,8 +170,18 @@ func TestRestartAllNodesRestoresState(t *testing.T) {
 // the leader's snapshot, and ends with the same state as everyone else.
 func TestLaggingFollowerCatchesUpThroughSnapshot(t *testing.T) {
 	t.Parallel()
+	for _, store := range logStores {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			testLaggingFollowerCatchesUpThroughSnapshot(t, store)
+		})
+	}
+}
+
+func testLaggingFollowerCatchesUpThroughSnapshot(t *testing.T, store string) {
 	const trailing = 32
 	c := newTestCluster(t, 3, func(cfg *cluster.Config) {
+		cfg.LogStore = store
 		cfg.SnapshotThreshold = 64
 		cfg.TrailingLogs = trailing
 		cfg.SnapshotInterval = 50 * time.Millisecond

@@ -74,6 +74,7 @@ func TestValidationNamesTheSetting(t *testing.T) {
 		{[]string{"--data-dir", "/d", "--initial-cluster", "n1=a:1,n1=b:2"}, "appears twice"},
 		{[]string{"--data-dir", "/d", "--log-level", "loud"}, "--log-level"},
 		{[]string{"--data-dir", "/d", "--log-format", "xml"}, "--log-format"},
+		{[]string{"--data-dir", "/d", "--log-store", "leveldb"}, "--log-store"},
 		{[]string{"--data-dir", "/d", "--http-addr", "nonsense"}, "--http-addr"},
 		{[]string{"--data-dir", "/d", "--http-addr", "0.0.0.0:7001"}, "--advertise-http"},
 		{[]string{"--data-dir", "/d", "--advertise-raft", "0.0.0.0:7101"}, "wildcard"},

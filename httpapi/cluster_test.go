@@ -24,7 +24,7 @@ func TestClusterView(t *testing.T) {
 		for _, q := range []string{"", "?consistency=stale"} {
 			r := do(t, http.MethodGet, ep+"/v1/cluster"+q, nil)
 			ok(t, r, http.StatusOK, nil)
-			hasKeys(t, fields(t, r.body), "version", "leader", "term", "commit_index", "applied_index", "members")
+			hasKeys(t, fields(t, r.body), "version", "leader", "term", "commit_index", "applied_index", "members", "log_store")
 			for _, raw := range rawList(t, r.body, "members") {
 				hasKeys(t, fields(t, raw), "id", "raft_addr", "http_addr", "suffrage", "leader")
 			}
@@ -32,7 +32,7 @@ func TestClusterView(t *testing.T) {
 			if err := json.Unmarshal(r.body, &c); err != nil {
 				t.Fatal(err)
 			}
-			if c.Version != agent.Version || c.Leader != leaderID || c.Term == 0 || c.CommitIndex == 0 || c.AppliedIndex == 0 {
+			if c.Version != agent.Version || c.Leader != leaderID || c.Term == 0 || c.CommitIndex == 0 || c.AppliedIndex == 0 || c.LogStore != "boltdb" {
 				t.Fatalf("cluster via node %d: %s", i, r.body)
 			}
 			checkMembers(t, d, c.Members, leaderID)

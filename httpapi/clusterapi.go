@@ -28,6 +28,7 @@ func (s *Server) getCluster(c echo.Context) error {
 			CommitIndex:  st.CommitIndex,
 			AppliedIndex: st.AppliedIndex,
 			Members:      membersBody(st.Members),
+			LogStore:     st.LogStore,
 		})
 	})
 }

@@ -35,6 +35,7 @@ type benchFlags struct {
 	jsonFile       string
 	cpuProfile     string
 	trace          string
+	logStore       string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -70,6 +71,7 @@ process, so CPU and RSS figures are of all of them. Exit status 1 on a violation
 		"comma-separated HTTP endpoints of the cluster (default $"+endpointsEnv+", else "+defaultEndpoints+")")
 	fl.BoolVar(&f.dev, "dev", false, "start a three-node cluster in this process (random ports) and measure it")
 	fl.StringVar(&f.dataDir, "data-dir", "", "with --dev: keep the nodes' data here (default: a temporary directory)")
+	fl.StringVar(&f.logStore, "log-store", "boltdb", "with --dev: the nodes' Raft log store, boltdb or wal")
 	fl.StringVar(&f.logLevel, "log-level", "off", "with --dev: log level of the nodes (off, error, warn, info, debug, trace)")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measurement time of each workload")
 	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "warm-up before each measurement")
@@ -115,7 +117,7 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
 	out := cmd.OutOrStdout()
 	if f.dev {
 		log := newLogger(cmd.ErrOrStderr(), f.logLevel, "text")
-		dev, err := agent.StartDev(ctx, agent.DevOptions{DataDir: f.dataDir, Logger: log})
+		dev, err := agent.StartDev(ctx, agent.DevOptions{DataDir: f.dataDir, LogStore: f.logStore, Logger: log})
 		if err != nil {
 			return fmt.Errorf("bench: starting the dev cluster: %w", err)
 		}

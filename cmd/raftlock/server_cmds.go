@@ -73,7 +73,7 @@ func runAgent(ctx context.Context, cfg config.Config, log hclog.Logger) error {
 }
 
 func newDevCmd() *cobra.Command {
-	var dataDir, logLevel string
+	var dataDir, logLevel, logStore string
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a three-node development cluster in this process",
@@ -83,7 +83,7 @@ to use them. Stop with Ctrl-C.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := newLogger(cmd.ErrOrStderr(), logLevel, "text")
-			dev, err := agent.StartDev(cmd.Context(), agent.DevOptions{DataDir: dataDir, BasePort: 7001, Logger: log})
+			dev, err := agent.StartDev(cmd.Context(), agent.DevOptions{DataDir: dataDir, LogStore: logStore, BasePort: 7001, Logger: log})
 			if err != nil {
 				return err
 			}
@@ -95,6 +95,7 @@ to use them. Stop with Ctrl-C.`,
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the nodes' data here (default: a temporary directory, removed on exit)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "log level: trace, debug, info, warn or error")
+	cmd.Flags().StringVar(&logStore, "log-store", "boltdb", "the nodes' Raft log store: boltdb or wal")
 	return cmd
 }
 

@@ -1,0 +1,75 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	wal "github.com/hashicorp/raft-wal"
+)
+
+// The Raft log and stable stores a node can keep. Both fsync every append before raft counts
+// it, so an acknowledged command is on the disks of a majority either way.
+const (
+	// LogStoreBoltDB is raft-boltdb/v2 on bbolt, in DataDir/raft.db: a B+tree that syncs twice
+	// per commit (pages, then the meta page).
+	LogStoreBoltDB = "boltdb"
+	// LogStoreWAL is hashicorp/raft-wal in DataDir/wal: append-only segment files that sync
+	// once per append, with its metadata in a small bbolt file.
+	LogStoreWAL = "wal"
+)
+
+// logStore is a node's Raft log and stable store.
+type logStore interface {
+	raft.LogStore
+	raft.StableStore
+	io.Closer
+}
+
+// storePaths returns where each kind of store lives in dataDir.
+func storePaths(dataDir string) map[string]string {
+	return map[string]string{
+		LogStoreBoltDB: filepath.Join(dataDir, "raft.db"),
+		LogStoreWAL:    filepath.Join(dataDir, "wal"),
+	}
+}
+
+// openLogStore opens the store kind names in dataDir. It refuses a data directory that holds
+// the other kind: opening an empty store there would look like a new node, which could
+// bootstrap a second cluster or vote with a forgotten log.
+func openLogStore(kind, dataDir string) (logStore, error) {
+	paths := storePaths(dataDir)
+	for other, p := range paths {
+		if other == kind {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return nil, fmt.Errorf("cluster: data dir %s holds a %q log store (%s), not %q; use --log-store %s",
+				dataDir, other, p, kind, other)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("cluster: inspect data dir: %w", err)
+		}
+	}
+	switch kind {
+	case LogStoreWAL:
+		if err := os.MkdirAll(paths[kind], 0o750); err != nil {
+			return nil, fmt.Errorf("cluster: wal dir: %w", err)
+		}
+		w, err := wal.Open(paths[kind])
+		if err != nil {
+			return nil, fmt.Errorf("cluster: open wal log store: %w", err)
+		}
+		return w, nil
+	default:
+		b, err := raftboltdb.New(raftboltdb.Options{Path: paths[kind]})
+		if err != nil {
+			return nil, fmt.Errorf("cluster: open log store: %w", err)
+		}
+		return b, nil
+	}
+}
