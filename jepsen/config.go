@@ -40,6 +40,8 @@ type Config struct {
 	Binary string
 	// LogLevel is the agents' log level.
 	LogLevel string
+	// LogStore is the agents' --log-store (boltdb or wal); empty keeps the agent's default.
+	LogStore string
 	// CheckTimeout bounds porcupine's search (0: the checker default); a search cut short is
 	// reported as a failure, never as a pass.
 	CheckTimeout time.Duration
@@ -97,6 +99,9 @@ func (c Config) String() string {
 	}
 	s := fmt.Sprintf("nodes=%d time=%s nemesis=%s seed=%d workers=%d locks=%d ttl=%s election-timeout=%s heartbeat-timeout=%s leader-lease=%s",
 		c.Nodes, c.Time, faults, c.Seed, c.Workers, c.Locks, c.TTL, c.ElectionTimeout, c.HeartbeatTimeout, c.LeaderLeaseTimeout)
+	if c.LogStore != "" {
+		s += " log-store=" + c.LogStore
+	}
 	if c.TargetLeader {
 		s += " target=leader"
 	}

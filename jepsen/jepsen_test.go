@@ -35,6 +35,14 @@ func scenarios() []scenario {
 			c.Faults, c.Seed, c.TargetLeader = []string{nemesis.Pause}, 12, true
 		}, expectFault(nemesis.Pause)},
 		{"partition", func(c *Config) { c.Faults, c.Seed = []string{nemesis.Partition}, 13 }, expectFault(nemesis.Partition)},
+		// The wal log store under crashes and partitions: its restart after a truncated log
+		// tail is what raft-wal v0.4.0 got wrong (a node that panics on start).
+		{"wal-kill-partition", func(c *Config) {
+			c.Faults, c.Seed, c.LogStore = []string{nemesis.Kill, nemesis.Partition}, 16, "wal"
+		}, func(t *testing.T, rep *Report, ops []history.Op) {
+			expectFault(nemesis.Kill)(t, rep, ops)
+			expectFault(nemesis.Partition)(t, rep, ops)
+		}},
 		{"client-pause", func(c *Config) { c.Faults, c.Seed = []string{nemesis.ClientPause}, 14 },
 			func(t *testing.T, rep *Report, ops []history.Op) {
 				expectFault(nemesis.ClientPause)(t, rep, ops)

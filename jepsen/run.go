@@ -60,7 +60,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	c, err := cluster.Start(sctx, cluster.Options{Binary: binary, Dir: filepath.Join(cfg.Dir, "nodes"), Nodes: cfg.Nodes,
 		LogLevel: cfg.LogLevel, HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
-		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout})
+		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, ExtraArgs: logStoreArgs(cfg.LogStore)})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("jepsen: start cluster: %w", err)
@@ -146,4 +146,12 @@ func countFault(ops []history.Op, fault string) int {
 		}
 	}
 	return n
+}
+
+// logStoreArgs returns the agent flags that pick the Raft log store, if one is named.
+func logStoreArgs(store string) []string {
+	if store == "" {
+		return nil
+	}
+	return []string{"--log-store", store}
 }

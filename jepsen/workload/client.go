@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -151,11 +152,29 @@ func (c *Client) CreateSession(ctx context.Context, ep Endpoint, process int, tt
 	return c.rec.Add(op)
 }
 
-// Renew renews the session.
-func (c *Client) Renew(ctx context.Context, ep Endpoint, process int, session string, timeout time.Duration) history.Op {
+// Renew renews the session: with PUT /v1/sessions/{id}/renew, or with batch set through
+// POST /v1/sessions/renew, whose per-session answer is recorded as the single one would be.
+func (c *Client) Renew(ctx context.Context, ep Endpoint, process int, session string, timeout time.Duration, batch bool) history.Op {
 	op := history.Op{Process: process, Kind: history.Renew, Session: session}
-	return c.rec.Add(c.exec(ctx, ep, op, request{method: http.MethodPut, path: "/v1/sessions/" + url.PathEscape(session) + "/renew",
-		body: struct{}{}, out: &api.RenewResponse{}, timeout: timeout}))
+	if !batch {
+		return c.rec.Add(c.exec(ctx, ep, op, request{method: http.MethodPut, path: "/v1/sessions/" + url.PathEscape(session) + "/renew",
+			body: struct{}{}, out: &api.RenewResponse{}, timeout: timeout}))
+	}
+	var out api.RenewSessionsResponse
+	op = c.exec(ctx, ep, op, request{method: http.MethodPost, path: "/v1/sessions/renew",
+		body: api.RenewSessionsRequest{IDs: []string{session}}, out: &out, timeout: timeout})
+	if op.Type == history.OK {
+		switch {
+		case slices.ContainsFunc(out.Renewed, func(r api.RenewResponse) bool { return r.ID == session }):
+		case slices.Contains(out.NotFound, session):
+			op.Type, op.Code, op.Error = history.Fail, api.CodeSessionNotFound, "batch renewal: not found"
+		case slices.Contains(out.Unknown, session):
+			op.Type, op.Code, op.Error = history.Info, api.CodeTimeout, "batch renewal: outcome unknown"
+		default:
+			op.Type, op.Error = history.Info, "batch renewal: the answer left the session out"
+		}
+	}
+	return c.rec.Add(op)
 }
 
 // Destroy destroys the session.
