@@ -8,7 +8,8 @@
 //     deadline (the send time of the last acknowledged renewal + TTL − margin, on the monotonic
 //     clock): [Session.Done] closes when the server reports the session gone or when that
 //     deadline passes, so a holder stops believing it holds its locks before the server can give
-//     them to someone else.
+//     them to someone else. The sessions of one Client are renewed together, in batches, so a
+//     process may keep thousands of them.
 //   - [Mutex] is a FIFO lock on a session. [Mutex.Token] is its fencing token: pass it to the
 //     protected resource with every operation.
 //   - [Election] elects one leader among candidates and lets anyone observe who leads.
