@@ -53,17 +53,26 @@ func newSessionNode(t *testing.T, mode *atomic.Int32, renewed *atomic.Int32) *fa
 	})
 }
 
-func TestSessionDeadlinePassesBeforeServerCouldExpire(t *testing.T) {
-	var mode, renewed atomic.Int32
-	n := newSessionNode(t, &mode, &renewed)
-	c, _ := client.New([]string{n.URL()})
-	var danger atomic.Bool
-	ttl := 2 * time.Second
-	s, err := c.NewSession(context.Background(), client.WithTTL(ttl),
-		client.WithOnDanger(func(time.Duration) { danger.Store(true) }))
+// fakeSession creates a session with a 2s TTL (unless opts say otherwise) on fake node n.
+func fakeSession(t *testing.T, n *fakeNode, opts ...client.SessionOption) *client.Session {
+	t.Helper()
+	c, err := client.New([]string{n.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s, err := c.NewSession(context.Background(), append([]client.SessionOption{client.WithTTL(2 * time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSessionDeadlinePassesBeforeServerCouldExpire(t *testing.T) {
+	var mode, renewed atomic.Int32
+	n := newSessionNode(t, &mode, &renewed)
+	var danger atomic.Bool
+	ttl := 2 * time.Second
+	s := fakeSession(t, n, client.WithOnDanger(func(time.Duration) { danger.Store(true) }))
 	defer s.Close(context.Background())
 	waitFor(t, 5*time.Second, "a renewal", func() bool { return renewed.Load() > 0 })
 
@@ -92,11 +101,7 @@ func TestSessionReportsServerExpiry(t *testing.T) {
 	var mode, renewed atomic.Int32
 	mode.Store(int32(renewNotFound))
 	n := newSessionNode(t, &mode, &renewed)
-	c, _ := client.New([]string{n.URL()})
-	s, err := c.NewSession(context.Background(), client.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := fakeSession(t, n)
 	select {
 	case <-s.Done():
 	case <-time.After(5 * time.Second):
@@ -116,11 +121,7 @@ func TestSessionReportsServerExpiry(t *testing.T) {
 func TestSessionCloseDestroysAndClosesDone(t *testing.T) {
 	var mode, renewed atomic.Int32
 	n := newSessionNode(t, &mode, &renewed)
-	c, _ := client.New([]string{n.URL()})
-	s, err := c.NewSession(context.Background(), client.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := fakeSession(t, n)
 	if s.Err() != nil {
 		t.Fatalf("new session: Err = %v", s.Err())
 	}
@@ -141,11 +142,7 @@ func TestSessionCloseDestroysAndClosesDone(t *testing.T) {
 func TestSessionRenewsOneByOneWithoutBatchEndpoint(t *testing.T) {
 	var mode, renewed atomic.Int32
 	n := newSessionNode(t, &mode, &renewed)
-	c, _ := client.New([]string{n.URL()})
-	s, err := c.NewSession(context.Background(), client.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := fakeSession(t, n)
 	defer s.Close(context.Background())
 	waitFor(t, 5*time.Second, "three renewals", func() bool { return renewed.Load() >= 3 })
 	if s.Err() != nil {
