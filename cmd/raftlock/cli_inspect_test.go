@@ -44,11 +44,13 @@ func TestInspectionCommands(t *testing.T) {
 			t.Fatalf("lock-info lacks %q:\n%s", want, out)
 		}
 	}
-	var l api.Lock
-	decodeRun(t, &l, "lock-info", name, "-o", "json", "--stale")
-	if l.Session != s.ID() {
-		t.Fatalf("lock-info --stale -o json: %+v", l)
-	}
+	// A stale read answers from the first endpoint, which may be a follower that has not
+	// applied the grant yet; it catches up.
+	waitFor(t, 5*time.Second, "lock-info --stale -o json to show the holder", func() bool {
+		var l api.Lock
+		decodeRun(t, &l, "lock-info", name, "-o", "json", "--stale")
+		return l.Session == s.ID() && l.Held
+	})
 	var sessions api.SessionList
 	decodeRun(t, &sessions, "sessions", "-o", "json")
 	found := false
