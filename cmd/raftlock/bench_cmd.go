@@ -34,6 +34,7 @@ type benchFlags struct {
 	via            string
 	jsonFile       string
 	cpuProfile     string
+	memProfile     string
 	trace          string
 	logStore       string
 }
@@ -84,8 +85,10 @@ process, so CPU and RSS figures are of all of them. Exit status 1 on a violation
 	fl.StringVar(&f.via, "via", bench.ViaLeader, "send requests first to: leader, follower (measures forwarding) or given (endpoint order)")
 	fl.StringVar(&f.jsonFile, "json", "", "also write the figures and the environment as JSON to this file")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --dev: servers and bench) to this file")
+	fl.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of this process to this file at the end")
 	fl.StringVar(&f.trace, "trace", "", "write a runtime execution trace of this process to this file (go tool trace)")
 	_ = fl.MarkHidden("cpuprofile")
+	_ = fl.MarkHidden("memprofile")
 	_ = fl.MarkHidden("trace")
 	_ = fl.MarkHidden("session-workers")
 	return cmd
@@ -133,6 +136,9 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
 			return err
 		}
 		defer stop()
+	}
+	if f.memProfile != "" {
+		defer writeAllocProfile(f.memProfile, cmd.ErrOrStderr())
 	}
 	if f.trace != "" {
 		stop, err := startTrace(f.trace)
@@ -194,6 +200,21 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		pf.Close()
 	}, nil
+}
+
+// writeAllocProfile writes the allocations since the start of this process to path; `go tool
+// pprof -sample_index=alloc_space` shows what the request path allocates.
+func writeAllocProfile(path string, errOut io.Writer) {
+	pf, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("allocs").WriteTo(pf, 0)
+		if cerr := pf.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(errOut, "bench: allocation profile: %v\n", err)
+	}
 }
 
 // startTrace writes an execution trace of this process to path until the returned function is
