@@ -12,36 +12,16 @@ import (
 
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/devtest"
 )
 
 // shared is one in-process cluster used by the tests that do not hurt it.
-var shared struct {
-	once sync.Once
-	dev  *agent.Dev
-	err  error
-}
+var shared devtest.Shared
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.dev != nil {
-		shared.dev.Close()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // sharedCluster returns the shared three-node cluster, starting it on first use.
-func sharedCluster(t *testing.T) *agent.Dev {
-	t.Helper()
-	shared.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		shared.dev, shared.err = agent.StartDev(ctx, agent.DevOptions{})
-	})
-	if shared.err != nil {
-		t.Fatalf("starting the shared cluster: %v", shared.err)
-	}
-	return shared.dev
-}
+func sharedCluster(t *testing.T) *agent.Dev { return shared.Get(t) }
 
 // ownCluster starts a three-node cluster for one test, which may crash its nodes.
 func ownCluster(t *testing.T) *agent.Dev {

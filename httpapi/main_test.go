@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/config"
+	"github.com/raftlock/raftlock/internal/devtest"
 )
 
 // These tests treat the server as a black box: they speak HTTP to a real in-process cluster and
@@ -23,37 +23,13 @@ import (
 // deadline bounds every wait of the suite; the machine running it may be slow and busy.
 const deadline = 10 * time.Second
 
-// shared is one three-node cluster for the tests that do not hurt it.
-var shared struct {
-	once sync.Once
-	dev  *agent.Dev
-	err  error
-}
+// shared is one three-node cluster for the tests that do not hurt it, settled on first use.
+var shared = devtest.Shared{Options: func() agent.DevOptions { return devOptions(nil) }, Settle: settle}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.dev != nil {
-		shared.dev.Close()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // sharedCluster returns the shared cluster, started (and settled) on first use.
-func sharedCluster(t *testing.T) *agent.Dev {
-	t.Helper()
-	shared.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		shared.dev, shared.err = agent.StartDev(ctx, devOptions(nil))
-		if shared.err == nil {
-			shared.err = settle(shared.dev)
-		}
-	})
-	if shared.err != nil {
-		t.Fatalf("starting the shared cluster: %v", shared.err)
-	}
-	return shared.dev
-}
+func sharedCluster(t *testing.T) *agent.Dev { return shared.Get(t) }
 
 // ownCluster starts a cluster for one test that crashes nodes or needs its own limits.
 func ownCluster(t *testing.T, tune func(*config.Config)) *agent.Dev {
