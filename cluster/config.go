@@ -18,6 +18,10 @@ type Config struct {
 	// LogStore names the Raft log and stable store: LogStoreBoltDB (the default; raft.db)
 	// or LogStoreWAL (a wal/ directory). A data directory keeps the store it was made with.
 	LogStore string
+	// WALSegmentSize is the size at which LogStoreWAL starts a new segment file; 0 keeps
+	// raft-wal's 64 MiB. Compaction deletes whole segments only, so older entries stay
+	// readable until their segment is entirely behind the snapshot.
+	WALSegmentSize int
 	// RaftListener, if set, is the bound listener for Raft traffic; otherwise RaftAddr is bound.
 	RaftListener net.Listener
 	// RaftAddr is the address to bind for Raft traffic when RaftListener is nil.

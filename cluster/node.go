@@ -108,7 +108,7 @@ func (n *Node) open() error {
 	}
 	n.trans = raft.NewNetworkTransportWithConfig(tcfg)
 
-	store, err := openLogStore(cfg.LogStore, cfg.DataDir)
+	store, err := openLogStore(cfg.LogStore, cfg.DataDir, cfg.WALSegmentSize, cfg.Logger)
 	if err != nil {
 		return err
 	}

@@ -182,6 +182,7 @@ func testLaggingFollowerCatchesUpThroughSnapshot(t *testing.T, store string) {
 	const trailing = 32
 	c := newTestCluster(t, 3, func(cfg *cluster.Config) {
 		cfg.LogStore = store
+		cfg.WALSegmentSize = 4096 // wal compacts whole segments: keep them small
 		cfg.SnapshotThreshold = 64
 		cfg.TrailingLogs = trailing
 		cfg.SnapshotInterval = 50 * time.Millisecond

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
@@ -42,7 +43,7 @@ func storePaths(dataDir string) map[string]string {
 // openLogStore opens the store kind names in dataDir. It refuses a data directory that holds
 // the other kind: opening an empty store there would look like a new node, which could
 // bootstrap a second cluster or vote with a forgotten log.
-func openLogStore(kind, dataDir string) (logStore, error) {
+func openLogStore(kind, dataDir string, walSegmentSize int, logger hclog.Logger) (logStore, error) {
 	paths := storePaths(dataDir)
 	for other, p := range paths {
 		if other == kind {
@@ -60,7 +61,8 @@ func openLogStore(kind, dataDir string) (logStore, error) {
 		if err := os.MkdirAll(paths[kind], 0o750); err != nil {
 			return nil, fmt.Errorf("cluster: wal dir: %w", err)
 		}
-		w, err := wal.Open(paths[kind])
+		// A segment size of 0 is raft-wal's default.
+		w, err := wal.Open(paths[kind], wal.WithLogger(logger.Named("wal")), wal.WithSegmentSize(walSegmentSize))
 		if err != nil {
 			return nil, fmt.Errorf("cluster: open wal log store: %w", err)
 		}

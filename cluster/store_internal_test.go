@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -13,7 +14,7 @@ func BenchmarkLogStoreAppend(b *testing.B) {
 	for _, kind := range []string{LogStoreBoltDB, LogStoreWAL} {
 		for _, batch := range []int{1, 32} {
 			b.Run(fmt.Sprintf("%s/batch=%d", kind, batch), func(b *testing.B) {
-				s, err := openLogStore(kind, b.TempDir())
+				s, err := openLogStore(kind, b.TempDir(), 0, hclog.NewNullLogger())
 				if err != nil {
 					b.Fatal(err)
 				}
