@@ -58,7 +58,7 @@ const (
 	DefaultLeaderLeaseTimeout = 500 * time.Millisecond
 	DefaultCommitTimeout      = 20 * time.Millisecond
 	DefaultSnapshotThreshold  = 16384
-	DefaultSnapshotInterval   = 30 * time.Second
+	DefaultSnapshotInterval   = 5 * time.Second
 	DefaultTrailingLogs       = 10240
 	DefaultApplyTimeout       = 5 * time.Second
 )

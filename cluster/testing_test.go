@@ -187,6 +187,41 @@ func (c *testCluster) restart(i int) {
 	c.start(i, ln)
 }
 
+// restartAll starts every stopped node again from its data directory at the same time, as the
+// machines of a real cluster would come back, and returns when all are open.
+func (c *testCluster) restartAll() {
+	c.t.Helper()
+	lns := make([]net.Listener, len(c.ids))
+	for i := range c.ids {
+		waitFor(c.t, 10*time.Second, "listen on "+c.addrs[i], func() bool {
+			var err error
+			lns[i], err = net.Listen("tcp", c.addrs[i])
+			return err == nil
+		})
+	}
+	errs := make([]error, len(c.ids))
+	var wg sync.WaitGroup
+	for i := range c.ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := cluster.New(c.config(i, lns[i]))
+			if err != nil {
+				lns[i].Close()
+				errs[i] = fmt.Errorf("start %s: %w", c.ids[i], err)
+				return
+			}
+			c.mu.Lock()
+			c.nodes[i] = n
+			c.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 func (c *testCluster) closeAll() {
 	for i := range c.nodes {
 		c.mu.Lock()

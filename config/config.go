@@ -56,7 +56,7 @@ func Default() Config {
 		ElectionTimeout:    500 * time.Millisecond,
 		LeaderLeaseTimeout: 500 * time.Millisecond,
 		SnapshotThreshold:  16384,
-		SnapshotInterval:   30 * time.Second,
+		SnapshotInterval:   5 * time.Second,
 		TrailingLogs:       10240,
 		MaxBodyBytes:       64 << 10,
 		MaxSessions:        1_000_000,

@@ -1,0 +1,92 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// BenchmarkRestartWith1MLocks restarts a whole three-node cluster that holds 1,000,000 locks:
+// every node stops, then all start again together from their data directories (latest
+// snapshot plus the log after it). open-s is the time until every node is open (snapshot
+// restored, log scanned), leader-s until one leads, and restart-s until a new acquire is
+// granted. All three nodes share this machine's cores while they restore.
+// Building the state takes a minute or two; run it with -benchtime=1x.
+func BenchmarkRestartWith1MLocks(b *testing.B) {
+	for _, store := range logStores {
+		b.Run(store, func(b *testing.B) {
+			for range b.N {
+				benchRestart(b, store, 1_000_000)
+			}
+		})
+	}
+}
+
+func benchRestart(b *testing.B, store string, locks int) {
+	b.StopTimer()
+	c := newTestCluster(b, 3, func(cfg *cluster.Config) { cfg.LogStore = store })
+	_, leader := c.waitLeader()
+	const workers = 64
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for g := range workers {
+		s := createSession(b, leader, fmt.Sprintf("holder-%d", g), time.Hour, 0)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(locks); i = next.Add(1) {
+				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+				res, err := leader.Acquire(ctx, cluster.AcquireRequest{Session: s, Lock: fmt.Sprintf("bench/%d", i)})
+				cancel()
+				if err == nil && res.Status != fsm.StatusOK {
+					err = fmt.Errorf("acquire: status %v", res.Status)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	want := leader.AppliedIndex()
+	waitFor(b, time.Minute, "every node to apply the last grant", func() bool {
+		for _, i := range c.running() {
+			if c.node(i).AppliedIndex() < want {
+				return false
+			}
+		}
+		return true
+	})
+	for i := range c.ids {
+		c.kill(i)
+	}
+
+	b.StartTimer()
+	start := time.Now()
+	c.restartAll()
+	opened := time.Since(start)
+	_, leader = c.waitLeader()
+	led := time.Since(start)
+	s := createSession(b, leader, "after-restart", time.Hour, 0)
+	mustAcquire(b, leader, s, "after-restart", "")
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(opened.Seconds(), "open-s")
+	b.ReportMetric(led.Seconds(), "leader-s")
+	if got := len(leader.FSM().Locks("bench/")); got != locks {
+		b.Fatalf("after the restart the leader holds %d of the %d locks", got, locks)
+	}
+	b.ReportMetric(elapsed.Seconds(), "restart-s")
+}
