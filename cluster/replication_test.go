@@ -97,12 +97,7 @@ func TestLockIsVisibleOnEveryNode(t *testing.T) {
 // same sessions, locks and queues — byte for byte — and the cluster works on from there.
 func TestRestartAllNodesRestoresState(t *testing.T) {
 	t.Parallel()
-	for _, store := range logStores {
-		t.Run(store, func(t *testing.T) {
-			t.Parallel()
-			testRestartAllNodesRestoresState(t, store)
-		})
-	}
+	forEachLogStore(t, testRestartAllNodesRestoresState)
 }
 
 func testRestartAllNodesRestoresState(t *testing.T, store string) {
@@ -170,12 +165,7 @@ func testRestartAllNodesRestoresState(t *testing.T, store string) {
 // the leader's snapshot, and ends with the same state as everyone else.
 func TestLaggingFollowerCatchesUpThroughSnapshot(t *testing.T) {
 	t.Parallel()
-	for _, store := range logStores {
-		t.Run(store, func(t *testing.T) {
-			t.Parallel()
-			testLaggingFollowerCatchesUpThroughSnapshot(t, store)
-		})
-	}
+	forEachLogStore(t, testLaggingFollowerCatchesUpThroughSnapshot)
 }
 
 func testLaggingFollowerCatchesUpThroughSnapshot(t *testing.T, store string) {

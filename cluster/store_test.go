@@ -10,6 +10,16 @@ import (
 // logStores are the Raft log stores a node can keep; tests of durability run on each.
 var logStores = []string{cluster.LogStoreBoltDB, cluster.LogStoreWAL}
 
+// forEachLogStore runs test once per log store, as parallel subtests named after the store.
+func forEachLogStore(t *testing.T, test func(t *testing.T, store string)) {
+	for _, store := range logStores {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			test(t, store)
+		})
+	}
+}
+
 // A data directory keeps the log store it was made with: opening it with the other kind would
 // find an empty log and could bootstrap a second cluster, so it is refused, by name.
 func TestDataDirKeepsItsLogStore(t *testing.T) {
