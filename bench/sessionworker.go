@@ -182,7 +182,12 @@ func (w *sessionWorker) renew(ctx context.Context, batch []*benchSession) {
 			oldest = s.lastSent
 		}
 	}
-	rctx, cancel := context.WithDeadline(ctx, later(oldest.Add(ttl), sent.Add(ttl/3)))
+	// Every session gets at least TTL/3 for its answer.
+	deadline := oldest.Add(ttl)
+	if floor := sent.Add(ttl / 3); deadline.Before(floor) {
+		deadline = floor
+	}
+	rctx, cancel := context.WithDeadline(ctx, deadline)
 	resp, err := w.sh.c.RenewSessions(rctx, ids)
 	cancel()
 	outcome := make(map[string]error, len(batch))
@@ -238,11 +243,4 @@ func (w *sessionWorker) settle(ctx context.Context, s *benchSession, sent time.T
 		s.due = time.Now()
 		w.push(s)
 	}
-}
-
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }

@@ -104,7 +104,9 @@ func (r *renewer) send(batch []*renewCall) {
 			continue
 		}
 		live = append(live, c)
-		deadline = later(deadline, c.deadline)
+		if c.deadline.After(deadline) {
+			deadline = c.deadline
+		}
 		if attempt == 0 || c.attempt < attempt {
 			attempt = c.attempt
 		}
@@ -173,11 +175,4 @@ func (r *renewer) renewOne(ctx context.Context, id string, attempt time.Duration
 func isUnsupported(err error) bool {
 	var ae *APIError
 	return errors.As(err, &ae) && (ae.Code == api.CodeNotFound || ae.Code == api.CodeMethodNotAllowed)
-}
-
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }

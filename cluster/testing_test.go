@@ -178,13 +178,19 @@ func (c *testCluster) kill(i int) {
 // restart starts node i again from its data directory, on its old Raft address.
 func (c *testCluster) restart(i int) {
 	c.t.Helper()
+	c.start(i, c.listen(i))
+}
+
+// listen binds node i's old Raft address again, waiting while the old socket lets go of it.
+func (c *testCluster) listen(i int) net.Listener {
+	c.t.Helper()
 	var ln net.Listener
 	waitFor(c.t, 10*time.Second, "listen on "+c.addrs[i], func() bool {
 		var err error
 		ln, err = net.Listen("tcp", c.addrs[i])
 		return err == nil
 	})
-	c.start(i, ln)
+	return ln
 }
 
 // restartAll starts every stopped node again from its data directory at the same time, as the
@@ -193,11 +199,7 @@ func (c *testCluster) restartAll() {
 	c.t.Helper()
 	lns := make([]net.Listener, len(c.ids))
 	for i := range c.ids {
-		waitFor(c.t, 10*time.Second, "listen on "+c.addrs[i], func() bool {
-			var err error
-			lns[i], err = net.Listen("tcp", c.addrs[i])
-			return err == nil
-		})
+		lns[i] = c.listen(i)
 	}
 	errs := make([]error, len(c.ids))
 	var wg sync.WaitGroup

@@ -305,3 +305,25 @@ func indexHeader(t *testing.T, r response) uint64 {
 	}
 	return i
 }
+
+// askAgain sends an acquire by a session already queued for the lock once more, through ep,
+// and returns its answer to come. The repeat changes no visible state, so it waits until the
+// leader has applied a new entry; the repeat must not be answered meanwhile.
+func askAgain(t *testing.T, leader, ep, name, session string) <-chan response {
+	t.Helper()
+	before := indexHeader(t, do(t, http.MethodGet, leader+"/v1/locks/"+name+"?consistency=stale", nil))
+	again := goDo(t.Context(), http.MethodPost, ep+"/v1/locks/"+name+"/acquire", acquireReq(session, "30s", nil))
+	eventually(t, "the repeated acquire is applied", func() string {
+		select {
+		case r := <-again:
+			t.Fatalf("repeated acquire answered while the session waits: %d %s", r.status, short(r.body))
+		default:
+		}
+		if indexHeader(t, do(t, http.MethodGet, leader+"/v1/locks/"+name+"?consistency=stale", nil)) <= before {
+			return "no new entry"
+		}
+		return ""
+	})
+	pending(t, again, "the repeated acquire")
+	return again
+}

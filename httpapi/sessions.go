@@ -86,7 +86,7 @@ func (s *Server) renewSessions(c echo.Context) error {
 		return invalid("ids has %d sessions; at most %d are renewed in one request", len(req.IDs), max)
 	}
 	// A malformed id names no session, as with PUT /v1/sessions/{id}/renew: it is not found.
-	var notFound, raws []string
+	notFound, raws := []string{}, make([]string, 0, len(req.IDs))
 	ids := make([]fsm.SessionID, 0, len(req.IDs))
 	seen := make(map[string]struct{}, len(req.IDs))
 	for _, raw := range req.IDs {
@@ -103,9 +103,6 @@ func (s *Server) renewSessions(c echo.Context) error {
 	}
 	return s.atLeader(c, func() error {
 		resp := api.RenewSessionsResponse{Renewed: []api.RenewResponse{}, NotFound: notFound, Unknown: []string{}}
-		if resp.NotFound == nil {
-			resp.NotFound = []string{}
-		}
 		if len(ids) > 0 {
 			ctx, cancel := s.commandContext(c, 0)
 			defer cancel()
