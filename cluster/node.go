@@ -113,10 +113,11 @@ func (n *Node) open() error {
 		return err
 	}
 	n.store = store
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshot"))
+	files, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshot"))
 	if err != nil {
 		return fmt.Errorf("cluster: open snapshot store: %w", err)
 	}
+	snaps := sizedSnapshots{files}
 	logs, err := raft.NewLogCache(1024, store)
 	if err != nil {
 		return fmt.Errorf("cluster: log cache: %w", err)

@@ -75,3 +75,25 @@ func openLogStore(kind, dataDir string, walSegmentSize int, logger hclog.Logger)
 		return b, nil
 	}
 }
+
+// sizedSnapshots is the snapshot store whose readers tell their size (fsm.Sizer), so that the
+// state machine reads a snapshot into one buffer instead of growing one while it restores.
+type sizedSnapshots struct {
+	raft.SnapshotStore
+}
+
+// Open opens the snapshot id, with a reader that tells the size its metadata records.
+func (s sizedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	meta, rc, err := s.SnapshotStore.Open(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return meta, sizedReader{ReadCloser: rc, size: meta.Size}, nil
+}
+
+type sizedReader struct {
+	io.ReadCloser
+	size int64
+}
+
+func (r sizedReader) Size() int64 { return r.size }

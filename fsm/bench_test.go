@@ -60,25 +60,32 @@ func buildBig(tb testing.TB, f *fsm.FSM, sessions, locks int) uint64 {
 	return index + 1
 }
 
-var big struct {
+// builtState is a large state machine and its snapshot, built once per test binary.
+type builtState struct {
 	once sync.Once
 	f    *fsm.FSM
 	snap []byte
 }
 
-// bigState returns a state machine with 1,000,000 held locks and 100,000 sessions, and its
-// snapshot, built once per test binary.
-func bigState(b *testing.B) (*fsm.FSM, []byte) {
-	big.once.Do(func() {
-		big.f = fsm.New(nil)
-		buildBig(b, big.f, bigSessions, bigLocks)
-		big.snap = snapshotBytes(b, big.f)
+// big holds 1,000,000 locks among 100,000 sessions; few holds them among 64 sessions, the
+// shape of a few busy services each holding many locks.
+var big, few builtState
+
+func (s *builtState) get(b *testing.B, sessions int) (*fsm.FSM, []byte) {
+	s.once.Do(func() {
+		s.f = fsm.New(nil)
+		buildBig(b, s.f, sessions, bigLocks)
+		s.snap = snapshotBytes(b, s.f)
 	})
-	if big.f == nil {
+	if s.f == nil {
 		b.Fatal("building the large state failed earlier")
 	}
-	return big.f, big.snap
+	return s.f, s.snap
 }
+
+// bigState returns a state machine with 1,000,000 held locks and 100,000 sessions, and its
+// snapshot.
+func bigState(b *testing.B) (*fsm.FSM, []byte) { return big.get(b, bigSessions) }
 
 // preEncoded holds the log entries of a benchmark, encoded before the timer starts.
 func preEncoded(first uint64, cmds []fsm.Command) []*raft.Log {
@@ -331,20 +338,29 @@ func BenchmarkSnapshot1MLocks(b *testing.B) {
 	}
 }
 
-// BenchmarkRestore1MLocks restores the snapshot of 1,000,000 held locks and 100,000 sessions
-// into a new state machine.
+// BenchmarkRestore1MLocks restores the snapshot of 1,000,000 held locks, held by 100,000
+// sessions or by 64, into a new state machine, from a reader that tells its size as raft's
+// snapshot store does in cluster.
 func BenchmarkRestore1MLocks(b *testing.B) {
-	_, snap := bigState(b)
-	for b.Loop() {
-		f := fsm.New(nil)
-		if err := f.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
-			b.Fatal(err)
-		}
-		if st := f.Stats(); st.Held != bigLocks || st.Sessions != bigSessions {
-			b.Fatalf("restored %+v", st)
-		}
+	for _, sessions := range []int{bigSessions, 64} {
+		b.Run(fmt.Sprintf("sessions=%d", sessions), func(b *testing.B) {
+			state := &big
+			if sessions != bigSessions {
+				state = &few
+			}
+			_, snap := state.get(b, sessions)
+			for b.Loop() {
+				f := fsm.New(nil)
+				if err := f.Restore(sizedReader(snap, int64(len(snap)))); err != nil {
+					b.Fatal(err)
+				}
+				if st := f.Stats(); st.Held != bigLocks || st.Sessions != sessions {
+					b.Fatalf("restored %+v", st)
+				}
+			}
+			b.ReportMetric(float64(len(snap)), "snapshot-bytes")
+		})
 	}
-	b.ReportMetric(float64(len(snap)), "snapshot-bytes")
 }
 
 // BenchmarkDelayedLocks1MLocks lists the delayed locks (none) among 1,000,000 held ones, as a

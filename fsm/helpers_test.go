@@ -242,3 +242,22 @@ func normView(v view) view {
 
 // readCloser wraps b for Restore.
 func readCloser(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
+
+// hinted is a snapshot reader that tells a size (fsm.Sizer), right or wrong.
+type hinted struct {
+	io.Reader
+	size int64
+}
+
+func (h hinted) Size() int64  { return h.size }
+func (h hinted) Close() error { return nil }
+
+// wrapped hides a reader behind raft.ReadCloserWrapper, as raft's restore does.
+type wrapped struct{ io.ReadCloser }
+
+func (w wrapped) WrappedReadCloser() io.ReadCloser { return w.ReadCloser }
+
+// sizedReader reads b and tells size, from behind a raft-style wrapper.
+func sizedReader(b []byte, size int64) io.ReadCloser {
+	return wrapped{hinted{Reader: bytes.NewReader(b), size: size}}
+}

@@ -87,6 +87,20 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	}
 }
 
+// A size hint only saves copying: a wrong one must not cut the snapshot short or pad it.
+func TestRestoreReadsTheWholeSnapshotWhateverItsSizeHint(t *testing.T) {
+	f, _ := richState(t, 4, 300)
+	snap := snapshotBytes(t, f)
+	for _, size := range []int64{-1, 0, 1, int64(len(snap)) / 2, int64(len(snap)) - 1, int64(len(snap)),
+		int64(len(snap)) + 1, 4 * int64(len(snap)), 1 << 40} {
+		r := fsm.New(nil)
+		if err := r.Restore(sizedReader(snap, size)); err != nil {
+			t.Fatalf("size hint %d of %d bytes: %v", size, len(snap), err)
+		}
+		sameState(t, r, f)
+	}
+}
+
 func TestSnapshotOfEmptyStateRoundTrips(t *testing.T) {
 	snap := snapshotBytes(t, fsm.New(nil))
 	r := fsm.New(nil)
