@@ -72,7 +72,7 @@ func (a *applier) endSession(id SessionID, expired bool, now int64) Result {
 		l.waiters = a.removeWaiter(l.waiters, id)
 		a.changed(name, l)
 	}
-	released := sortedKeys(ss.locks)
+	released := ss.heldNames()
 	for _, name := range released {
 		l := a.st.locks[name]
 		a.clearHolder(ss, name, l)
@@ -99,7 +99,7 @@ func (a *applier) acquire(c *Command) Result {
 	}
 	l := a.st.locks[c.Lock]
 	if l == nil {
-		l = &lock{}
+		l = &lock{name: c.Lock}
 		a.st.locks[c.Lock] = l
 	}
 	if !l.held && l.delayUntil != 0 && c.Now >= l.delayUntil {
@@ -204,10 +204,7 @@ func (a *applier) delayEnded(c *Command) Result {
 func (a *applier) grant(name string, l *lock, ss *session, value string) {
 	l.held, l.holder, l.token, l.value = true, ss.id, a.index, value
 	a.st.held++
-	if ss.locks == nil {
-		ss.locks = make(map[string]struct{})
-	}
-	ss.locks[name] = struct{}{}
+	ss.link(l)
 	a.emit(Event{Kind: EventGranted, Lock: name, Session: ss.id, Token: a.index})
 }
 
@@ -231,7 +228,7 @@ func (a *applier) grantNext(name string, l *lock) {
 
 func (a *applier) clearHolder(ss *session, name string, l *lock) {
 	a.emit(Event{Kind: EventReleased, Lock: name, Session: ss.id, Token: l.token})
-	delete(ss.locks, name)
+	ss.unlink(l)
 	l.held, l.holder, l.token, l.value = false, SessionID{}, 0, ""
 	a.st.held--
 }

@@ -51,8 +51,14 @@ func CheckIntegrity(f *FSM) error {
 	sort.Strings(names)
 	for _, name := range names {
 		l := st.locks[name]
+		if l.name != name {
+			return fmt.Errorf("lock %q: entry named %q", name, l.name)
+		}
 		if !l.held && l.delayUntil == 0 && len(l.waiters) == 0 {
 			return fmt.Errorf("lock %q: idle entry kept", name)
+		}
+		if !l.held && (l.prevHeld != nil || l.nextHeld != nil) {
+			return fmt.Errorf("lock %q: free but still linked to held locks", name)
 		}
 		if l.held {
 			held++
@@ -95,8 +101,8 @@ func CheckIntegrity(f *FSM) error {
 		if ss.id != id {
 			return fmt.Errorf("session %v stored under %v", ss.id, id)
 		}
-		if err := sameSet(ss.locks, wantLocks[id]); err != nil {
-			return fmt.Errorf("session %v locks: %w", id, err)
+		if err := checkHeldList(st, ss, wantLocks[id]); err != nil {
+			return fmt.Errorf("session %v held locks: %w", id, err)
 		}
 		if err := sameSet(ss.waits, wantWaits[id]); err != nil {
 			return fmt.Errorf("session %v waits: %w", id, err)
@@ -106,6 +112,30 @@ func CheckIntegrity(f *FSM) error {
 		if m.ID != id {
 			return fmt.Errorf("member %q stored under %q", m.ID, id)
 		}
+	}
+	return nil
+}
+
+// checkHeldList checks that ss's list of held locks is well linked, has each lock of want
+// once, and nothing else.
+func checkHeldList(st *state, ss *session, want map[string]bool) error {
+	seen := map[string]bool{}
+	var prev *lock
+	for l := ss.held; l != nil; prev, l = l, l.nextHeld {
+		switch {
+		case l.prevHeld != prev:
+			return fmt.Errorf("lock %q: back link broken", l.name)
+		case st.locks[l.name] != l:
+			return fmt.Errorf("lock %q: not the entry of the lock table", l.name)
+		case !l.held || l.holder != ss.id:
+			return fmt.Errorf("lock %q: listed but held=%v by %v", l.name, l.held, l.holder)
+		case seen[l.name] || !want[l.name]:
+			return fmt.Errorf("lock %q listed twice or not held", l.name)
+		}
+		seen[l.name] = true
+	}
+	if len(seen) != len(want) {
+		return fmt.Errorf("lists %d locks, holds %d", len(seen), len(want))
 	}
 	return nil
 }

@@ -34,16 +34,11 @@ var (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-type lockRecord struct {
-	name string
-	lock
-}
-
 // snapshot is a point-in-time copy of the state, taken under the read lock and written later.
 type snapshot struct {
 	freedIndex uint64
 	sessions   []session
-	locks      []lockRecord
+	locks      []lock
 	members    []Member
 }
 
@@ -53,17 +48,18 @@ func captureSnapshot(st *state) *snapshot {
 	s := &snapshot{
 		freedIndex: st.freedIndex,
 		sessions:   make([]session, 0, len(st.sessions)),
-		locks:      make([]lockRecord, 0, len(st.locks)),
+		locks:      make([]lock, 0, len(st.locks)),
 		members:    make([]Member, 0, len(st.members)),
 	}
 	for _, ss := range st.sessions {
 		s.sessions = append(s.sessions, session{id: ss.id, name: ss.name, ttl: ss.ttl,
 			lockDelay: ss.lockDelay, createIndex: ss.createIndex})
 	}
-	for name, l := range st.locks {
+	for _, l := range st.locks {
 		c := *l
+		c.prevHeld, c.nextHeld = nil, nil // the copy must not keep live locks reachable
 		c.waiters = append([]waiter(nil), l.waiters...)
-		s.locks = append(s.locks, lockRecord{name: name, lock: c})
+		s.locks = append(s.locks, c)
 	}
 	for _, m := range st.members {
 		s.members = append(s.members, m)
@@ -92,11 +88,11 @@ func (s *snapshot) write(w io.Writer) error {
 		sessions[i] = &s.sessions[i]
 	}
 	slices.SortFunc(sessions, func(a, b *session) int { return bytes.Compare(a.id[:], b.id[:]) })
-	locks := make([]*lockRecord, len(s.locks))
+	locks := make([]*lock, len(s.locks))
 	for i := range s.locks {
 		locks[i] = &s.locks[i]
 	}
-	slices.SortFunc(locks, func(a, b *lockRecord) int { return strings.Compare(a.name, b.name) })
+	slices.SortFunc(locks, func(a, b *lock) int { return strings.Compare(a.name, b.name) })
 	sortMembers(s.members)
 
 	crc := crc32.New(castagnoli)
@@ -232,15 +228,13 @@ func readSnapshot(r io.Reader) (*state, error) {
 	prevName := ""
 	n = d.count()
 	st.locks = make(map[string]*lock, n)
-	held := make([]heldLock, 0, n)
 	for i := 0; uint64(i) < n && d.err == nil; i++ {
-		var err error
-		if held, err = readLock(&d, st, held, i > 0, prevName); err != nil {
+		name, err := readLock(&d, st, i > 0, prevName)
+		if err != nil {
 			return nil, err
 		}
-		prevName = held[len(held)-1].name
+		prevName = name
 	}
-	linkHolders(held)
 	for i, n := 0, d.count(); uint64(i) < n && d.err == nil; i++ {
 		m := Member{ID: d.string(), RaftAddr: d.string(), HTTPAddr: d.string()}
 		if d.err == nil && i > 0 && m.ID <= prevName {
@@ -258,39 +252,11 @@ func readSnapshot(r io.Reader) (*state, error) {
 	return st, nil
 }
 
-// heldLock is a lock name and the session that holds it (nil when it is not held), read but
-// not yet in the session's set.
-type heldLock struct {
-	name   string
-	holder *session
-}
-
-// linkHolders fills each session's set of held locks. Counting first sizes every set once:
-// growing them was a third of the time of restoring a million locks held by a few sessions.
-func linkHolders(held []heldLock) {
-	counts := make(map[*session]int)
-	for _, h := range held {
-		if h.holder != nil {
-			counts[h.holder]++
-		}
-	}
-	for _, h := range held {
-		if h.holder == nil {
-			continue
-		}
-		if h.holder.locks == nil {
-			h.holder.locks = make(map[string]struct{}, counts[h.holder])
-		}
-		h.holder.locks[h.name] = struct{}{}
-	}
-}
-
-// readLock reads one lock record, checks that it is a state Apply can produce, links it to
-// the sessions that wait for it, and appends it to held with its holder for linkHolders. The
-// name must sort after prev (when there is one).
-func readLock(d *decoder, st *state, held []heldLock, hasPrev bool, prev string) ([]heldLock, error) {
+// readLock reads one lock record, checks that it is a state Apply can produce, and links it
+// to its sessions. The name must sort after prev (when there is one); it is returned.
+func readLock(d *decoder, st *state, hasPrev bool, prev string) (string, error) {
 	name := d.string()
-	l := &lock{}
+	l := &lock{name: name}
 	switch d.byte() {
 	case 0:
 	case 1:
@@ -304,34 +270,35 @@ func readLock(d *decoder, st *state, held []heldLock, hasPrev bool, prev string)
 		l.waiters = append(l.waiters, waiter{session: d.sessionID(), value: d.string()})
 	}
 	if d.err != nil {
-		return held, d.err
+		return "", d.err
 	}
 	switch {
 	case hasPrev && name <= prev:
-		return held, fmt.Errorf("%w: lock %q out of order", ErrSnapshotCorrupt, name)
+		return "", fmt.Errorf("%w: lock %q out of order", ErrSnapshotCorrupt, name)
 	case l.held && l.delayUntil != 0:
-		return held, fmt.Errorf("%w: lock %q held and delayed", ErrSnapshotCorrupt, name)
+		return "", fmt.Errorf("%w: lock %q held and delayed", ErrSnapshotCorrupt, name)
 	case l.held && (l.token == 0 || l.token > l.modifyIndex):
 		// A grant sets both to its index, and raft indexes start at 1.
-		return held, fmt.Errorf("%w: lock %q token %d, modify index %d", ErrSnapshotCorrupt, name, l.token, l.modifyIndex)
+		return "", fmt.Errorf("%w: lock %q token %d, modify index %d", ErrSnapshotCorrupt, name, l.token, l.modifyIndex)
 	case !l.held && l.delayUntil == 0:
 		// Apply removes an idle entry, and grants a free undelayed lock to its first waiter.
-		return held, fmt.Errorf("%w: lock %q neither held nor delayed", ErrSnapshotCorrupt, name)
+		return "", fmt.Errorf("%w: lock %q neither held nor delayed", ErrSnapshotCorrupt, name)
 	}
-	var holder *session
 	if l.held {
-		if holder = st.sessions[l.holder]; holder == nil {
-			return held, fmt.Errorf("%w: lock %q held by unknown session", ErrSnapshotCorrupt, name)
+		ss := st.sessions[l.holder]
+		if ss == nil {
+			return "", fmt.Errorf("%w: lock %q held by unknown session", ErrSnapshotCorrupt, name)
 		}
+		ss.link(l)
 		st.held++
 	}
 	for _, w := range l.waiters {
 		ss := st.sessions[w.session]
 		if ss == nil {
-			return held, fmt.Errorf("%w: lock %q awaited by unknown session", ErrSnapshotCorrupt, name)
+			return "", fmt.Errorf("%w: lock %q awaited by unknown session", ErrSnapshotCorrupt, name)
 		}
 		if _, dup := ss.waits[name]; dup || (l.held && w.session == l.holder) {
-			return held, fmt.Errorf("%w: lock %q: session queued twice or behind itself", ErrSnapshotCorrupt, name)
+			return "", fmt.Errorf("%w: lock %q: session queued twice or behind itself", ErrSnapshotCorrupt, name)
 		}
 		if ss.waits == nil {
 			ss.waits = make(map[string]struct{})
@@ -340,7 +307,7 @@ func readLock(d *decoder, st *state, held []heldLock, hasPrev bool, prev string)
 	}
 	st.waiters += len(l.waiters)
 	st.locks[name] = l
-	return append(held, heldLock{name: name, holder: holder}), nil
+	return name, nil
 }
 
 // count reads a record count, bounded by the bytes left so that corrupt input cannot allocate.

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// session is the stored form of a session. locks and waits are derived from the lock table and
+// session is the stored form of a session. held and waits are derived from the lock table and
 // rebuilt on restore, so they are never written to a snapshot.
 type session struct {
 	id          SessionID
@@ -14,8 +14,40 @@ type session struct {
 	ttl         time.Duration
 	lockDelay   time.Duration
 	createIndex uint64
-	locks       map[string]struct{} // locks held
+	held        *lock               // first of the locks held, linked through lock.nextHeld
 	waits       map[string]struct{} // locks whose queue holds this session
+}
+
+// link adds l, which ss now holds, to ss's held locks.
+func (ss *session) link(l *lock) {
+	l.prevHeld, l.nextHeld = nil, ss.held
+	if ss.held != nil {
+		ss.held.prevHeld = l
+	}
+	ss.held = l
+}
+
+// unlink removes l, which ss no longer holds, from ss's held locks.
+func (ss *session) unlink(l *lock) {
+	if l.prevHeld != nil {
+		l.prevHeld.nextHeld = l.nextHeld
+	} else {
+		ss.held = l.nextHeld
+	}
+	if l.nextHeld != nil {
+		l.nextHeld.prevHeld = l.prevHeld
+	}
+	l.prevHeld, l.nextHeld = nil, nil
+}
+
+// heldNames returns the names of the locks ss holds, sorted; empty, not nil, when none.
+func (ss *session) heldNames() []string {
+	names := []string{}
+	for l := ss.held; l != nil; l = l.nextHeld {
+		names = append(names, l.name)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // waiter is one entry of a lock's FIFO queue: a session and the value it asked to store.
@@ -25,8 +57,13 @@ type waiter struct {
 }
 
 // lock is the stored form of a lock. An entry exists while the lock is held, awaited or
-// delayed; a free, idle lock is removed.
+// delayed; a free, idle lock is removed. A held lock is in its holder's list of held locks: a
+// list rather than a per-session set, so that granting, releasing and restoring a lock touch
+// no second map.
 type lock struct {
+	name        string // the key of the lock table
+	prevHeld    *lock  // the holder's held locks, while held
+	nextHeld    *lock
 	held        bool
 	holder      SessionID
 	token       uint64
@@ -80,7 +117,7 @@ func (s *state) sessionInfo(ss *session) SessionInfo {
 		TTL:         ss.ttl,
 		LockDelay:   ss.lockDelay,
 		CreateIndex: ss.createIndex,
-		Locks:       sortedKeys(ss.locks),
+		Locks:       ss.heldNames(),
 	}
 }
 
