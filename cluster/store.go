@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // The Raft log and stable stores a node can keep. Both fsync every append before raft counts
@@ -91,9 +93,12 @@ func (s sizedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 	return meta, sizedReader{ReadCloser: rc, size: meta.Size}, nil
 }
 
+// sizedReader is a snapshot reader that tells the size its metadata records.
 type sizedReader struct {
 	io.ReadCloser
 	size int64
 }
+
+var _ fsm.Sizer = sizedReader{}
 
 func (r sizedReader) Size() int64 { return r.size }
