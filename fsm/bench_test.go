@@ -342,16 +342,17 @@ func BenchmarkSnapshot1MLocks(b *testing.B) {
 // sessions or by 64, into a new state machine, from a reader that tells its size as raft's
 // snapshot store does in cluster.
 func BenchmarkRestore1MLocks(b *testing.B) {
-	for _, sessions := range []int{bigSessions, 64} {
+	for _, shape := range []struct {
+		state    *builtState
+		sessions int
+	}{{&big, bigSessions}, {&few, 64}} {
+		sessions := shape.sessions
 		b.Run(fmt.Sprintf("sessions=%d", sessions), func(b *testing.B) {
-			state := &big
-			if sessions != bigSessions {
-				state = &few
-			}
-			_, snap := state.get(b, sessions)
+			_, snap := shape.state.get(b, sessions)
 			for b.Loop() {
 				f := fsm.New(nil)
-				if err := f.Restore(sizedReader(snap, int64(len(snap)))); err != nil {
+				rc, _ := sizedReader(snap, int64(len(snap)))
+				if err := f.Restore(rc); err != nil {
 					b.Fatal(err)
 				}
 				if st := f.Stats(); st.Held != bigLocks || st.Sessions != sessions {

@@ -243,14 +243,16 @@ func normView(v view) view {
 // readCloser wraps b for Restore.
 func readCloser(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
 
-// hinted is a snapshot reader that tells a size (fsm.Sizer), right or wrong.
+// hinted is a snapshot reader that tells a size (fsm.Sizer), right or wrong, and records
+// that it was asked.
 type hinted struct {
 	io.Reader
-	size int64
+	size  int64
+	asked bool
 }
 
-func (h hinted) Size() int64  { return h.size }
-func (h hinted) Close() error { return nil }
+func (h *hinted) Size() int64  { h.asked = true; return h.size }
+func (h *hinted) Close() error { return nil }
 
 // wrapped hides a reader behind raft.ReadCloserWrapper, as raft's restore does.
 type wrapped struct{ io.ReadCloser }
@@ -258,6 +260,7 @@ type wrapped struct{ io.ReadCloser }
 func (w wrapped) WrappedReadCloser() io.ReadCloser { return w.ReadCloser }
 
 // sizedReader reads b and tells size, from behind a raft-style wrapper.
-func sizedReader(b []byte, size int64) io.ReadCloser {
-	return wrapped{hinted{Reader: bytes.NewReader(b), size: size}}
+func sizedReader(b []byte, size int64) (io.ReadCloser, *hinted) {
+	h := &hinted{Reader: bytes.NewReader(b), size: size}
+	return wrapped{h}, h
 }

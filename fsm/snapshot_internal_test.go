@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
-	"io"
-	"strings"
 	"testing"
 	"time"
 )
@@ -139,27 +137,5 @@ func TestRestoreRefusesInconsistentSnapshots(t *testing.T) {
 				t.Fatalf("restore: %v, want ErrSnapshotCorrupt", err)
 			}
 		})
-	}
-}
-
-type sized struct {
-	io.ReadCloser
-	n int64
-}
-
-func (s sized) Size() int64 { return s.n }
-
-type wrapper struct{ io.ReadCloser }
-
-func (w wrapper) WrappedReadCloser() io.ReadCloser { return w.ReadCloser }
-
-// Restore finds the size of the snapshot store's reader behind the ones raft wraps around it.
-func TestSizeOfLooksBehindRaftsWrappers(t *testing.T) {
-	inner := sized{io.NopCloser(strings.NewReader("")), 42}
-	if got := sizeOf(wrapper{wrapper{inner}}); got != 42 {
-		t.Fatalf("size behind two wrappers %d, want 42", got)
-	}
-	if got := sizeOf(wrapper{io.NopCloser(strings.NewReader(""))}); got != -1 {
-		t.Fatalf("size of a reader that tells none %d, want -1", got)
 	}
 }

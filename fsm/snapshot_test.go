@@ -87,15 +87,20 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	}
 }
 
-// A size hint only saves copying: a wrong one must not cut the snapshot short or pad it.
+// A size hint only saves copying: Restore must find it behind raft's wrapper, and a wrong one
+// must not cut the snapshot short or pad it.
 func TestRestoreReadsTheWholeSnapshotWhateverItsSizeHint(t *testing.T) {
 	f, _ := richState(t, 4, 300)
 	snap := snapshotBytes(t, f)
 	for _, size := range []int64{-1, 0, 1, int64(len(snap)) / 2, int64(len(snap)) - 1, int64(len(snap)),
 		int64(len(snap)) + 1, 4 * int64(len(snap)), 1 << 40} {
 		r := fsm.New(nil)
-		if err := r.Restore(sizedReader(snap, size)); err != nil {
+		rc, hint := sizedReader(snap, size)
+		if err := r.Restore(rc); err != nil {
 			t.Fatalf("size hint %d of %d bytes: %v", size, len(snap), err)
+		}
+		if !hint.asked {
+			t.Fatalf("size hint %d: Restore did not look behind the wrapper for it", size)
 		}
 		sameState(t, r, f)
 	}
