@@ -161,17 +161,13 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 		}
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))
 	}
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("cluster: leadership transfer: %w", err)
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
+	switch done, err := await(ctx, f); {
+	case !done:
+		return fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+	case err != nil:
+		return fmt.Errorf("cluster: leadership transfer: %w", err)
 	}
+	return nil
 }
 
 // Join asks a running cluster, through any member's HTTP API, to add this node as a voter, and

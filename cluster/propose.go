@@ -15,15 +15,11 @@ func (n *Node) propose(ctx context.Context, c *fsm.Command) (fsm.Result, error) 
 		return fsm.Result{}, fmt.Errorf("%w: %w", ErrNotLeader, ErrShutdown)
 	}
 	f := n.raft.Apply(c.Encode(nil), n.cfg.ApplyTimeout)
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return fsm.Result{}, applyError(err)
-		}
-	case <-ctx.Done():
-		return fsm.Result{}, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
+	switch done, err := await(ctx, f); {
+	case !done:
+		return fsm.Result{}, fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+	case err != nil:
+		return fsm.Result{}, applyError(err)
 	}
 	res, ok := f.Response().(fsm.Result)
 	if !ok {

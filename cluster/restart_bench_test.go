@@ -15,21 +15,28 @@ import (
 
 // BenchmarkRestartWith1MLocks restarts a whole three-node cluster that holds 1,000,000 locks:
 // every node stops, then all start again together from their data directories (latest
-// snapshot plus the log after it). open-s is the time until every node is open (snapshot
+// snapshot plus the log after it). The nodes stop by crashing (Close), or gracefully
+// (Shutdown, which snapshots first). open-s is the time until every node is open (snapshot
 // restored, log scanned), leader-s until one leads, and restart-s until a new acquire is
 // granted. All three nodes share this machine's cores while they restore.
 // Building the state takes a minute or two; run it with -benchtime=1x.
 func BenchmarkRestartWith1MLocks(b *testing.B) {
 	for _, store := range logStores {
-		b.Run(store, func(b *testing.B) {
-			for range b.N {
-				benchRestart(b, store, 1_000_000)
+		for _, graceful := range []bool{false, true} {
+			name := store + "/crash"
+			if graceful {
+				name = store + "/graceful"
 			}
-		})
+			b.Run(name, func(b *testing.B) {
+				for range b.N {
+					benchRestart(b, store, 1_000_000, graceful)
+				}
+			})
+		}
 	}
 }
 
-func benchRestart(b *testing.B, store string, locks int) {
+func benchRestart(b *testing.B, store string, locks int, graceful bool) {
 	b.StopTimer()
 	c := newTestCluster(b, 3, func(cfg *cluster.Config) { cfg.LogStore = store })
 	_, leader := c.waitLeader()
@@ -70,9 +77,15 @@ func benchRestart(b *testing.B, store string, locks int) {
 		}
 		return true
 	})
+	var stopping sync.WaitGroup
 	for i := range c.ids {
-		c.kill(i)
+		if graceful {
+			stopping.Go(func() { c.stop(i) })
+		} else {
+			c.kill(i)
+		}
 	}
+	stopping.Wait()
 	// A restarted cluster is three new processes: drop the stopped nodes' state, so that the
 	// garbage collector does not trace it while the new nodes restore theirs.
 	leader = nil

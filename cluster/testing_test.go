@@ -163,16 +163,32 @@ func (c *testCluster) node(i int) *cluster.Node {
 // kill closes node i at once, without leadership transfer: a crash, as far as the others see.
 func (c *testCluster) kill(i int) {
 	c.t.Helper()
+	if err := c.detach(i).Close(); err != nil {
+		c.t.Logf("close %s: %v", c.ids[i], err)
+	}
+}
+
+// stop shuts node i down gracefully, as on SIGTERM: leadership transfer, snapshot, close.
+func (c *testCluster) stop(i int) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if err := c.detach(i).Shutdown(ctx); err != nil {
+		c.t.Errorf("shut down %s: %v", c.ids[i], err)
+	}
+}
+
+// detach takes running node i out of the cluster's list, for kill or stop.
+func (c *testCluster) detach(i int) *cluster.Node {
+	c.t.Helper()
 	c.mu.Lock()
 	n := c.nodes[i]
 	c.nodes[i] = nil
 	c.mu.Unlock()
 	if n == nil {
-		c.t.Fatalf("kill %s: not running", c.ids[i])
+		c.t.Fatalf("stop %s: not running", c.ids[i])
 	}
-	if err := n.Close(); err != nil {
-		c.t.Logf("close %s: %v", c.ids[i], err)
-	}
+	return n
 }
 
 // restart starts node i again from its data directory, on its old Raft address.
