@@ -10,5 +10,9 @@
 // leadership after the read arrived (see ReadBarrier for why no index wait is needed).
 // Blocked acquires and blocking queries are woken by the state machine as it applies the log.
 //
+// A node starting from a snapshot restores it beside raft's start, not before: raft scans its
+// log and votes meanwhile, and reaches the state machine only once the snapshot is in. A
+// graceful Shutdown snapshots the applied state, so the next start replays no log.
+//
 // It imports fsm and api (for the join request); it never imports httpapi.
 package cluster

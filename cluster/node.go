@@ -156,9 +156,25 @@ func (n *Node) open() error {
 		}
 		n.log.Info("bootstrapped a new cluster", "members", len(servers))
 	}
-	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, n.trans)
+	var machine raft.FSM = n.fsm
+	restore := beginStartupRestore(n.fsm, snaps, n.log)
+	if restore != nil {
+		rc.NoSnapshotRestoreOnStart = true
+		machine = gatedFSM{FSM: n.fsm, restore: restore}
+	}
+	r, err := raft.NewRaft(rc, machine, logs, store, snaps, n.trans)
 	if err != nil {
+		if restore != nil {
+			_ = restore.wait()
+		}
 		return fmt.Errorf("cluster: start raft: %w", err)
+	}
+	if restore != nil {
+		if err := restore.wait(); err != nil {
+			// raft holds an index the state machine never reached: stop it before anyone reads.
+			_ = r.Shutdown().Error()
+			return err
+		}
 	}
 	n.raft = r
 	return nil
