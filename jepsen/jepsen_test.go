@@ -35,6 +35,8 @@ func scenarios() []scenario {
 			c.Faults, c.Seed, c.TargetLeader = []string{nemesis.Pause}, 12, true
 		}, expectFault(nemesis.Pause)},
 		{"partition", func(c *Config) { c.Faults, c.Seed = []string{nemesis.Partition}, 13 }, expectFault(nemesis.Partition)},
+		// Graceful restarts: leadership transfer, a snapshot at shutdown, a start from it.
+		{"restart", func(c *Config) { c.Faults, c.Seed = []string{nemesis.Restart}, 17 }, expectFault(nemesis.Restart)},
 		// The wal log store under crashes and partitions: its restart after a truncated log
 		// tail is what raft-wal v0.4.0 got wrong (a node that panics on start).
 		{"wal-kill-partition", func(c *Config) {

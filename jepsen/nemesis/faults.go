@@ -54,14 +54,36 @@ func (n *Nemesis) kill(ctx context.Context) {
 	err := node.Kill(ctx)
 	n.record(Kill, history.ActionStart, id, inv, "SIGKILL "+what, err)
 	hold(ctx, n.between(2*time.Second, 5*time.Second))
-	inv = n.rec.Now()
-	err = node.Start()
+	n.bringBack(ctx, Kill, id, node)
+}
+
+// restart stops a node gracefully (SIGTERM: it hands leadership over and snapshots), keeps it
+// down for a second or two, and starts it again from that snapshot.
+func (n *Nemesis) restart(ctx context.Context) {
+	node, what := n.target(ctx, 0.5)
+	if node == nil {
+		return
+	}
+	id := n.rec.NewFaultID()
+	inv := n.rec.Now()
+	sctx, cancel := context.WithTimeout(ctx, restartWait)
+	err := node.Stop(sctx)
+	cancel()
+	n.record(Restart, history.ActionStart, id, inv, "SIGTERM "+what, err)
+	hold(ctx, n.between(time.Second, 2*time.Second))
+	n.bringBack(ctx, Restart, id, node)
+}
+
+// bringBack starts a stopped node again, waits until it serves, and records the fault's end.
+func (n *Nemesis) bringBack(ctx context.Context, fault string, id int, node *cluster.Node) {
+	inv := n.rec.Now()
+	err := node.Start()
 	if err == nil {
 		wctx, cancel := context.WithTimeout(ctx, restartWait)
 		err = n.c.WaitHealthy(wctx, node)
 		cancel()
 	}
-	n.record(Kill, history.ActionStop, id, inv, "restarted "+node.ID, err)
+	n.record(fault, history.ActionStop, id, inv, "restarted "+node.ID, err)
 }
 
 // newLeader waits briefly for a leader other than old, for the log; "?" if none shows up.

@@ -17,6 +17,7 @@ import (
 // Fault names.
 const (
 	Kill        = "kill"
+	Restart     = "restart"
 	Pause       = "pause"
 	Partition   = "partition"
 	ClientPause = workload.FaultClientPause
@@ -24,7 +25,7 @@ const (
 )
 
 // All lists every fault, in the order "all" expands to.
-var All = []string{Kill, Pause, Partition, ClientPause, Churn}
+var All = []string{Kill, Restart, Pause, Partition, ClientPause, Churn}
 
 // ErrUnknownFault is returned for a fault name that is not in All.
 var ErrUnknownFault = errors.New("nemesis: unknown fault")
@@ -149,6 +150,8 @@ func (n *Nemesis) inject(ctx context.Context, stop <-chan struct{}, fault string
 	switch fault {
 	case Kill:
 		n.kill(ctx)
+	case Restart:
+		n.restart(ctx)
 	case Pause:
 		n.pause(ctx)
 	case Partition:
