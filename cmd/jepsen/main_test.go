@@ -5,11 +5,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/jepsen/history"
+	"github.com/raftlock/raftlock/jepsen/nemesis"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -21,7 +23,7 @@ func TestParseFlags(t *testing.T) {
 		t.Fatalf("parsed %+v", o.cfg)
 	}
 	o, err = parse([]string{"--dir", t.TempDir()}, &bytes.Buffer{})
-	if err != nil || o.cfg.Seed == 0 || len(o.cfg.Faults) != 5 {
+	if err != nil || o.cfg.Seed == 0 || !slices.Equal(o.cfg.Faults, nemesis.All) {
 		t.Fatalf("defaults: every fault and a derived seed, got %+v %v", o.cfg, err)
 	}
 }
