@@ -11,8 +11,10 @@
 // Blocked acquires and blocking queries are woken by the state machine as it applies the log.
 //
 // A node starting from a snapshot restores it beside raft's start, not before: raft scans its
-// log and votes meanwhile, and reaches the state machine only once the snapshot is in. A
-// graceful Shutdown snapshots the applied state, so the next start replays no log.
+// log and votes meanwhile, and reaches the state machine only once the snapshot is in. The
+// entries raft reads while it starts are kept until it applies them, so that the log after the
+// snapshot is read from the store once. A graceful Shutdown snapshots the applied state, so the
+// next start replays no log.
 //
 // It imports fsm and api (for the join request); it never imports httpapi.
 package cluster

@@ -118,7 +118,8 @@ func (n *Node) open() error {
 		return fmt.Errorf("cluster: open snapshot store: %w", err)
 	}
 	snaps := sizedSnapshots{files}
-	logs, err := raft.NewLogCache(1024, store)
+	replay := newReplayCache(store)
+	logs, err := raft.NewLogCache(1024, replay)
 	if err != nil {
 		return fmt.Errorf("cluster: log cache: %w", err)
 	}
@@ -162,7 +163,9 @@ func (n *Node) open() error {
 		rc.NoSnapshotRestoreOnStart = true
 		machine = gatedFSM{FSM: n.fsm, restore: restore}
 	}
+	replay.startFilling() // NewRaft reads the log after the snapshot; it is applied soon after
 	r, err := raft.NewRaft(rc, machine, logs, store, snaps, n.trans)
+	replay.stopFilling()
 	if err != nil {
 		if restore != nil {
 			_ = restore.wait()

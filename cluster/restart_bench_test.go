@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -29,16 +30,36 @@ func BenchmarkRestartWith1MLocks(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				for range b.N {
-					benchRestart(b, store, 1_000_000, graceful)
+					benchRestart(b, store, 1_000_000, graceful, nil)
 				}
 			})
 		}
 	}
 }
 
-func benchRestart(b *testing.B, store string, locks int, graceful bool) {
+// BenchmarkRestartWithLongLog restarts a crashed three-node cluster whose 100,000 grants are
+// all in the log after the snapshot (none is taken), so that the restart is raft reading that
+// log when it starts and again when it applies it.
+func BenchmarkRestartWithLongLog(b *testing.B) {
+	for _, store := range logStores {
+		b.Run(store, func(b *testing.B) {
+			for range b.N {
+				benchRestart(b, store, 100_000, false, func(cfg *cluster.Config) {
+					cfg.SnapshotThreshold = math.MaxUint64
+				})
+			}
+		})
+	}
+}
+
+func benchRestart(b *testing.B, store string, locks int, graceful bool, tune func(*cluster.Config)) {
 	b.StopTimer()
-	c := newTestCluster(b, 3, func(cfg *cluster.Config) { cfg.LogStore = store })
+	c := newTestCluster(b, 3, func(cfg *cluster.Config) {
+		cfg.LogStore = store
+		if tune != nil {
+			tune(cfg)
+		}
+	})
 	_, leader := c.waitLeader()
 	const workers = 64
 	var next atomic.Int64
