@@ -50,6 +50,8 @@ type ContendedResult struct {
 	Violations       []string `json:"violations,omitempty"`
 	Errors           int64    `json:"errors"`
 	ErrorSamples     []string `json:"error_samples,omitempty"`
+	// StealPercent is the CPU time the hypervisor gave to other guests while this ran.
+	StealPercent *float64 `json:"steal_percent,omitempty"`
 }
 
 // hold is one grant of the contended lock as its client saw it.

@@ -41,6 +41,10 @@ type Environment struct {
 	// ended, where the OS tells it: other work on the machine skews every figure.
 	LoadAvgStart string `json:"load_avg_start,omitempty"`
 	LoadAvgEnd   string `json:"load_avg_end,omitempty"`
+	// StealPercent is the share of the machine's CPU time during the run that the hypervisor
+	// gave to other guests, where the OS tells it. A virtual machine's load average does not
+	// show them, and its figures drop as they take its time.
+	StealPercent *float64 `json:"steal_percent,omitempty"`
 }
 
 // Violations lists what must never happen and did: overlapping holds, tokens that did not
@@ -92,22 +96,25 @@ func (r *Report) WriteTable(out io.Writer) error {
 	if e.LoadAvgStart != "" {
 		fmt.Fprintf(out, "load average %s at the start, %s at the end\n", e.LoadAvgStart, e.LoadAvgEnd)
 	}
+	if e.StealPercent != nil {
+		fmt.Fprintf(out, "%.1f %% of the machine's CPU time was stolen by the hypervisor during the run\n", *e.StealPercent)
+	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	if len(r.Uncontended) > 0 {
-		fmt.Fprintf(tw, "\nuncontended\tclients\tops/s\tacquire p50\tp99\tmax\trelease p50\tp99\tmax\terrors\n")
+		fmt.Fprintf(tw, "\nuncontended\tclients\tops/s\tacquire p50\tp99\tmax\trelease p50\tp99\tmax\terrors\tsteal\n")
 		for _, u := range r.Uncontended {
-			fmt.Fprintf(tw, "\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", u.Clients, u.OpsPerSec,
+			fmt.Fprintf(tw, "\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", u.Clients, u.OpsPerSec,
 				msStr(u.Acquire.P50), msStr(u.Acquire.P99), msStr(u.Acquire.Max),
-				msStr(u.Release.P50), msStr(u.Release.P99), msStr(u.Release.Max), u.Errors)
+				msStr(u.Release.P50), msStr(u.Release.P99), msStr(u.Release.Max), u.Errors, pctStr(u.StealPercent))
 		}
 	}
 	if len(r.Contended) > 0 {
-		fmt.Fprintf(tw, "\ncontended\tclients\tgrants/s\thandoff p50\tp99\tmax\tfrom send p50\tp99\tfairness\tfifo inv.\toverlaps\ttoken regr.\terrors\n")
+		fmt.Fprintf(tw, "\ncontended\tclients\tgrants/s\thandoff p50\tp99\tmax\tfrom send p50\tp99\tfairness\tfifo inv.\toverlaps\ttoken regr.\terrors\tsteal\n")
 		for _, c := range r.Contended {
-			fmt.Fprintf(tw, "\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", c.Clients, c.GrantsPerSec,
+			fmt.Fprintf(tw, "\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", c.Clients, c.GrantsPerSec,
 				msStr(c.Handoff.P50), msStr(c.Handoff.P99), msStr(c.Handoff.Max),
 				msStr(c.HandoffFromSend.P50), msStr(c.HandoffFromSend.P99),
-				fairness(c), c.FIFOInversions, c.Overlaps, c.TokenRegressions, c.Errors)
+				fairness(c), c.FIFOInversions, c.Overlaps, c.TokenRegressions, c.Errors, pctStr(c.StealPercent))
 		}
 	}
 	if s := r.Sessions; s != nil {
@@ -135,6 +142,9 @@ func (r *Report) WriteTable(out io.Writer) error {
 // writeNotes explains the figures that need it and lists violations and error samples.
 func (r *Report) writeNotes(out io.Writer) {
 	var notes []string
+	if len(r.Uncontended) > 0 || len(r.Contended) > 0 {
+		notes = append(notes, "steal = the machine's CPU time the hypervisor gave to other guests during the row (from /proc/stat); figures taken under steal are low")
+	}
 	if len(r.Contended) > 0 {
 		notes = append(notes, "handoff = release acknowledged -> next holder's grant received (0 when the grant came first), from send = release sent -> next grant received; fairness = max/min grants per client; fifo inv. = grants to a client that asked >5ms after one still waiting")
 	}
@@ -223,4 +233,12 @@ func msStr(v float64) string {
 		return fmt.Sprintf("%.1fms", v)
 	}
 	return fmt.Sprintf("%.2fs", v/1000)
+}
+
+// pctStr renders a percentage that may be unknown.
+func pctStr(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", *p)
 }

@@ -34,15 +34,21 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if rep.Environment, err = r.environment(ctx); err != nil {
 		return nil, err
 	}
-	for _, w := range AllWorkloads() {
-		if !slices.Contains(opts.Workloads, w) {
-			continue
+	rep.Environment.StealPercent, err = stealDuring(func() error {
+		for _, w := range AllWorkloads() {
+			if !slices.Contains(opts.Workloads, w) {
+				continue
+			}
+			if err := r.runWorkload(ctx, w, rep); err != nil {
+				return err
+			}
 		}
-		if err := r.runWorkload(ctx, w, rep); err != nil {
-			return rep, err
-		}
-	}
+		return nil
+	})
 	rep.Environment.LoadAvgEnd = loadAvg()
+	if err != nil {
+		return rep, err
+	}
 	if v := rep.Violations(); len(v) > 0 {
 		return rep, fmt.Errorf("%w: %s", ErrViolation, strings.Join(v, "; "))
 	}
@@ -53,10 +59,15 @@ func (r *runner) runWorkload(ctx context.Context, w string, rep *Report) error {
 	switch w {
 	case Uncontended:
 		for _, c := range r.opts.UncontendedClients {
-			res, err := r.uncontended(ctx, c)
+			var res UncontendedResult
+			steal, err := stealDuring(func() (err error) {
+				res, err = r.uncontended(ctx, c)
+				return err
+			})
 			if err != nil {
 				return err
 			}
+			res.StealPercent = steal
 			rep.Uncontended = append(rep.Uncontended, res)
 		}
 	case Contended:
@@ -64,10 +75,15 @@ func (r *runner) runWorkload(ctx context.Context, w string, rep *Report) error {
 			if c < 2 {
 				continue
 			}
-			res, err := r.contended(ctx, c)
+			var res ContendedResult
+			steal, err := stealDuring(func() (err error) {
+				res, err = r.contended(ctx, c)
+				return err
+			})
 			if err != nil {
 				return err
 			}
+			res.StealPercent = steal
 			rep.Contended = append(rep.Contended, res)
 		}
 	case Sessions:

@@ -30,6 +30,8 @@ type UncontendedResult struct {
 	ErrorSamples []string `json:"error_samples,omitempty"`
 	// Violations lists grants whose token did not exceed the previous grant of the same lock.
 	Violations []string `json:"violations,omitempty"`
+	// StealPercent is the CPU time the hypervisor gave to other guests while this ran.
+	StealPercent *float64 `json:"steal_percent,omitempty"`
 }
 
 // uncontendedWorker is what one client of the uncontended workload measured.
