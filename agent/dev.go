@@ -169,6 +169,9 @@ func (d *Dev) Agent(i int) *Agent {
 // Size returns the number of nodes.
 func (d *Dev) Size() int { return len(d.configs) }
 
+// DataDir returns the directory that holds the nodes' data directories.
+func (d *Dev) DataDir() string { return d.opts.DataDir }
+
 // WaitLeader waits until a running node leads and is ready to serve, and returns its index.
 func (d *Dev) WaitLeader(ctx context.Context) (int, error) {
 	t := time.NewTicker(10 * time.Millisecond)

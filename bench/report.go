@@ -45,6 +45,11 @@ type Environment struct {
 	// gave to other guests, where the OS tells it. A virtual machine's load average does not
 	// show them, and its figures drop as they take its time.
 	StealPercent *float64 `json:"steal_percent,omitempty"`
+	// DiskSyncStartMs and DiskSyncEndMs are the median time to append 4 KiB to a file beside
+	// the nodes' data and fsync it, before and after the workloads (--dev only): every commit
+	// waits for two of them, and on a shared disk they vary from one hour to the next.
+	DiskSyncStartMs float64 `json:"disk_sync_start_ms,omitempty"`
+	DiskSyncEndMs   float64 `json:"disk_sync_end_ms,omitempty"`
 }
 
 // Violations lists what must never happen and did: overlapping holds, tokens that did not
@@ -95,6 +100,14 @@ func (r *Report) WriteTable(out io.Writer) error {
 		e.GoVersion, e.OS, e.Arch, e.GOMAXPROCS, e.NumCPU, e.Date, e.Duration, e.Warmup)
 	if e.LoadAvgStart != "" {
 		fmt.Fprintf(out, "load average %s at the start, %s at the end\n", e.LoadAvgStart, e.LoadAvgEnd)
+	}
+	if e.DiskSyncStartMs > 0 {
+		end := ""
+		if e.DiskSyncEndMs > 0 {
+			end = ", " + msStr(e.DiskSyncEndMs) + " at the end"
+		}
+		fmt.Fprintf(out, "a 4 KiB append + fsync beside the nodes' data took %s (median) at the start%s\n",
+			msStr(e.DiskSyncStartMs), end)
 	}
 	if e.StealPercent != nil {
 		fmt.Fprintf(out, "%.1f %% of the machine's CPU time was stolen by the hypervisor during the run\n", *e.StealPercent)

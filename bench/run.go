@@ -49,6 +49,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	if rep.Environment.DiskSyncStartMs > 0 {
+		if d, err := syncLatency(opts.Dev.DataDir()); err == nil {
+			rep.Environment.DiskSyncEndMs = ms(d)
+		}
+	}
 	if v := rep.Violations(); len(v) > 0 {
 		return rep, fmt.Errorf("%w: %s", ErrViolation, strings.Join(v, "; "))
 	}
@@ -182,6 +187,13 @@ func (r *runner) environment(ctx context.Context) (Environment, error) {
 		Duration:     r.opts.Duration.String(),
 		Warmup:       r.opts.Warmup.String(),
 		LoadAvgStart: loadAvg(),
+	}
+	if r.opts.Dev != nil {
+		d, err := syncLatency(r.opts.Dev.DataDir())
+		if err != nil {
+			return env, err
+		}
+		env.DiskSyncStartMs = ms(d)
 	}
 	c, err := client.New(r.opts.Endpoints)
 	if err != nil {

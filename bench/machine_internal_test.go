@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"path/filepath"
 	"testing"
 )
 
@@ -30,5 +31,15 @@ func TestStealPercent(t *testing.T) {
 	}
 	if _, ok := stealPercent(cpuTimes{total: 1000}, cpuTimes{total: 1000}); ok {
 		t.Error("stealPercent over no time succeeded")
+	}
+}
+
+func TestSyncLatency(t *testing.T) {
+	d, err := syncLatency(t.TempDir())
+	if err != nil || d <= 0 {
+		t.Fatalf("syncLatency = %v, %v; want a positive duration", d, err)
+	}
+	if _, err := syncLatency(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("syncLatency in a missing directory succeeded")
 	}
 }
