@@ -19,7 +19,8 @@ import (
 // snapshot plus the log after it). The nodes stop by crashing (Close), or gracefully
 // (Shutdown, which snapshots first). open-s is the time until every node is open (snapshot
 // restored, log scanned), leader-s until one leads, and restart-s until a new acquire is
-// granted. All three nodes share this machine's cores while they restore.
+// granted; replayed counts the entries the new leader applied after its snapshot. All three
+// nodes share this machine's cores while they restore.
 // Building the state takes a minute or two; run it with -benchtime=1x.
 func BenchmarkRestartWith1MLocks(b *testing.B) {
 	for _, store := range logStores {
@@ -111,12 +112,18 @@ func benchRestart(b *testing.B, store string, locks int, graceful bool, tune fun
 	// garbage collector does not trace it while the new nodes restore theirs.
 	leader = nil
 	runtime.GC()
+	snapIndex := make([]uint64, len(c.ids))
+	for i, dir := range c.dirs {
+		if meta := newestSnapshot(b, dir); meta != nil {
+			snapIndex[i] = meta.Index
+		}
+	}
 
 	b.StartTimer()
 	start := time.Now()
 	c.restartAll()
 	opened := time.Since(start)
-	_, leader = c.waitLeader()
+	li, leader := c.waitLeader()
 	led := time.Since(start)
 	s := createSession(b, leader, "after-restart", time.Hour, 0)
 	mustAcquire(b, leader, s, "after-restart", "")
@@ -124,6 +131,7 @@ func benchRestart(b *testing.B, store string, locks int, graceful bool, tune fun
 	b.StopTimer()
 	b.ReportMetric(opened.Seconds(), "open-s")
 	b.ReportMetric(led.Seconds(), "leader-s")
+	b.ReportMetric(float64(leader.AppliedIndex()-snapIndex[li]), "replayed")
 	if got := len(leader.FSM().Locks("bench/")); got != locks {
 		b.Fatalf("after the restart the leader holds %d of the %d locks", got, locks)
 	}

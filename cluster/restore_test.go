@@ -76,15 +76,29 @@ func TestStartFallsBackToTheOlderSnapshot(t *testing.T) {
 // newestSnapshotDir returns the directory of the newest snapshot in a node's data directory.
 func newestSnapshotDir(t *testing.T, dataDir string) string {
 	t.Helper()
+	meta := newestSnapshot(t, dataDir)
+	if meta == nil {
+		t.Fatalf("no snapshot in %s", dataDir)
+	}
+	return filepath.Join(dataDir, "snapshots", meta.ID)
+}
+
+// newestSnapshot returns the metadata of the newest snapshot in a node's data directory, or
+// nil if it holds none.
+func newestSnapshot(t testing.TB, dataDir string) *raft.SnapshotMeta {
+	t.Helper()
 	store, err := raft.NewFileSnapshotStore(dataDir, 2, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	list, err := store.List() // newest first
-	if err != nil || len(list) == 0 {
-		t.Fatalf("no snapshot in %s (%v)", dataDir, err)
+	if err != nil {
+		t.Fatalf("listing the snapshots in %s: %v", dataDir, err)
 	}
-	return filepath.Join(dataDir, "snapshots", list[0].ID)
+	if len(list) == 0 {
+		return nil
+	}
+	return list[0]
 }
 
 // setRaftChecksum rewrites the checksum that raft keeps in a snapshot's metadata to match data.
