@@ -43,3 +43,13 @@ func TestSyncLatency(t *testing.T) {
 		t.Error("syncLatency in a missing directory succeeded")
 	}
 }
+
+func TestParseCPUModel(t *testing.T) {
+	info := []byte("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Processor\nflags\t\t: fpu\n\nprocessor\t: 1\nmodel name\t: Other\n")
+	if got := parseCPUModel(info); got != "Intel(R) Xeon(R) Processor" {
+		t.Errorf("parseCPUModel = %q", got)
+	}
+	if got := parseCPUModel([]byte("processor\t: 0\n")); got != "" {
+		t.Errorf("parseCPUModel without a model name = %q", got)
+	}
+}

@@ -31,6 +31,7 @@ type Environment struct {
 	Via        string   `json:"via"`
 	GOMAXPROCS int      `json:"gomaxprocs"`
 	NumCPU     int      `json:"num_cpu"`
+	CPUModel   string   `json:"cpu_model,omitempty"`
 	GoVersion  string   `json:"go_version"`
 	OS         string   `json:"os"`
 	Arch       string   `json:"arch"`
@@ -96,8 +97,12 @@ func (r *Report) WriteTable(out io.Writer) error {
 	}
 	fmt.Fprintf(out, "raftlock bench %s against %s %d nodes (server %s, log store %s), requests sent first to the %s\n",
 		e.Version, where, e.ClusterSize, e.ServerVersion, e.LogStore, viaWords(e.Via))
-	fmt.Fprintf(out, "%s %s/%s, GOMAXPROCS %d, %d CPUs, %s; each figure over %s after %s of warm-up\n",
-		e.GoVersion, e.OS, e.Arch, e.GOMAXPROCS, e.NumCPU, e.Date, e.Duration, e.Warmup)
+	cpus := fmt.Sprintf("%d CPUs", e.NumCPU)
+	if e.CPUModel != "" {
+		cpus += " (" + e.CPUModel + ")"
+	}
+	fmt.Fprintf(out, "%s %s/%s, GOMAXPROCS %d, %s, %s; each figure over %s after %s of warm-up\n",
+		e.GoVersion, e.OS, e.Arch, e.GOMAXPROCS, cpus, e.Date, e.Duration, e.Warmup)
 	if e.LoadAvgStart != "" {
 		fmt.Fprintf(out, "load average %s at the start, %s at the end\n", e.LoadAvgStart, e.LoadAvgEnd)
 	}

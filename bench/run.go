@@ -180,6 +180,7 @@ func (r *runner) environment(ctx context.Context) (Environment, error) {
 		Via:          r.opts.Via,
 		GOMAXPROCS:   runtime.GOMAXPROCS(0),
 		NumCPU:       runtime.NumCPU(),
+		CPUModel:     cpuModel(),
 		GoVersion:    runtime.Version(),
 		OS:           runtime.GOOS,
 		Arch:         runtime.GOARCH,

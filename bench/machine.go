@@ -75,3 +75,24 @@ func stealDuring(f func() error) (*float64, error) {
 	}
 	return &pct, err
 }
+
+// cpuModel returns the processor's model name where /proc/cpuinfo tells it. The machines
+// that run this project's benchmarks are not always the same kind.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	return parseCPUModel(b)
+}
+
+// parseCPUModel returns the first "model name" of a /proc/cpuinfo.
+func parseCPUModel(cpuinfo []byte) string {
+	for line := range bytes.Lines(cpuinfo) {
+		key, value, ok := bytes.Cut(line, []byte(":"))
+		if ok && string(bytes.TrimSpace(key)) == "model name" {
+			return string(bytes.TrimSpace(value))
+		}
+	}
+	return ""
+}
