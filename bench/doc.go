@@ -15,6 +15,11 @@
 //   - failover (in-process clusters only): kill the leader and time until an acquire succeeds
 //     again, over several trials, restarting the killed node between trials.
 //
+// The report says what the figures were measured on, because on a shared virtual machine they
+// move with it: the processor, the load average, the CPU time the hypervisor gave to other
+// guests ("steal", per lock-workload row and for the run), and with an in-process cluster the
+// time of a 4 KiB append + fsync beside the nodes' data, before and after the workloads.
+//
 // How safety is checked without server internals: a client records a hold from the moment the
 // grant reaches it until just before it sends the release. The server's hold interval contains
 // that one (it granted before the answer arrived and releases after the request leaves), so two
