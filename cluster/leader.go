@@ -47,7 +47,12 @@ func (n *Node) monitorLeadership() {
 
 func (n *Node) establishLeadership(ctx context.Context) {
 	for {
-		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		// Raft may never answer this barrier: with BatchApplyCh it sits in a buffer that raft
+		// drops, unanswered, when it shuts down. Wait on ctx too, which Close cancels.
+		done, err := await(ctx, n.raft.Barrier(n.cfg.ApplyTimeout))
+		if !done {
+			return
+		}
 		if err == nil {
 			break
 		}
