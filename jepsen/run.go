@@ -115,12 +115,13 @@ func runPhases(ctx context.Context, cfg Config, c *cluster.Cluster, rec *history
 	cctx, cancel := context.WithTimeout(ctx, convergeTimeout)
 	states := c.States(cctx)
 	cancel()
-	if err := c.StopAll(ctx, stopTimeout); err != nil {
-		fmt.Fprintf(out, "jepsen: graceful stop: %v\n", err)
-	}
+	stopErrs := c.StopAll(ctx, stopTimeout)
 	panics := c.Panics() // again, to include anything logged while stopping
 	for i := range states {
 		states[i].Panics = panics[states[i].Node]
+		if err := stopErrs[states[i].Node]; err != nil {
+			states[i].StopErr = err.Error()
+		}
 	}
 
 	ops := rec.Ops()

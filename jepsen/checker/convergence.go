@@ -26,6 +26,9 @@ type NodeState struct {
 	Err string `json:"error,omitempty"`
 	// Panics are the log lines that mention a panic.
 	Panics []string `json:"panics,omitempty"`
+	// StopErr is why the node did not exit gracefully on SIGTERM at the end of the run, if it
+	// did not: every node gets SIGTERM at once, and each must hand over, snapshot and exit.
+	StopErr string `json:"stop_error,omitempty"`
 }
 
 // Digest is a short hash of the node's lock and session tables, in a canonical order.
@@ -48,8 +51,8 @@ func (n NodeState) Digest() string {
 }
 
 // CheckConvergence checks that every node ended at the same applied index with the same lock
-// and session tables, that no node logged a panic, and that no session the history proved
-// ended is still alive or holding a lock.
+// and session tables, that no node logged a panic or failed to stop gracefully, and that no
+// session the history proved ended is still alive or holding a lock.
 func CheckConvergence(nodes []NodeState, ops []history.Op) Result {
 	res := newResult("convergence")
 	if len(nodes) == 0 {
@@ -62,6 +65,9 @@ func CheckConvergence(nodes []NodeState, ops []history.Op) Result {
 	for _, n := range nodes {
 		for _, p := range n.Panics {
 			res.violate("node %s logged a panic: %s", n.Node, p)
+		}
+		if n.StopErr != "" {
+			res.violate("node %s did not stop gracefully when the whole cluster got SIGTERM: %s", n.Node, n.StopErr)
 		}
 		if n.Err != "" {
 			res.violate("node %s: state not read: %s", n.Node, n.Err)

@@ -11,7 +11,8 @@
 //   - Expiry: no lock is handed on before its holder's TTL ran out, and a dead holder's lock
 //     reaches a waiter soon after.
 //   - Liveness: once every fault healed, every lock can be acquired within a bound.
-//   - Convergence: every node ends with the same state, and no node panicked.
+//   - Convergence: every node ends with the same state, no node panicked, and every node
+//     exited gracefully when the whole cluster got SIGTERM at once.
 //
 // SyntheticCases holds small histories, good and broken, that prove each checker bites.
 // The package imports history, api and porcupine only.

@@ -244,10 +244,13 @@ func convergenceCases() []Case {
 	other.Token = 6
 	panicky := node("n2", 7, lock)
 	panicky.Panics = []string{"panic: runtime error: index out of range"}
+	stuck := node("n2", 7, lock)
+	stuck.StopErr = "cluster: n2 did not stop gracefully: context deadline exceeded"
 	return []Case{
 		{"convergence: nodes agree", true, conv([]NodeState{node("n1", 7, lock), node("n2", 7, lock)}, &syn{})},
 		{"convergence: nodes disagree", false, conv([]NodeState{node("n1", 7, lock), node("n2", 7, other)}, &syn{})},
 		{"convergence: a node panicked", false, conv([]NodeState{node("n1", 7, lock), panicky}, &syn{})},
+		{"convergence: a node did not exit on SIGTERM", false, conv([]NodeState{node("n1", 7, lock), stuck}, &syn{})},
 		{"convergence: destroyed session still there", false, conv([]NodeState{node("n1", 7, lock)}, (&syn{}).destroy(s1, 0, 10))},
 		{"convergence: final grant shown by every node", true, conv([]NodeState{node("n1", 7, lock), node("n2", 7, lock)},
 			(&syn{}).final(s1, "a", 5, true, 0, 10))},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/raftlock/raftlock/jepsen/proxy"
@@ -226,19 +227,29 @@ func (c *Cluster) Close() error {
 	return errors.Join(errs...)
 }
 
-// StopAll stops every running node gracefully, each within the timeout.
-func (c *Cluster) StopAll(ctx context.Context, timeout time.Duration) error {
-	var errs []error
+// StopAll sends SIGTERM to every running node at once, as an operator stopping the whole
+// cluster would, and waits for each to exit within the timeout. It returns, by node id, the
+// error of each node that did not stop gracefully (it was killed).
+func (c *Cluster) StopAll(ctx context.Context, timeout time.Duration) map[string]error {
+	var (
+		mu   sync.Mutex
+		errs = map[string]error{}
+		wg   sync.WaitGroup
+	)
 	for _, n := range c.Nodes {
 		if n.State() == Stopped {
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, timeout)
-		err := n.Stop(sctx)
-		cancel()
-		if err != nil {
-			errs = append(errs, err)
-		}
+		wg.Go(func() {
+			sctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			if err := n.Stop(sctx); err != nil {
+				mu.Lock()
+				errs[n.ID] = err
+				mu.Unlock()
+			}
+		})
 	}
-	return errors.Join(errs...)
+	wg.Wait()
+	return errs
 }
