@@ -37,6 +37,9 @@ func scenarios() []scenario {
 		{"partition", func(c *Config) { c.Faults, c.Seed = []string{nemesis.Partition}, 13 }, expectFault(nemesis.Partition)},
 		// Graceful restarts: leadership transfer, a snapshot at shutdown, a start from it.
 		{"restart", func(c *Config) { c.Faults, c.Seed = []string{nemesis.Restart}, 17 }, expectFault(nemesis.Restart)},
+		// The whole cluster stopped at once and started again: leadership handed to nodes that
+		// are stopping themselves, and no node that stayed up to catch the others up.
+		{"restart-all", func(c *Config) { c.Faults, c.Seed = []string{nemesis.RestartAll}, 18 }, expectFault(nemesis.RestartAll)},
 		// The wal log store under crashes and partitions: its restart after a truncated log
 		// tail is what raft-wal v0.4.0 got wrong (a node that panics on start).
 		{"wal-kill-partition", func(c *Config) {

@@ -51,7 +51,8 @@ func (n NodeState) Digest() string {
 }
 
 // CheckConvergence checks that every node ended at the same applied index with the same lock
-// and session tables, that no node logged a panic or failed to stop gracefully, and that no
+// and session tables, that no node logged a panic or failed to stop gracefully (during a fault
+// or at the end), and that no
 // session the history proved ended is still alive or holding a lock.
 func CheckConvergence(nodes []NodeState, ops []history.Op) Result {
 	res := newResult("convergence")
@@ -88,10 +89,25 @@ func CheckConvergence(nodes []NodeState, ops []history.Op) Result {
 		}
 		res.violate("nodes disagree on the lock and session tables: %s", strings.Join(parts, "; "))
 	}
+	checkGracefulStops(&res, ops)
 	checkEndedSessions(&res, nodes, ops)
 	held := checkFinalGrants(&res, nodes, ops)
 	res.Figures = fmt.Sprintf("%d nodes, %d final grants on each: %s", len(nodes), held, strings.Join(figures, " "))
 	return res
+}
+
+// gracefulStopFaults are the nemesis faults that stop nodes with SIGTERM (the nemesis package's
+// Restart and RestartAll).
+var gracefulStopFaults = map[string]bool{"restart": true, "restart-all": true}
+
+// checkGracefulStops flags a fault whose SIGTERM did not stop its nodes: the nemesis records the
+// failure, killing the node, and a node that cannot stop when told to is a bug.
+func checkGracefulStops(res *Result, ops []history.Op) {
+	for _, op := range ops {
+		if op.Kind == history.Nemesis && gracefulStopFaults[op.Fault] && op.Action == history.ActionStart && op.Error != "" {
+			res.violate("fault %d (%s) could not stop a node gracefully:\n%s", op.FaultID, op.Fault, op)
+		}
+	}
 }
 
 // checkEndedSessions flags a session that the history proved ended but a node still lists.

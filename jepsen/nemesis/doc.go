@@ -2,8 +2,10 @@
 // start and a stop op in the history, so checkers and reports can relate operations to faults.
 //
 // Faults: kill (SIGKILL the leader or a random node, restart it later), restart (SIGTERM
-// instead: the node hands leadership over and snapshots before it exits), pause (SIGSTOP the leader
-// or a random node for longer than both the election timeout and the session TTL, then SIGCONT),
+// instead: the node hands leadership over and snapshots before it exits), restart-all (SIGTERM to
+// every node at once, then start them all: the whole cluster comes back from its snapshots),
+// pause (SIGSTOP the leader or a random node for longer than both the election timeout and the
+// session TTL, then SIGCONT),
 // partition (isolate the leader, split majority from minority, or a bridge where one node sees
 // both halves), client-pause (a lock holder stops, renewals included, for longer than its TTL
 // before writing with its old token) and churn (repeated leadership transfers). One fault is

@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -72,6 +73,35 @@ func (n *Nemesis) restart(ctx context.Context) {
 	n.record(Restart, history.ActionStart, id, inv, "SIGTERM "+what, err)
 	hold(ctx, n.between(time.Second, 2*time.Second))
 	n.bringBack(ctx, Restart, id, node)
+}
+
+// restartAll stops every running node gracefully at once (SIGTERM, as an operator stopping the
+// whole cluster does), keeps the cluster down for a second or two, and starts every node again.
+// Leadership moves to nodes that are themselves stopping, every node snapshots, and the cluster
+// comes back from those snapshots with no node that stayed up.
+func (n *Nemesis) restartAll(ctx context.Context) {
+	id := n.rec.NewFaultID()
+	inv := n.rec.Now()
+	failed := n.c.StopAll(ctx, restartWait)
+	var errs []error
+	for _, node := range n.c.Nodes {
+		if err := failed[node.ID]; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	n.record(RestartAll, history.ActionStart, id, inv, "SIGTERM every node", errors.Join(errs...))
+	hold(ctx, n.between(time.Second, 2*time.Second))
+	inv = n.rec.Now()
+	errs = nil
+	for _, node := range n.c.Nodes {
+		if node.State() == cluster.Stopped {
+			errs = append(errs, node.Start())
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, restartWait)
+	errs = append(errs, n.c.WaitReady(wctx))
+	cancel()
+	n.record(RestartAll, history.ActionStop, id, inv, "restarted every node", errors.Join(errs...))
 }
 
 // bringBack starts a stopped node again, waits until it serves, and records the fault's end.

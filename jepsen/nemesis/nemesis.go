@@ -18,6 +18,7 @@ import (
 const (
 	Kill        = "kill"
 	Restart     = "restart"
+	RestartAll  = "restart-all"
 	Pause       = "pause"
 	Partition   = "partition"
 	ClientPause = workload.FaultClientPause
@@ -25,7 +26,7 @@ const (
 )
 
 // All lists every fault, in the order "all" expands to.
-var All = []string{Kill, Restart, Pause, Partition, ClientPause, Churn}
+var All = []string{Kill, Restart, RestartAll, Pause, Partition, ClientPause, Churn}
 
 // ErrUnknownFault is returned for a fault name that is not in All.
 var ErrUnknownFault = errors.New("nemesis: unknown fault")
@@ -152,6 +153,8 @@ func (n *Nemesis) inject(ctx context.Context, stop <-chan struct{}, fault string
 		n.kill(ctx)
 	case Restart:
 		n.restart(ctx)
+	case RestartAll:
+		n.restartAll(ctx)
 	case Pause:
 		n.pause(ctx)
 	case Partition:
