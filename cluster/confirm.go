@@ -13,6 +13,7 @@ import (
 // — while a burst of N callers costs about two rounds of heartbeats, not N.
 type confirmer struct {
 	r       *raft.Raft
+	stop    <-chan struct{} // closed when the node closes
 	mu      sync.Mutex
 	next    *round
 	running bool
@@ -23,7 +24,9 @@ type round struct {
 	err  error
 }
 
-func newConfirmer(r *raft.Raft) *confirmer { return &confirmer{r: r} }
+func newConfirmer(r *raft.Raft, stop <-chan struct{}) *confirmer {
+	return &confirmer{r: r, stop: stop}
+}
 
 // confirm returns nil once a majority confirmed this node's leadership after the call began.
 func (c *confirmer) confirm(ctx context.Context) error {
@@ -51,7 +54,7 @@ func (c *confirmer) confirm(ctx context.Context) error {
 
 func (c *confirmer) run(r *round) {
 	for r != nil {
-		r.err = c.r.VerifyLeader().Error()
+		r.err = c.verify()
 		close(r.done)
 		c.mu.Lock()
 		r, c.next = c.next, nil
@@ -59,5 +62,19 @@ func (c *confirmer) run(r *round) {
 			c.running = false
 		}
 		c.mu.Unlock()
+	}
+}
+
+// verify asks raft to confirm the leadership once. Raft may buffer the request and then shut
+// down without ever answering it, so the wait also ends when the node closes.
+func (c *confirmer) verify() error {
+	f := c.r.VerifyLeader()
+	answered := make(chan error, 1)
+	go func() { answered <- f.Error() }()
+	select {
+	case err := <-answered:
+		return err
+	case <-c.stop:
+		return raft.ErrRaftShutdown
 	}
 }

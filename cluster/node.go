@@ -63,7 +63,7 @@ func New(cfg Config) (*Node, error) {
 		n.closeResources()
 		return nil, err
 	}
-	n.verify = newConfirmer(n.raft)
+	n.verify = newConfirmer(n.raft, n.stop)
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancelLoops = cancel
 	n.wg.Add(2)
