@@ -68,13 +68,8 @@ func (c *confirmer) run(r *round) {
 // verify asks raft to confirm the leadership once. Raft may buffer the request and then shut
 // down without ever answering it, so the wait also ends when the node closes.
 func (c *confirmer) verify() error {
-	f := c.r.VerifyLeader()
-	answered := make(chan error, 1)
-	go func() { answered <- f.Error() }()
-	select {
-	case err := <-answered:
+	if done, err := awaitUntil(c.stop, c.r.VerifyLeader()); done {
 		return err
-	case <-c.stop:
-		return raft.ErrRaftShutdown
 	}
+	return raft.ErrRaftShutdown
 }

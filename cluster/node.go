@@ -232,13 +232,24 @@ func (n *Node) Shutdown(ctx context.Context) error {
 // await waits for f or for the end of ctx, whichever comes first. It reports done=false with
 // ctx's error when ctx ended first, and f's outcome otherwise.
 func await(ctx context.Context, f raft.Future) (done bool, err error) {
+	if done, err = awaitUntil(ctx.Done(), f); !done {
+		return false, ctx.Err()
+	}
+	return true, err
+}
+
+// awaitUntil waits for f or until stop closes, whichever comes first; done=false means stop
+// closed first. Raft drops the requests it buffered, unanswered, when it shuts down, so every
+// wait on one of its futures needs such a way out. The goroutine that waits on f outlives a
+// wait that stop ended, for good if raft never answers.
+func awaitUntil(stop <-chan struct{}, f raft.Future) (done bool, err error) {
 	ch := make(chan error, 1)
 	go func() { ch <- f.Error() }()
 	select {
 	case err := <-ch:
 		return true, err
-	case <-ctx.Done():
-		return false, ctx.Err()
+	case <-stop:
+		return false, nil
 	}
 }
 
