@@ -52,8 +52,8 @@ func (n NodeState) Digest() string {
 
 // CheckConvergence checks that every node ended at the same applied index with the same lock
 // and session tables, that no node logged a panic or failed to stop gracefully (during a fault
-// or at the end), and that no
-// session the history proved ended is still alive or holding a lock.
+// or at the end), and that no session the history proved ended is still alive or holding a
+// lock.
 func CheckConvergence(nodes []NodeState, ops []history.Op) Result {
 	res := newResult("convergence")
 	if len(nodes) == 0 {
