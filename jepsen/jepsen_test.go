@@ -177,3 +177,17 @@ func TestCheckerConfigOfShortRuns(t *testing.T) {
 		t.Fatal("lock names must be non-empty")
 	}
 }
+
+// The checker names the faults it treats specially by string, since it does not import the
+// nemesis; a renamed fault would silently escape those checks.
+func TestCheckerKnowsTheNemesisFaultNames(t *testing.T) {
+	for checkerName, nemesisName := range map[string]string{
+		checker.FaultClientPause: nemesis.ClientPause,
+		checker.FaultRestart:     nemesis.Restart,
+		checker.FaultRestartAll:  nemesis.RestartAll,
+	} {
+		if checkerName != nemesisName {
+			t.Errorf("checker calls a fault %q, the nemesis %q", checkerName, nemesisName)
+		}
+	}
+}

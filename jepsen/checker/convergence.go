@@ -96,15 +96,18 @@ func CheckConvergence(nodes []NodeState, ops []history.Op) Result {
 	return res
 }
 
-// gracefulStopFaults are the nemesis faults that stop nodes with SIGTERM (the nemesis package's
-// Restart and RestartAll).
-var gracefulStopFaults = map[string]bool{"restart": true, "restart-all": true}
+// The names of the nemesis faults that stop nodes with SIGTERM (the nemesis package's Restart
+// and RestartAll; the checker does not import the nemesis).
+const (
+	FaultRestart    = "restart"
+	FaultRestartAll = "restart-all"
+)
 
 // checkGracefulStops flags a fault whose SIGTERM did not stop its nodes: the nemesis records the
 // failure, killing the node, and a node that cannot stop when told to is a bug.
 func checkGracefulStops(res *Result, ops []history.Op) {
 	for _, op := range ops {
-		if op.Kind == history.Nemesis && gracefulStopFaults[op.Fault] && op.Action == history.ActionStart && op.Error != "" {
+		if op.Kind == history.Nemesis && (op.Fault == FaultRestart || op.Fault == FaultRestartAll) && op.Action == history.ActionStart && op.Error != "" {
 			res.violate("fault %d (%s) could not stop a node gracefully:\n%s", op.FaultID, op.Fault, op)
 		}
 	}
