@@ -49,7 +49,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	if rep.Environment.DiskSyncStartMs > 0 {
+	if opts.Dev != nil {
 		if d, err := syncLatency(opts.Dev.DataDir()); err == nil {
 			rep.Environment.DiskSyncEndMs = ms(d)
 		}
