@@ -1,6 +1,7 @@
 package fsm
 
 // applier applies one command at one index to the state and collects the events it causes.
+// It changes a lock entry only through state.own, which keeps the entries a snapshot captured.
 type applier struct {
 	st     *state
 	index  uint64
@@ -68,13 +69,13 @@ func (a *applier) endSession(id SessionID, expired bool, now int64) Result {
 		return Result{Status: StatusSessionNotFound}
 	}
 	for _, name := range sortedKeys(ss.waits) {
-		l := a.st.locks[name]
+		l := a.st.own(a.st.locks[name])
 		l.waiters = a.removeWaiter(l.waiters, id)
 		a.changed(name, l)
 	}
 	released := ss.heldNames()
 	for _, name := range released {
-		l := a.st.locks[name]
+		l := a.st.own(a.st.locks[name])
 		a.clearHolder(ss, name, l)
 		if expired && ss.lockDelay > 0 {
 			l.delayUntil = now + int64(ss.lockDelay)
@@ -99,11 +100,12 @@ func (a *applier) acquire(c *Command) Result {
 	}
 	l := a.st.locks[c.Lock]
 	if l == nil {
-		l = &lock{name: c.Lock}
+		l = a.st.newLock(c.Lock)
 		a.st.locks[c.Lock] = l
 	}
 	if !l.held && l.delayUntil != 0 && c.Now >= l.delayUntil {
 		// The delay is over but its DelayEnded is not applied yet: end it here, in queue order.
+		l = a.st.own(l)
 		l.delayUntil = 0
 		a.grantNext(c.Lock, l)
 		a.touch(c.Lock, l) // not changed(): the entry must stay while this acquire uses it
@@ -111,12 +113,14 @@ func (a *applier) acquire(c *Command) Result {
 	if l.held && l.holder == c.Session {
 		// Idempotent re-acquire: same grant, optionally a new value.
 		if c.SetValue && c.Value != l.value {
+			l = a.st.own(l)
 			l.value = c.Value
 			a.changed(c.Lock, l)
 		}
 		return Result{Token: l.token, Value: l.value}
 	}
 	if !l.held && l.delayUntil == 0 && len(l.waiters) == 0 {
+		l = a.st.own(l)
 		a.grant(c.Lock, l, ss, c.Value)
 		a.changed(c.Lock, l)
 		return Result{Token: l.token, Value: l.value}
@@ -129,6 +133,7 @@ func (a *applier) acquire(c *Command) Result {
 		a.dropIfIdle(c.Lock, l)
 		return res
 	}
+	l = a.st.own(l)
 	if _, queued := ss.waits[c.Lock]; queued {
 		// Already queued: keep the place, take the newest value. ss.waits answers "queued?"
 		// without scanning the queue, which made each join cost O(queue length).
@@ -157,6 +162,7 @@ func (a *applier) release(c *Command) Result {
 	if l == nil || !l.held || l.holder != c.Session || l.token != c.Token {
 		return Result{Status: StatusNotHolder}
 	}
+	l = a.st.own(l)
 	a.clearHolder(ss, c.Lock, l)
 	a.grantNext(c.Lock, l)
 	a.changed(c.Lock, l)
@@ -180,6 +186,7 @@ func (a *applier) cancelWait(c *Command) Result {
 	if i < 0 {
 		return Result{Status: StatusNotQueued}
 	}
+	l = a.st.own(l)
 	l.waiters = a.removeWaiter(l.waiters, c.Session)
 	delete(ss.waits, c.Lock)
 	a.changed(c.Lock, l)
@@ -194,6 +201,7 @@ func (a *applier) delayEnded(c *Command) Result {
 	if c.Now < l.delayUntil {
 		return Result{Status: StatusLockDelayed, DelayUntil: l.delayUntil}
 	}
+	l = a.st.own(l)
 	l.delayUntil = 0
 	a.grantNext(c.Lock, l)
 	a.changed(c.Lock, l)

@@ -338,6 +338,61 @@ func BenchmarkSnapshot1MLocks(b *testing.B) {
 	}
 }
 
+// BenchmarkApplyDuringSnapshot1MLocks applies commands while a snapshot of 1,000,000 held
+// locks (among 64 sessions) is taken and written, as raft does it: the capture on the applying
+// goroutine, the write beside it. Each command gives a held lock a new value, so each changes
+// a lock the snapshot saw. stall-ms is the longest time between two applies (the capture
+// among them), and ns/apply-writing the mean time of an apply while the snapshot was written.
+func BenchmarkApplyDuringSnapshot1MLocks(b *testing.B) {
+	_, snap := few.get(b, 64)
+	f := fsm.New(nil)
+	if err := f.Restore(readCloser(snap)); err != nil {
+		b.Fatal(err)
+	}
+	index, next := uint64(10*bigLocks), 0
+	apply := func() {
+		index++
+		next = (next + 7919) % bigLocks // a prime stride: each lock once per pass
+		c := fsm.Command{Type: fsm.TypeAcquire, Session: bigSID(next % 64), Lock: bigLockName(next),
+			SetValue: true, Value: fmt.Sprint("v", index), Now: now0}
+		if r := f.ApplyCommand(index, c); r.Status != fsm.StatusOK || r.Err != nil {
+			b.Fatalf("index %d: %+v", index, r)
+		}
+	}
+	var stall, writing time.Duration
+	applies := 0
+	for b.Loop() {
+		last := time.Now()
+		s, err := f.Snapshot()
+		if err != nil {
+			b.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- s.Persist(&countingSink{}) }()
+		start := time.Now()
+	loop:
+		for {
+			select {
+			case err := <-done:
+				if err != nil {
+					b.Fatal(err)
+				}
+				break loop
+			default:
+			}
+			apply()
+			applies++
+			now := time.Now()
+			stall = max(stall, now.Sub(last))
+			last = now
+		}
+		writing += time.Since(start)
+		s.Release()
+	}
+	b.ReportMetric(float64(stall.Microseconds())/1e3, "stall-ms")
+	b.ReportMetric(float64(writing.Nanoseconds())/float64(max(applies, 1)), "ns/apply-writing")
+}
+
 // BenchmarkRestore1MLocks restores the snapshot of 1,000,000 held locks, held by 100,000
 // sessions or by 64, into a new state machine, from a reader that tells its size as raft's
 // snapshot store does in cluster.

@@ -17,7 +17,9 @@ import (
 // step, the result, the events and the whole readable state against refModel, and the
 // invariants against the state machine's own reads. A second state machine applies the same
 // log in random batches with raft's own entries in between, and is replaced now and then by
-// one restored from a snapshot; both must produce byte-identical snapshots.
+// one restored from a snapshot; both must produce byte-identical snapshots. And a snapshot
+// captured at one step and written while the following commands apply (as raft writes them)
+// must hold the bytes of its step.
 //
 // For a longer soak: go test -run Random ./fsm -fsm.seeds=200 -fsm.steps=20000
 func TestRandomCommandsMatchModel(t *testing.T) {
@@ -51,6 +53,48 @@ type randomRun struct {
 	lastToken map[string]uint64
 	// logged is the index of the last entry given to b's log.
 	logged uint64
+	// late is a snapshot of a being written while later commands apply, or nil.
+	late *lateSnapshot
+}
+
+// lateSnapshot is a snapshot captured at one step and persisted by a goroutine that starts
+// after the next command applied and may run on during the ones after it.
+type lateSnapshot struct {
+	want  []byte        // the bytes of a snapshot persisted at the capture
+	start chan struct{} // closed once a later command has applied
+	got   chan []byte   // what the late snapshot wrote, or nil on error
+}
+
+// captureLate captures a snapshot of a, with the bytes it must write, and persists it later.
+func (r *randomRun) captureLate() {
+	want := snapshotBytes(r.t, r.a)
+	snap, err := r.a.Snapshot()
+	if err != nil {
+		r.t.Fatalf("snapshot: %v", err)
+	}
+	late := &lateSnapshot{want: want, start: make(chan struct{}), got: make(chan []byte, 1)}
+	go func() {
+		defer snap.Release()
+		<-late.start
+		var sink memSink
+		if err := snap.Persist(&sink); err != nil {
+			late.got <- nil
+			return
+		}
+		late.got <- sink.Bytes()
+	}()
+	r.late = late
+}
+
+// checkLate waits for the late snapshot and checks that it wrote the state of its capture.
+func (r *randomRun) checkLate() {
+	late := r.late
+	r.late = nil
+	got := <-late.got
+	if !bytes.Equal(got, late.want) {
+		r.t.Fatalf("at index %d a snapshot written while commands applied wrote %d bytes, not the %d of its capture",
+			r.g.index, len(got), len(late.want))
+	}
 }
 
 func runRandom(t *testing.T, seed int64, steps int) {
@@ -75,9 +119,22 @@ func runRandom(t *testing.T, seed int64, steps int) {
 			data = corruptCommand(rng, data)
 		}
 		r.step(step, index, c, data, corrupt)
+		if r.late != nil {
+			select {
+			case <-r.late.start:
+			default:
+				close(r.late.start)
+			}
+		}
 		r.pending = append(r.pending, &raft.Log{Index: index, Type: raft.LogCommand, Data: data})
 		if rng.Intn(4) == 0 || step == steps-1 {
 			r.flushB()
+			if r.late != nil {
+				r.checkLate()
+			}
+			if step != steps-1 {
+				r.captureLate()
+			}
 		}
 		if step%250 == 249 {
 			r.restoreB()

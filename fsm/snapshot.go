@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -34,64 +35,87 @@ var (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// snapshot is a point-in-time copy of the state, taken under the read lock and written later.
+// snapshot is the state at one point in time, written later. It shares the session and lock
+// entries with the live state rather than copying them: a session's snapshotted fields never
+// change, and the applier replaces a lock entry a capture saw instead of changing it
+// (state.own), so Persist may read them while later entries apply.
 type snapshot struct {
 	freedIndex uint64
-	sessions   []session
-	locks      []lock
+	sessions   []*session
+	locks      []*lock
 	members    []Member
+	// spare receives the emptied lists on Release for the next capture to fill: a capture
+	// that allocated a million-entry list during a garbage collection had to assist it, and
+	// held up the apply path for up to 0.4 s instead of 30 ms.
+	spare    *atomic.Pointer[snapshot]
+	released bool
 }
 
-// captureSnapshot copies st. It copies without sorting, so that the apply path is held up only
-// for the copy; Persist sorts.
-func captureSnapshot(st *state) *snapshot {
-	s := &snapshot{
-		freedIndex: st.freedIndex,
-		sessions:   make([]session, 0, len(st.sessions)),
-		locks:      make([]lock, 0, len(st.locks)),
-		members:    make([]Member, 0, len(st.members)),
+// captureSnapshot takes the entries of st, into the lists of spare's snapshot when they are
+// large enough, and starts a new generation of st. It copies pointers, neither records nor
+// order, because the apply path waits for it; Persist sorts.
+func captureSnapshot(st *state, spare *atomic.Pointer[snapshot]) *snapshot {
+	s := &snapshot{freedIndex: st.freedIndex, members: make([]Member, 0, len(st.members)), spare: spare}
+	if old := spare.Swap(nil); old != nil {
+		s.sessions, s.locks = old.sessions, old.locks
 	}
+	s.sessions = reuse(s.sessions, len(st.sessions))
+	s.locks = reuse(s.locks, len(st.locks))
 	for _, ss := range st.sessions {
-		s.sessions = append(s.sessions, session{id: ss.id, name: ss.name, ttl: ss.ttl,
-			lockDelay: ss.lockDelay, createIndex: ss.createIndex})
+		s.sessions = append(s.sessions, ss)
 	}
 	for _, l := range st.locks {
-		c := *l
-		c.prevHeld, c.nextHeld = nil, nil // the copy must not keep live locks reachable
-		c.waiters = append([]waiter(nil), l.waiters...)
-		s.locks = append(s.locks, c)
+		s.locks = append(s.locks, l)
 	}
 	for _, m := range st.members {
 		s.members = append(s.members, m)
 	}
+	st.gen++
 	return s
+}
+
+// reuse returns list emptied when it can hold n entries, else a new list with room to grow.
+func reuse[T any](list []T, n int) []T {
+	if cap(list) >= n {
+		return list[:0]
+	}
+	return make([]T, 0, n+n/8)
 }
 
 // Persist writes the snapshot to sink.
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
-	if err := s.write(sink); err != nil {
+	err := errSnapshotReleased
+	if !s.released {
+		err = s.write(sink)
+	}
+	if err != nil {
 		_ = sink.Cancel()
 		return err
 	}
 	return sink.Close()
 }
 
-// Release does nothing: the snapshot holds no resources.
-func (s *snapshot) Release() {}
+// errSnapshotReleased is Persist's answer after Release, which gave its lists away.
+var errSnapshotReleased = errors.New("fsm: snapshot persisted after its release")
+
+// Release hands the snapshot's lists, emptied, to the next capture.
+func (s *snapshot) Release() {
+	if s.released {
+		return
+	}
+	s.released = true
+	// Entries past a list's length are already nil: a list is only filled from empty, and
+	// emptied here.
+	clear(s.sessions)
+	clear(s.locks)
+	s.spare.Store(&snapshot{sessions: s.sessions[:0], locks: s.locks[:0]})
+	s.sessions, s.locks = nil, nil
+}
 
 // write writes the snapshot in the versioned format.
 func (s *snapshot) write(w io.Writer) error {
-	// Sort pointers, not the records: swapping 8 bytes instead of ~100 halves the time of a
-	// million-lock snapshot.
-	sessions := make([]*session, len(s.sessions))
-	for i := range s.sessions {
-		sessions[i] = &s.sessions[i]
-	}
+	sessions, locks := s.sessions, s.locks
 	slices.SortFunc(sessions, func(a, b *session) int { return bytes.Compare(a.id[:], b.id[:]) })
-	locks := make([]*lock, len(s.locks))
-	for i := range s.locks {
-		locks[i] = &s.locks[i]
-	}
 	slices.SortFunc(locks, func(a, b *lock) int { return strings.Compare(a.name, b.name) })
 	sortMembers(s.members)
 
@@ -256,7 +280,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 // to its sessions. The name must sort after prev (when there is one); it is returned.
 func readLock(d *decoder, st *state, hasPrev bool, prev string) (string, error) {
 	name := d.string()
-	l := &lock{name: name}
+	l := st.newLock(name)
 	switch d.byte() {
 	case 0:
 	case 1:

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -71,6 +72,9 @@ type lock struct {
 	modifyIndex uint64
 	delayUntil  int64 // leader clock, Unix ns; 0 when not delayed
 	waiters     []waiter
+	// gen is the state's generation when this copy was made; a copy older than the state's
+	// may be in a snapshot being written, and is replaced rather than changed (state.own).
+	gen uint64
 }
 
 // state is the whole replicated state. It is only touched under the FSM's lock.
@@ -83,6 +87,9 @@ type state struct {
 	freedIndex uint64
 	// held and waiters count held locks and queue entries, for metrics.
 	held, waiters int
+	// gen counts snapshot captures. A capture shares the lock entries with the live state
+	// instead of copying them, so every entry it saw must stay unchanged: see own.
+	gen uint64
 }
 
 func newState() *state {
@@ -91,6 +98,37 @@ func newState() *state {
 		locks:    make(map[string]*lock),
 		members:  make(map[string]Member),
 	}
+}
+
+// newLock returns a new entry for the named lock, not yet in the lock table.
+func (s *state) newLock(name string) *lock {
+	return &lock{name: name, gen: s.gen}
+}
+
+// own returns l if no snapshot can have captured it, and otherwise a copy that takes its place
+// in the lock table and in its holder's list, so that the caller may change it. Only the links
+// of a captured entry (prevHeld, nextHeld) may still change, and Persist never reads them.
+func (s *state) own(l *lock) *lock {
+	if l.gen == s.gen {
+		return l
+	}
+	c := new(lock)
+	*c = *l
+	c.gen = s.gen
+	c.waiters = slices.Clone(l.waiters)
+	s.locks[c.name] = c
+	if c.held {
+		if c.prevHeld != nil {
+			c.prevHeld.nextHeld = c
+		} else {
+			s.sessions[c.holder].held = c
+		}
+		if c.nextHeld != nil {
+			c.nextHeld.prevHeld = c
+		}
+		l.prevHeld, l.nextHeld = nil, nil
+	}
+	return c
 }
 
 func (s *state) lockInfo(name string) LockInfo {
