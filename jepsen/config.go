@@ -42,6 +42,10 @@ type Config struct {
 	LogLevel string
 	// LogStore is the agents' --log-store (boltdb or wal); empty keeps the agent's default.
 	LogStore string
+	// SnapshotEvery makes the agents snapshot after this many log entries, checking every
+	// 250ms, and keep only as many behind a snapshot, so that snapshots are taken under load
+	// and a node that fell behind catches up by installing one; 0 keeps the agents' defaults.
+	SnapshotEvery uint64
 	// CheckTimeout bounds porcupine's search (0: the checker default); a search cut short is
 	// reported as a failure, never as a pass.
 	CheckTimeout time.Duration
@@ -101,6 +105,9 @@ func (c Config) String() string {
 		c.Nodes, c.Time, faults, c.Seed, c.Workers, c.Locks, c.TTL, c.ElectionTimeout, c.HeartbeatTimeout, c.LeaderLeaseTimeout)
 	if c.LogStore != "" {
 		s += " log-store=" + c.LogStore
+	}
+	if c.SnapshotEvery != 0 {
+		s += fmt.Sprintf(" snapshot-every=%d", c.SnapshotEvery)
 	}
 	if c.TargetLeader {
 		s += " target=leader"

@@ -48,6 +48,20 @@ func scenarios() []scenario {
 			expectFault(nemesis.Kill)(t, rep, ops)
 			expectFault(nemesis.Partition)(t, rep, ops)
 		}},
+		// Snapshots every 8 entries under crashes and partitions: taken while commands apply,
+		// and installed by a node that fell behind, which then keeps serving from them.
+		{"snapshots", func(c *Config) {
+			c.Faults, c.Seed, c.SnapshotEvery = []string{nemesis.Kill, nemesis.Partition}, 20, 8
+		}, func(t *testing.T, rep *Report, ops []history.Op) {
+			expectFault(nemesis.Kill)(t, rep, ops)
+			expectFault(nemesis.Partition)(t, rep, ops)
+			taken := countInLogs(t, rep.NodeLogs, "snapshot complete up to")
+			installed := countInLogs(t, rep.NodeLogs, "Installed remote snapshot")
+			t.Logf("%d snapshots taken, %d installed from a leader", taken, installed)
+			if taken < 3 || installed == 0 {
+				t.Error("want several snapshots taken, and one installed by a node that fell behind")
+			}
+		}},
 		{"client-pause", func(c *Config) { c.Faults, c.Seed = []string{nemesis.ClientPause}, 14 },
 			func(t *testing.T, rep *Report, ops []history.Op) {
 				expectFault(nemesis.ClientPause)(t, rep, ops)
@@ -74,6 +88,20 @@ func expectFault(fault string) func(*testing.T, *Report, []history.Op) {
 			t.Errorf("the %s fault was never injected", fault)
 		}
 	}
+}
+
+// countInLogs counts the lines of the node logs that contain s.
+func countInLogs(t *testing.T, paths []string, s string) int {
+	t.Helper()
+	n := 0
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += bytes.Count(b, []byte(s))
+	}
+	return n
 }
 
 // runScenario runs one configuration and keeps its artifacts only if the test fails.
@@ -123,8 +151,9 @@ func buildBinary(t *testing.T, ctx context.Context) string {
 }
 
 // TestScenarios runs the short end-to-end scenarios against a real 3-node cluster: kill, a
-// leader paused longer than the TTL, partitions, client pauses, and the self-test in which the
-// resource ignores tokens and fencing must fail. Two clusters run at a time.
+// leader paused longer than the TTL, partitions, graceful restarts, the wal store, snapshots
+// every few entries, client pauses, and the self-test in which the resource ignores tokens and
+// fencing must fail. Two clusters run at a time.
 func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end runs take about 90 s; skipped with -short")

@@ -60,7 +60,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	c, err := cluster.Start(sctx, cluster.Options{Binary: binary, Dir: filepath.Join(cfg.Dir, "nodes"), Nodes: cfg.Nodes,
 		LogLevel: cfg.LogLevel, HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
-		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, ExtraArgs: logStoreArgs(cfg.LogStore)})
+		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, ExtraArgs: agentArgs(cfg)})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("jepsen: start cluster: %w", err)
@@ -150,9 +150,18 @@ func countFault(ops []history.Op, fault string) int {
 }
 
 // logStoreArgs returns the agent flags that pick the Raft log store, if one is named.
-func logStoreArgs(store string) []string {
-	if store == "" {
-		return nil
+// agentArgs are the agent flags the configuration adds to the cluster's own.
+func agentArgs(cfg Config) []string {
+	var args []string
+	if cfg.LogStore != "" {
+		args = append(args, "--log-store", cfg.LogStore)
 	}
-	return []string{"--log-store", store}
+	if n := cfg.SnapshotEvery; n != 0 {
+		args = append(args, "--snapshot-threshold", fmt.Sprint(n), "--trailing-logs", fmt.Sprint(n),
+			"--snapshot-interval", snapshotCheck.String())
+	}
+	return args
 }
+
+// snapshotCheck is how often agents check for a snapshot when Config.SnapshotEvery is set.
+const snapshotCheck = 250 * time.Millisecond
