@@ -22,8 +22,6 @@ type FSM struct {
 	// applied is the index of the last entry ApplyBatch was given. It is local bookkeeping,
 	// never part of the replicated state or of snapshots.
 	applied atomic.Uint64
-	// spare holds the lists of a released snapshot, for the next capture to fill.
-	spare atomic.Pointer[snapshot]
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -195,7 +193,7 @@ func (f *FSM) Stats() Stats {
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock() // the capture starts a new generation of the state
 	defer f.mu.Unlock()
-	return captureSnapshot(f.st, &f.spare), nil
+	return captureSnapshot(f.st), nil
 }
 
 // Restore replaces the whole state with the snapshot read from rc. On error the current state

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -94,7 +93,7 @@ func TestSnapshotFormatIsPinned(t *testing.T) {
 		t.Fatalf("valid raw snapshot refused: %v", err)
 	}
 	var out bytes.Buffer
-	if err := captureSnapshot(st, new(atomic.Pointer[snapshot])).write(&out); err != nil {
+	if err := captureSnapshot(st).write(&out); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(out.Bytes(), raw) {

@@ -188,27 +188,6 @@ func TestPersistCancelsTheSinkOnWriteError(t *testing.T) {
 	}
 }
 
-// A released snapshot gave its lists to the next capture, so it must refuse to be written
-// rather than write that capture's entries, or none.
-func TestPersistAfterReleaseFails(t *testing.T) {
-	f, _ := randomState(t, 2, 500)
-	want := snapshotBytes(t, f)
-	old, _ := f.Snapshot()
-	old.Release()
-	next, _ := f.Snapshot()
-	var sink memSink
-	if err := old.Persist(&sink); err == nil || !sink.cancelled || sink.closed || sink.Len() != 0 {
-		t.Fatalf("persist after release: %v, cancelled=%v closed=%v, %d bytes", err, sink.cancelled, sink.closed, sink.Len())
-	}
-	var got memSink
-	if err := next.Persist(&got); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got.Bytes(), want) {
-		t.Fatal("a capture into a released snapshot's lists wrote other bytes")
-	}
-}
-
 // damagedRestore restores b into an FSM that holds a state of its own, and checks that it is
 // refused and that the state and the observer saw nothing.
 func damagedRestore(t *testing.T, h *harness, before []byte, b []byte, what string) error {
