@@ -149,7 +149,6 @@ func countFault(ops []history.Op, fault string) int {
 	return n
 }
 
-// logStoreArgs returns the agent flags that pick the Raft log store, if one is named.
 // agentArgs are the agent flags the configuration adds to the cluster's own.
 func agentArgs(cfg Config) []string {
 	var args []string
