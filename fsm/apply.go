@@ -49,13 +49,13 @@ func (a *applier) createSession(c *Command) Result {
 	if _, ok := a.st.sessions[c.Session]; ok {
 		return Result{Status: StatusExists}
 	}
-	a.st.sessions[c.Session] = &session{
+	a.st.addSession(&session{
 		id:          c.Session,
 		name:        c.Name,
 		ttl:         c.TTL,
 		lockDelay:   c.LockDelay,
 		createIndex: a.index,
-	}
+	})
 	a.emit(Event{Kind: EventSessionCreated, Session: c.Session, TTL: c.TTL})
 	return Result{}
 }
@@ -88,7 +88,7 @@ func (a *applier) endSession(id SessionID, expired bool, now int64) Result {
 		}
 		a.changed(name, l)
 	}
-	delete(a.st.sessions, id)
+	a.st.removeSession(ss)
 	a.emit(Event{Kind: EventSessionEnded, Session: id, Expired: expired})
 	return Result{Released: released}
 }
@@ -101,7 +101,7 @@ func (a *applier) acquire(c *Command) Result {
 	l := a.st.locks[c.Lock]
 	if l == nil {
 		l = a.st.newLock(c.Lock)
-		a.st.locks[c.Lock] = l
+		a.st.addLock(l)
 	}
 	if !l.held && l.delayUntil != 0 && c.Now >= l.delayUntil {
 		// The delay is over but its DelayEnded is not applied yet: end it here, in queue order.
@@ -255,7 +255,7 @@ func (a *applier) touch(name string, l *lock) {
 
 func (a *applier) dropIfIdle(name string, l *lock) {
 	if !l.held && l.delayUntil == 0 && len(l.waiters) == 0 {
-		delete(a.st.locks, name)
+		a.st.removeLock(l)
 		if l.modifyIndex != 0 {
 			a.st.freedIndex = a.index
 		}

@@ -32,6 +32,10 @@ const (
 // bigLockName is a lock name of a realistic length (12 bytes).
 func bigLockName(i int) string { return fmt.Sprintf("jobs/%07d", i) }
 
+// scrambledLockName names lock i after the (i*618,033 mod 1,000,000)th of bigLockName, a
+// permutation of the first 1,000,000 names (618,033 is prime to 10^6) with no sorted runs.
+func scrambledLockName(i int) string { return bigLockName(i * 618_033 % bigLocks) }
+
 func bigSID(i int) fsm.SessionID {
 	var id fsm.SessionID
 	id[0] = 0xB0
@@ -40,8 +44,13 @@ func bigSID(i int) fsm.SessionID {
 }
 
 // buildBig applies the commands that create sessions sessions and hand locks locks out to
-// them round robin, and returns the next free index.
+// them round robin (lock i to session i mod sessions), and returns the next free index.
 func buildBig(tb testing.TB, f *fsm.FSM, sessions, locks int) uint64 {
+	return buildBigNamed(tb, f, sessions, locks, bigLockName)
+}
+
+// buildBigNamed is buildBig with the name of lock i given by name.
+func buildBigNamed(tb testing.TB, f *fsm.FSM, sessions, locks int, name func(int) string) uint64 {
 	index := uint64(0)
 	for i := 0; i < sessions; i++ {
 		index++
@@ -52,7 +61,7 @@ func buildBig(tb testing.TB, f *fsm.FSM, sessions, locks int) uint64 {
 	}
 	for i := 0; i < locks; i++ {
 		index++
-		r := f.ApplyCommand(index, fsm.Command{Type: fsm.TypeAcquire, Session: bigSID(i % sessions), Lock: bigLockName(i), Now: now0})
+		r := f.ApplyCommand(index, fsm.Command{Type: fsm.TypeAcquire, Session: bigSID(i % sessions), Lock: name(i), Now: now0})
 		if r.Status != fsm.StatusOK {
 			tb.Fatalf("acquire: %+v", r)
 		}
@@ -74,7 +83,9 @@ var big, few builtState
 func (s *builtState) get(b *testing.B, sessions int) (*fsm.FSM, []byte) {
 	s.once.Do(func() {
 		s.f = fsm.New(nil)
-		buildBig(b, s.f, sessions, bigLocks)
+		// The locks are created out of name order, so that nothing in the state machine is in
+		// name order by chance, and a snapshot pays for sorting the names in full.
+		buildBigNamed(b, s.f, sessions, bigLocks, scrambledLockName)
 		s.snap = snapshotBytes(b, s.f)
 	})
 	if s.f == nil {
@@ -353,7 +364,7 @@ func BenchmarkApplyDuringSnapshot1MLocks(b *testing.B) {
 	apply := func() {
 		index++
 		next = (next + 7919) % bigLocks // a prime stride: each lock once per pass
-		c := fsm.Command{Type: fsm.TypeAcquire, Session: bigSID(next % 64), Lock: bigLockName(next),
+		c := fsm.Command{Type: fsm.TypeAcquire, Session: bigSID(next % 64), Lock: scrambledLockName(next),
 			SetValue: true, Value: fmt.Sprint("v", index), Now: now0}
 		if r := f.ApplyCommand(index, c); r.Status != fsm.StatusOK || r.Err != nil {
 			b.Fatalf("index %d: %+v", index, r)

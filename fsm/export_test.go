@@ -113,6 +113,37 @@ func CheckIntegrity(f *FSM) error {
 			return fmt.Errorf("member %q stored under %q", m.ID, id)
 		}
 	}
+	if err := checkSlots(&st.lockSlots, st.locks, func(l *lock) uint32 { return l.slot }); err != nil {
+		return fmt.Errorf("lock slots: %w", err)
+	}
+	if err := checkSlots(&st.sessionSlots, st.sessions, func(ss *session) uint32 { return ss.slot }); err != nil {
+		return fmt.Errorf("session slots: %w", err)
+	}
+	return nil
+}
+
+// checkSlots checks that a slot table holds the entries of its map, each at the position the
+// entry records, and nothing else; and that its free positions are empty and listed once.
+func checkSlots[K comparable, T any](t *slots[T], m map[K]*T, slot func(*T) uint32) error {
+	if n := len(t.view().appendTo(nil)); n != len(m) {
+		return fmt.Errorf("holds %d entries, the map %d", n, len(m))
+	}
+	for k, p := range m {
+		pos := slot(p)
+		if pos >= t.end || t.chunks[pos>>slotBits][pos&(slotChunkLen-1)] != p {
+			return fmt.Errorf("entry %v not at its position %d", k, pos)
+		}
+	}
+	free := map[uint32]bool{}
+	for _, pos := range t.free {
+		if pos >= t.end || free[pos] || t.chunks[pos>>slotBits][pos&(slotChunkLen-1)] != nil {
+			return fmt.Errorf("free position %d out of range, listed twice or not empty", pos)
+		}
+		free[pos] = true
+	}
+	if int(t.end) != len(m)+len(t.free) {
+		return fmt.Errorf("%d positions used, %d entries and %d free", t.end, len(m), len(t.free))
+	}
 	return nil
 }
 

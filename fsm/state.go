@@ -17,6 +17,7 @@ type session struct {
 	createIndex uint64
 	held        *lock               // first of the locks held, linked through lock.nextHeld
 	waits       map[string]struct{} // locks whose queue holds this session
+	slot        uint32              // position in state.sessionSlots
 }
 
 // link adds l, which ss now holds, to ss's held locks.
@@ -65,8 +66,9 @@ type lock struct {
 	name        string // the key of the lock table
 	prevHeld    *lock  // the holder's held locks, while held
 	nextHeld    *lock
-	held        bool
 	holder      SessionID
+	held        bool
+	slot        uint32 // position in state.lockSlots; beside held, it fills the struct's padding
 	token       uint64
 	value       string
 	modifyIndex uint64
@@ -82,13 +84,18 @@ type state struct {
 	sessions map[SessionID]*session
 	locks    map[string]*lock
 	members  map[string]Member
+	// sessionSlots and lockSlots hold the entries of sessions and locks again, in tables that a
+	// snapshot captures by copying a pointer per 1,024 entries (see slots).
+	sessionSlots slots[session]
+	lockSlots    slots[lock]
 	// freedIndex is the highest index at which a lock entry was removed: the modify index that
 	// absent locks report.
 	freedIndex uint64
 	// held and waiters count held locks and queue entries, for metrics.
 	held, waiters int
-	// gen counts snapshot captures. A capture shares the lock entries with the live state
-	// instead of copying them, so every entry it saw must stay unchanged: see own.
+	// gen counts snapshot captures. A capture shares the lock entries and the slot chunks with
+	// the live state instead of copying them, so everything it saw must stay unchanged: see
+	// own and slots.set.
 	gen uint64
 }
 
@@ -105,6 +112,30 @@ func (s *state) newLock(name string) *lock {
 	return &lock{name: name, gen: s.gen}
 }
 
+// addLock puts l in the lock table.
+func (s *state) addLock(l *lock) {
+	s.locks[l.name] = l
+	l.slot = s.lockSlots.add(s.gen, l)
+}
+
+// removeLock takes l out of the lock table.
+func (s *state) removeLock(l *lock) {
+	delete(s.locks, l.name)
+	s.lockSlots.remove(s.gen, l.slot)
+}
+
+// addSession puts ss in the session table.
+func (s *state) addSession(ss *session) {
+	s.sessions[ss.id] = ss
+	ss.slot = s.sessionSlots.add(s.gen, ss)
+}
+
+// removeSession takes ss out of the session table.
+func (s *state) removeSession(ss *session) {
+	delete(s.sessions, ss.id)
+	s.sessionSlots.remove(s.gen, ss.slot)
+}
+
 // own returns l if no snapshot can have captured it, and otherwise a copy that takes its place
 // in the lock table and in its holder's list, so that the caller may change it. Only the links
 // of a captured entry (prevHeld, nextHeld) may still change, and Persist never reads them.
@@ -117,6 +148,7 @@ func (s *state) own(l *lock) *lock {
 	c.gen = s.gen
 	c.waiters = slices.Clone(l.waiters)
 	s.locks[c.name] = c
+	s.lockSlots.set(s.gen, c.slot, c)
 	if c.held {
 		if c.prevHeld != nil {
 			c.prevHeld.nextHeld = c
