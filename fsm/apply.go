@@ -130,7 +130,7 @@ func (a *applier) acquire(c *Command) Result {
 		res = Result{Status: StatusLockDelayed, DelayUntil: l.delayUntil}
 	}
 	if !c.Queue {
-		a.dropIfIdle(c.Lock, l)
+		a.dropIfIdle(l)
 		return res
 	}
 	l = a.st.own(l)
@@ -244,7 +244,7 @@ func (a *applier) clearHolder(ss *session, name string, l *lock) {
 // changed records that l's visible state changed at this index, and removes it if it is idle.
 func (a *applier) changed(name string, l *lock) {
 	a.touch(name, l)
-	a.dropIfIdle(name, l)
+	a.dropIfIdle(l)
 }
 
 // touch records that l's visible state changed at this index.
@@ -253,7 +253,7 @@ func (a *applier) touch(name string, l *lock) {
 	a.emit(Event{Kind: EventLockChanged, Lock: name})
 }
 
-func (a *applier) dropIfIdle(name string, l *lock) {
+func (a *applier) dropIfIdle(l *lock) {
 	if !l.held && l.delayUntil == 0 && len(l.waiters) == 0 {
 		a.st.removeLock(l)
 		if l.modifyIndex != 0 {
