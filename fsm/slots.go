@@ -9,7 +9,7 @@ const slotChunkLen = 1 << slotBits
 // share it: a capture copies one pointer per chunk (view), and a write to a chunk made before
 // the state's current generation copies the chunk first. So a capture of 1,000,000 locks
 // copies about a thousand pointers, however busy the garbage collector is. Like a Go map, a
-// table never shrinks: freed positions are reused, and cost 12 bytes each while unused.
+// table never shrinks: freed positions are reused, and cost about 12 bytes each while unused.
 type slots[T any] struct {
 	chunks []*slotChunk[T]
 	gens   []uint64 // the state generation each chunk was made in; see set
