@@ -32,8 +32,9 @@ const (
 // bigLockName is a lock name of a realistic length (12 bytes).
 func bigLockName(i int) string { return fmt.Sprintf("jobs/%07d", i) }
 
-// scrambledLockName names lock i after the (i*618,033 mod 1,000,000)th of bigLockName, a
-// permutation of the first 1,000,000 names (618,033 is prime to 10^6) with no sorted runs.
+// scrambledLockName names lock i after the (i*618,033 mod 1,000,000)th of bigLockName: a
+// permutation of the first 1,000,000 names (618,033 and 10^6 are coprime) whose ascending runs
+// are at most two names long.
 func scrambledLockName(i int) string { return bigLockName(i * 618_033 % bigLocks) }
 
 func bigSID(i int) fsm.SessionID {
