@@ -18,6 +18,9 @@ type grantWait struct {
 	key     waitKey
 	granted chan uint64   // buffered 1
 	ended   chan struct{} // closed when the session ends or the node closes
+	// ready, when not nil, is closed once an earlier request of the same session and lock has
+	// finished taking the queue entry away (see leave); the acquire is proposed after it.
+	ready <-chan struct{}
 }
 
 // notifier wakes blocked acquires and blocking queries as the state machine applies the log.
@@ -25,8 +28,9 @@ type notifier struct {
 	mu        sync.Mutex
 	grants    map[waitKey]map[*grantWait]struct{}
 	bySession map[fsm.SessionID]map[*grantWait]struct{}
-	watches   map[string]chan struct{} // closed on the next change of the lock
-	anyChange chan struct{}            // closed on the next change of any lock
+	removing  map[waitKey]chan struct{} // queue entries being taken away; closed when done
+	watches   map[string]chan struct{}  // closed on the next change of the lock
+	anyChange chan struct{}             // closed on the next change of any lock
 	closed    bool
 }
 
@@ -34,6 +38,7 @@ func newNotifier() *notifier {
 	return &notifier{
 		grants:    make(map[waitKey]map[*grantWait]struct{}),
 		bySession: make(map[fsm.SessionID]map[*grantWait]struct{}),
+		removing:  make(map[waitKey]chan struct{}),
 		watches:   make(map[string]chan struct{}),
 		anyChange: make(chan struct{}),
 	}
@@ -51,6 +56,9 @@ func (nt *notifier) waitGrant(lock string, session fsm.SessionID) *grantWait {
 	}
 	addTo(nt.grants, w.key, w)
 	addTo(nt.bySession, session, w)
+	if ch, ok := nt.removing[w.key]; ok {
+		w.ready = ch
+	}
 	return w
 }
 
@@ -62,13 +70,34 @@ func (nt *notifier) cancel(w *grantWait) {
 	removeFrom(nt.bySession, w.key.session, w)
 }
 
-// shared reports whether another blocked acquire waits for the same session and lock as w
-// (a client that re-asked before its previous request ended); that one then owns the queue
-// entry, so w's end must not remove it.
-func (nt *notifier) shared(w *grantWait) bool {
+// leave unregisters w, whose wait ended without a grant, and says who owns the queue entry.
+// If another blocked acquire waits for the same session and lock (a client that re-asked
+// before its previous request ended), that one does: leave returns nil, and w's end must not
+// remove the entry. Otherwise the caller removes it and calls the returned function once the
+// removal has ended; requests of the same session and lock that register meanwhile propose
+// their acquire only after that (grantWait.ready), so the removal cannot take away the entry
+// their acquire kept. Of requests that end together, exactly the last to leave removes.
+func (nt *notifier) leave(w *grantWait) (removed func()) {
 	nt.mu.Lock()
 	defer nt.mu.Unlock()
-	return len(nt.grants[w.key]) > 1
+	removeFrom(nt.grants, w.key, w)
+	removeFrom(nt.bySession, w.key.session, w)
+	if len(nt.grants[w.key]) > 0 {
+		return nil
+	}
+	ch, ok := nt.removing[w.key]
+	if !ok {
+		ch = make(chan struct{})
+		nt.removing[w.key] = ch
+	}
+	return func() {
+		nt.mu.Lock()
+		defer nt.mu.Unlock()
+		if nt.removing[w.key] == ch {
+			delete(nt.removing, w.key)
+			close(ch)
+		}
+	}
 }
 
 // watchLock returns a channel closed at the next change of the named lock.

@@ -147,6 +147,13 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, err
 	// Register before proposing, so that a grant applied at any point after is seen.
 	w := n.events.waitGrant(req.Lock, req.Session)
 	defer n.events.cancel(w)
+	if w.ready != nil {
+		select {
+		case <-w.ready:
+		case <-ctx.Done():
+			return fsm.Result{}, fmt.Errorf("cluster: waiting for an earlier wait of the session to end: %w", ctx.Err())
+		}
+	}
 	res, err := n.propose(ctx, cmd)
 	if err != nil || res.Status != fsm.StatusQueued {
 		return res, err
@@ -164,10 +171,12 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, err
 	case <-timer.C:
 	case <-ctx.Done():
 	}
-	if n.events.shared(w) {
+	removed := n.events.leave(w)
+	if removed == nil {
 		// Another request of this session waits for this lock: leave it the queue entry.
 		return n.lockState(req.Lock, 0), nil
 	}
+	defer removed()
 	return n.cancelWait(req)
 }
 
