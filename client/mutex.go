@@ -10,10 +10,10 @@ import (
 	"github.com/raftlock/raftlock/api"
 )
 
-// DefaultWaitChunk is how long one long-poll acquire of Mutex.Lock waits at most before it
-// asks again. The server drops a queue entry whose wait elapsed, so a waiter rejoins the tail
-// of the queue at each chunk boundary: chunks are long (the API allows up to 10m) so that this
-// rarely matters, while connection failures are noticed and retried at once regardless.
+// DefaultWaitChunk is how long one long-poll acquire of Mutex.Lock waits at most. Lock sends
+// the next request shortly before a chunk elapses, so that the server always has a request of
+// the session waiting and keeps its place in the queue; connection failures are noticed and
+// retried at once regardless of the chunk.
 const DefaultWaitChunk = time.Minute
 
 // MutexOption configures a Mutex.
@@ -24,7 +24,8 @@ func WithValue(v string) MutexOption {
 	return func(m *Mutex) { m.value = &v }
 }
 
-// WithWaitChunk sets how long each long-poll acquire of Lock waits (default DefaultWaitChunk).
+// WithWaitChunk sets how long each long-poll acquire of Lock waits (default DefaultWaitChunk;
+// the API allows up to 10m).
 func WithWaitChunk(d time.Duration) MutexOption {
 	return func(m *Mutex) { m.chunk = d }
 }
@@ -104,43 +105,129 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 	if held {
 		return nil
 	}
+	if err := m.s.Err(); err != nil {
+		return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
+	}
 	req := api.AcquireRequest{Session: m.s.ID(), Value: value}
 	if wait {
 		req.Wait = m.chunk.String()
 	}
-	for attempt := 0; ; attempt++ {
-		if err := m.s.Err(); err != nil {
-			return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
-		}
-		resp, err := m.acquire(ctx, req)
-		if err == nil {
-			return m.granted(resp.Token)
-		}
-		switch {
-		case ctx.Err() != nil:
-			m.abandon()
-			return fmt.Errorf("raftlock: lock %q: %w", m.name, context.Cause(ctx))
-		case m.s.Err() != nil:
-			return fmt.Errorf("raftlock: lock %q: %w", m.name, m.s.Err())
-		case !wait || errors.Is(err, ErrSessionNotFound):
-			return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
-		case errors.Is(err, ErrLockHeld) || errors.Is(err, ErrLockDelayed):
-			attempt = 0 // a wait chunk elapsed: ask again at once
-			continue
-		case !isTransient(err):
-			return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
-		}
-		m.s.c.logger.Debug("acquire failed; asking again", "lock", m.name, "error", err)
-		t := time.NewTimer(m.s.c.backoff(attempt))
+	a := &acquirer{m: m, req: req, results: make(chan acquireResult, 2)}
+	a.ctx, a.cancel = context.WithCancel(ctx)
+	defer a.cancel() // cuts off a request still waiting when Lock returns
+	// overlap fires shortly before the newest wait elapses: the next one is sent then.
+	var overlap <-chan time.Time
+	if wait {
+		a.overlap = time.NewTimer(m.chunk)
+		defer a.overlap.Stop()
+		overlap = a.overlap.C
+	}
+	a.send()
+	var retry <-chan time.Time
+	for attempt := 0; ; {
 		select {
+		case <-overlap:
+			switch a.inFlight {
+			case 1:
+				a.send()
+			case 2: // the older request has not answered yet: send when it does
+				a.overdue = true
+			}
+			continue
+		case <-retry:
+			retry = nil
+			a.send()
+			continue
 		case <-ctx.Done():
-			t.Stop()
+			a.drain()
 			m.abandon()
 			return fmt.Errorf("raftlock: lock %q: %w", m.name, context.Cause(ctx))
 		case <-m.s.Done():
-			t.Stop()
-		case <-t.C:
+			a.drain()
+			return fmt.Errorf("raftlock: lock %q: %w", m.name, m.s.Err())
+		case r := <-a.results:
+			a.inFlight--
+			if r.err == nil {
+				return m.granted(r.resp.Token)
+			}
+			err := r.err
+			switch {
+			case ctx.Err() != nil:
+				a.drain()
+				m.abandon()
+				return fmt.Errorf("raftlock: lock %q: %w", m.name, context.Cause(ctx))
+			case m.s.Err() != nil:
+				a.drain()
+				return fmt.Errorf("raftlock: lock %q: %w", m.name, m.s.Err())
+			case !wait || errors.Is(err, ErrSessionNotFound) || (!isTransient(err) &&
+				!errors.Is(err, ErrLockHeld) && !errors.Is(err, ErrLockDelayed)):
+				return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
+			}
+			elapsed := errors.Is(err, ErrLockHeld) || errors.Is(err, ErrLockDelayed) // a wait chunk
+			if elapsed {
+				attempt = 0
+			} else {
+				m.s.c.logger.Debug("acquire failed; asking again", "lock", m.name, "error", err)
+			}
+			switch {
+			case a.inFlight > 0 && a.overdue:
+				a.send()
+			case a.inFlight > 0:
+				// The other request still holds the session's place.
+			case elapsed:
+				a.send()
+			default:
+				retry = time.After(m.s.c.backoff(attempt))
+				attempt++
+			}
 		}
+	}
+}
+
+// chunkLead is how long before a wait chunk elapses Lock sends the next one, so that the
+// server always has a request of the session waiting and keeps its place in the queue.
+func chunkLead(chunk time.Duration) time.Duration {
+	return min(chunk/4, 10*time.Second)
+}
+
+// acquirer runs the acquire requests of one Lock call: one at a time, two while a wait chunk
+// hands over to the next.
+type acquirer struct {
+	m        *Mutex
+	req      api.AcquireRequest
+	ctx      context.Context // ends every request when Lock returns
+	cancel   context.CancelFunc
+	results  chan acquireResult // one slot per request in flight, so none blocks
+	inFlight int
+	overlap  *time.Timer // nil without a wait
+	overdue  bool        // the overlap came while two requests were in flight
+}
+
+// acquireResult is the answer to one acquire request.
+type acquireResult struct {
+	resp *api.AcquireResponse
+	err  error
+}
+
+// send starts a request and times the next overlap from it.
+func (a *acquirer) send() {
+	a.inFlight++
+	a.overdue = false
+	go func() {
+		resp, err := a.m.acquire(a.ctx, a.req)
+		a.results <- acquireResult{resp, err}
+	}()
+	if a.overlap != nil {
+		a.overlap.Reset(a.m.chunk - chunkLead(a.m.chunk))
+	}
+}
+
+// drain cuts off the requests in flight and waits for their answers, so that none is still
+// being granted when Lock looks at what they left behind.
+func (a *acquirer) drain() {
+	a.cancel()
+	for ; a.inFlight > 0; a.inFlight-- {
+		<-a.results
 	}
 }
 

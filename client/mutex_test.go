@@ -3,11 +3,14 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
 )
 
@@ -85,6 +88,90 @@ func TestMutexContendersNeverOverlapAndAreGrantedInArrivalOrder(t *testing.T) {
 			t.Fatalf("tokens not increasing: first %d then %v", first, tokens)
 		}
 		prev = tok
+	}
+}
+
+// acquireCounter counts the acquire requests sent through it.
+type acquireCounter struct {
+	next http.RoundTripper
+	n    atomic.Int32
+}
+
+func (a *acquireCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, "/acquire") {
+		a.n.Add(1)
+	}
+	return a.next.RoundTrip(r)
+}
+
+func TestMutexKeepsItsPlaceAcrossWaitChunks(t *testing.T) {
+	dev := sharedCluster(t)
+	c := newClient(t, dev.Endpoints())
+	ctx := testCtx(t, 60*time.Second)
+	name := lockName(t, "m")
+	holder := client.NewMutex(newSession(t, c), name)
+	if err := holder.TryLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The first waiter long-polls in chunks of a second, so its waits elapse while it waits.
+	counter := &acquireCounter{next: http.DefaultTransport.(*http.Transport).Clone()}
+	t.Cleanup(counter.next.(*http.Transport).CloseIdleConnections)
+	cb := newClient(t, dev.Endpoints(), client.WithHTTPClient(&http.Client{Transport: counter}))
+	first := client.NewMutex(newSession(t, cb), name, client.WithWaitChunk(time.Second))
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- first.Lock(ctx) }()
+	waitFor(t, 10*time.Second, "first waiter to queue", func() bool {
+		l, err := c.GetLock(ctx, name)
+		return err == nil && l.Waiters == 1
+	})
+	// The second waits in one long request, so it never leaves the queue on its own.
+	second := newSession(t, c)
+	secondDone := make(chan *api.AcquireResponse, 1)
+	go func() {
+		g, err := c.Acquire(ctx, name, api.AcquireRequest{Session: second.ID(), Wait: "50s"})
+		if err != nil {
+			t.Errorf("second waiter: %v", err)
+		}
+		secondDone <- g
+	}()
+	waitFor(t, 10*time.Second, "second waiter to queue", func() bool {
+		l, err := c.GetLock(ctx, name)
+		return err == nil && l.Waiters == 2
+	})
+	sent := counter.n.Load()
+	waitFor(t, 20*time.Second, "three of the first waiter's chunks to elapse", func() bool {
+		return counter.n.Load() >= sent+3
+	})
+	if l, err := c.GetLock(ctx, name); err != nil || l.Waiters != 2 {
+		t.Fatalf("after the first waiter's chunks elapsed: %+v, %v; want 2 waiters", l, err)
+	}
+
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-firstDone:
+		if err != nil {
+			t.Fatalf("first waiter: %v", err)
+		}
+	case g := <-secondDone:
+		t.Fatalf("the second waiter was granted first (%+v): the first lost its place when a chunk elapsed", g)
+	}
+	select {
+	case g := <-secondDone:
+		t.Fatalf("the second waiter was granted while the first held the lock: %+v", g)
+	default:
+	}
+	if l, err := c.GetLock(ctx, name); err != nil || l.Session != first.Session().ID() || l.Waiters != 1 {
+		t.Fatalf("after the first waiter's grant: %+v, %v", l, err)
+	}
+	firstToken := first.Token()
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := <-secondDone; g == nil || g.Session != second.ID() || g.Token <= firstToken {
+		t.Fatalf("second waiter's grant %+v after the first's token %d", g, firstToken)
 	}
 }
 
