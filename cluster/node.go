@@ -315,12 +315,35 @@ func (n *Node) WaitLeader(ctx context.Context) (id, httpAddr string, err error) 
 	}
 }
 
-// Ready reports whether the node knows a leader and has applied everything it knows committed.
-func (n *Node) Ready() bool {
+// readyWait bounds how long Ready waits for the state machine to reach the commit index.
+const readyWait = time.Second
+
+// Ready reports whether the node knows a leader and has applied everything it knew committed
+// when asked. Under load entries commit while earlier ones apply, so it waits (up to readyWait,
+// or until ctx ends) for the state machine to reach the commit index it read: a node that keeps
+// up is ready, one still restoring a snapshot or replaying its log is not.
+func (n *Node) Ready(ctx context.Context) bool {
 	if id, _ := n.Leader(); id == "" {
 		return false
 	}
-	return n.raft.AppliedIndex() >= n.raft.CommitIndex()
+	commit := n.raft.CommitIndex()
+	if n.AppliedIndex() >= commit {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyWait)
+	defer cancel()
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for n.AppliedIndex() < commit {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-n.stop:
+			return false
+		case <-t.C:
+		}
+	}
+	return true
 }
 
 // errClosed is returned by waits that end because the node closed.

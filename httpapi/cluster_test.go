@@ -6,7 +6,9 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/common/expfmt"
@@ -153,6 +155,50 @@ func TestHealthAndReady(t *testing.T) {
 			r := do(t, http.MethodGet, ep+path, nil)
 			ok(t, r, http.StatusOK, nil)
 			fields(t, r.body)
+		}
+	}
+}
+
+// TestReadyUnderWrites asks every node for readiness while the leader commits a stream of
+// grants and releases: entries commit while earlier ones apply, and a node that keeps up must
+// still answer ready.
+func TestReadyUnderWrites(t *testing.T) {
+	d := sharedCluster(t)
+	leader, _ := roles(t, d)
+	s := session(t, leader)
+	stop := make(chan struct{})
+	var writes sync.WaitGroup
+	for w := range 4 {
+		name := lockName(t) + "-" + strconv.Itoa(w)
+		writes.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Each command is a write; whether it is granted or released does not matter here.
+				var g api.AcquireResponse
+				r := rawDo(http.MethodPost, leader+"/v1/locks/"+name+"/acquire", acquireReq(s, "", nil), nil)
+				if r.err != nil || r.status != http.StatusOK || json.Unmarshal(r.body, &g) != nil {
+					t.Errorf("acquire during the readiness test: %v %d %s", r.err, r.status, r.body)
+					return
+				}
+				r = rawDo(http.MethodPost, leader+"/v1/locks/"+name+"/release", api.ReleaseRequest{Session: s, Token: &g.Token}, nil)
+				if r.err != nil || r.status != http.StatusOK {
+					t.Errorf("release during the readiness test: %v %d %s", r.err, r.status, r.body)
+					return
+				}
+			}
+		})
+	}
+	defer writes.Wait()
+	defer close(stop)
+	for range 50 {
+		for _, ep := range d.Endpoints() {
+			if r := do(t, http.MethodGet, ep+"/v1/ready", nil); r.status != http.StatusOK {
+				t.Fatalf("%s not ready while it keeps up with the writes: %d %s", ep, r.status, r.body)
+			}
 		}
 	}
 }

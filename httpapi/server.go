@@ -23,7 +23,7 @@ type Node interface {
 	IsLeader() bool
 	Leader() (id, httpAddr string)
 	AppliedIndex() uint64
-	Ready() bool
+	Ready(ctx context.Context) bool
 	FSM() *fsm.FSM
 	Status() (cluster.Status, error)
 	Counters() cluster.Counters
@@ -245,7 +245,7 @@ func (s *Server) health(c echo.Context) error {
 }
 
 func (s *Server) ready(c echo.Context) error {
-	if !s.node.Ready() {
+	if !s.node.Ready(c.Request().Context()) {
 		return noLeader("not ready: no known leader, or the log is not applied up to the commit index yet")
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready", "id": s.node.ID()})
