@@ -127,6 +127,15 @@ type ReleaseResponse struct {
 	Released bool `json:"released"`
 }
 
+// CancelAcquireResponse answers DELETE /v1/locks/{name}/acquire?session=<id>: whether the
+// session's place in the lock's queue was removed, and whether the session holds the lock (a
+// grant that came before the cancel), with the grant's token.
+type CancelAcquireResponse struct {
+	Cancelled bool   `json:"cancelled"`
+	Held      bool   `json:"held"`
+	Token     uint64 `json:"token,omitempty"`
+}
+
 // Lock describes the state of one lock.
 type Lock struct {
 	Name        string `json:"name"`

@@ -180,6 +180,18 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, err
 	return n.cancelWait(req)
 }
 
+// CancelAcquire takes the session out of the lock's queue, for a client that gave up waiting
+// and cannot tell whether a request of its still waits somewhere (a cut connection, a node that
+// failed while it answered). The Result's Status is StatusCancelled or StatusNotQueued, or
+// StatusOK with the token when the session holds the lock: a grant that came first is
+// reported, never undone. StatusSessionNotFound when the session does not exist.
+func (n *Node) CancelAcquire(ctx context.Context, session fsm.SessionID, lock string) (fsm.Result, error) {
+	if err := n.leaderOnly(); err != nil {
+		return fsm.Result{}, err
+	}
+	return n.propose(ctx, &fsm.Command{Type: fsm.TypeCancelWait, Session: session, Lock: lock})
+}
+
 // cancelWait removes the session from the lock's queue after its wait ended. A grant that won
 // the race is reported as a grant, never lost.
 func (n *Node) cancelWait(req AcquireRequest) (fsm.Result, error) {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,7 +15,8 @@ import (
 )
 
 // lockRoute dispatches /v1/locks/{name}[/acquire|/release|/check]: names may contain '/', so
-// the action is the last segment, which is why names may not end in one.
+// the action is the last segment, which is why names may not end in one. DELETE on acquire
+// cancels a session's wait (an addition to v1).
 func (s *Server) lockRoute(c echo.Context) error {
 	path := c.Param("*")
 	name, action := path, ""
@@ -25,7 +27,10 @@ func (s *Server) lockRoute(c echo.Context) error {
 	}
 	method := c.Request().Method
 	want := http.MethodGet
-	if action == "acquire" || action == "release" {
+	switch {
+	case action == "acquire" && method == http.MethodDelete:
+		want = http.MethodDelete
+	case action == "acquire" || action == "release":
 		want = http.MethodPost
 	}
 	if method != want {
@@ -36,6 +41,9 @@ func (s *Server) lockRoute(c echo.Context) error {
 	}
 	switch action {
 	case "acquire":
+		if method == http.MethodDelete {
+			return s.cancelAcquire(c, name)
+		}
 		return s.acquire(c, name)
 	case "release":
 		return s.release(c, name)
@@ -132,6 +140,34 @@ func (s *Server) acquireResult(c echo.Context, name string, id fsm.SessionID, re
 		e.body.Holder = &api.Holder{Session: res.Holder.String(), Token: res.Token}
 	}
 	return e
+}
+
+// cancelAcquire takes the session of ?session= out of the lock's queue; a grant that came first
+// is reported (held, token), not undone.
+func (s *Server) cancelAcquire(c echo.Context, name string) error {
+	id, err := sessionID(c.QueryParam("session"))
+	if err != nil {
+		return err
+	}
+	return s.atLeader(c, func() error {
+		ctx, cancel := s.commandContext(c, 0)
+		defer cancel()
+		res, err := s.node.CancelAcquire(ctx, id, name)
+		if err != nil {
+			return fromClusterError(err)
+		}
+		switch res.Status {
+		case fsm.StatusOK:
+			return c.JSON(http.StatusOK, api.CancelAcquireResponse{Held: true, Token: res.Token})
+		case fsm.StatusCancelled:
+			return c.JSON(http.StatusOK, api.CancelAcquireResponse{Cancelled: true})
+		case fsm.StatusNotQueued:
+			return c.JSON(http.StatusOK, api.CancelAcquireResponse{})
+		case fsm.StatusSessionNotFound:
+			return sessionNotFound(id.String())
+		}
+		return fromClusterError(fmt.Errorf("httpapi: cancel-wait answered status %v", res.Status))
+	})
 }
 
 func lockDelayed(name string, until int64) error {

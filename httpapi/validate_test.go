@@ -49,6 +49,7 @@ func TestLockNames(t *testing.T) {
 		apiError(t, do(t, http.MethodPost, base+"/acquire", acquireReq(s, "", nil)), http.StatusBadRequest, api.CodeInvalidArgument)
 		apiError(t, do(t, http.MethodPost, base+"/release", api.ReleaseRequest{Session: s, Token: &zero}), http.StatusBadRequest, api.CodeInvalidArgument)
 		apiError(t, do(t, http.MethodGet, base+"/check?token=1", nil), http.StatusBadRequest, api.CodeInvalidArgument)
+		apiError(t, do(t, http.MethodDelete, base+"/acquire?session="+s, nil), http.StatusBadRequest, api.CodeInvalidArgument)
 		if last := name[strings.LastIndexByte(name, '/')+1:]; last != "" && !slices.Contains([]string{"acquire", "release", "check"}, last) {
 			// (GET .../x/check is the check of x, GET .../x/acquire a wrong method.)
 			apiError(t, do(t, http.MethodGet, base, nil), http.StatusBadRequest, api.CodeInvalidArgument)

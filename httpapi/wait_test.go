@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,6 +155,59 @@ func TestQueuedSessionKeepsItsPlace(t *testing.T) {
 	if gb.Session != b || gb.Token <= g1.Token {
 		t.Fatalf("b's grant %+v after a's %+v", gb, g1)
 	}
+}
+
+func TestCancelAcquire(t *testing.T) {
+	d := sharedCluster(t)
+	leader, followers := roles(t, d)
+	name := lockName(t)
+	h, w := session(t, leader), session(t, leader)
+	gh := mustAcquire(t, leader, name, h, nil)
+	cancelAt := func(ep, session string) string {
+		return ep + "/v1/locks/" + name + "/acquire?session=" + session
+	}
+
+	// The entry of a session whose request still waits goes at once (here through a
+	// follower), so that the release below grants nobody.
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	waiting := goDo(ctx, http.MethodPost, leader+"/v1/locks/"+name+"/acquire", acquireReq(w, "30s", nil))
+	waitWaiters(t, leader, name, 1)
+	var got api.CancelAcquireResponse
+	r := do(t, http.MethodDelete, cancelAt(followers[0], w), nil)
+	ok(t, r, http.StatusOK, &got)
+	hasKeys(t, fields(t, r.body), "cancelled", "held")
+	if got != (api.CancelAcquireResponse{Cancelled: true}) {
+		t.Fatalf("cancel of a queued session answered %s", r.body)
+	}
+	if l := getLock(t, leader, name, ""); l.Waiters != 0 {
+		t.Fatalf("after the cancel: %+v", l)
+	}
+	release(t, leader, name, h, gh.Token)
+	if l := getLock(t, leader, name, ""); l.Held {
+		t.Fatalf("the release granted the lock to a session whose wait was cancelled: %+v", l)
+	}
+	stop()
+	<-waiting
+
+	// Nothing left to cancel.
+	ok(t, do(t, http.MethodDelete, cancelAt(leader, w), nil), http.StatusOK, &got)
+	if got != (api.CancelAcquireResponse{}) {
+		t.Fatalf("cancel with nothing queued: %+v", got)
+	}
+	// A grant that came first is reported, and stays.
+	gw := mustAcquire(t, leader, name, w, nil)
+	ok(t, do(t, http.MethodDelete, cancelAt(followers[1], w), nil), http.StatusOK, &got)
+	if got != (api.CancelAcquireResponse{Held: true, Token: gw.Token}) {
+		t.Fatalf("cancel by the holder answered %+v, want held under %d", got, gw.Token)
+	}
+	if l := getLock(t, leader, name, ""); !l.Held || l.Session != w || l.Token != gw.Token {
+		t.Fatalf("a cancel undid a grant: %+v", l)
+	}
+
+	apiError(t, do(t, http.MethodDelete, leader+"/v1/locks/"+name+"/acquire", nil), http.StatusBadRequest, api.CodeInvalidArgument)
+	apiError(t, do(t, http.MethodDelete, cancelAt(leader, strings.Repeat("ab", 16)), nil), http.StatusNotFound, api.CodeSessionNotFound)
+	apiError(t, do(t, http.MethodDelete, cancelAt(leader, "not-an-id"), nil), http.StatusNotFound, api.CodeSessionNotFound)
 }
 
 func TestBlockingQuery(t *testing.T) {
