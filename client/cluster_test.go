@@ -97,10 +97,12 @@ type cutProxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu       sync.Mutex
+	cut      bool
+	stranded bool
+	conns    map[net.Conn]struct{}
+	clients  map[net.Conn]struct{} // the clients' side of conns
+	wg       sync.WaitGroup
 }
 
 // newCutProxy starts a proxy to the host:port of endpoint and returns it; closed with the test.
@@ -111,7 +113,7 @@ func newCutProxy(t *testing.T, endpoint string) *cutProxy {
 		t.Fatal(err)
 	}
 	host := endpoint[len("http://"):]
-	p := &cutProxy{ln: ln, target: host, conns: map[net.Conn]struct{}{}}
+	p := &cutProxy{ln: ln, target: host, conns: map[net.Conn]struct{}{}, clients: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.serve()
 	t.Cleanup(p.close)
@@ -132,6 +134,9 @@ func (p *cutProxy) serve() {
 			c.Close()
 			continue
 		}
+		p.mu.Lock()
+		p.clients[c] = struct{}{}
+		p.mu.Unlock()
 		up, err := net.Dial("tcp", p.target)
 		if err != nil || !p.track(up) {
 			c.Close()
@@ -159,8 +164,25 @@ func (p *cutProxy) track(c net.Conn) bool {
 func (p *cutProxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
 	_, _ = io.Copy(dst, src)
-	dst.Close()
-	src.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range []net.Conn{dst, src} {
+		if _, client := p.clients[c]; client || !p.stranded {
+			c.Close()
+		}
+	}
+}
+
+// Strand drops the clients' side of every connection and refuses new ones, but keeps the
+// servers' side open and silent until the proxy closes, as a network that loses a connection
+// without the server noticing: a request the server holds stays held until its wait ends.
+func (p *cutProxy) Strand() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut, p.stranded = true, true
+	for c := range p.clients {
+		c.Close()
+	}
 }
 
 // Cut drops every connection and refuses new ones.
@@ -174,6 +196,9 @@ func (p *cutProxy) Cut() {
 }
 
 func (p *cutProxy) close() {
+	p.mu.Lock()
+	p.stranded = false
+	p.mu.Unlock()
 	p.Cut()
 	p.ln.Close()
 	p.wg.Wait()

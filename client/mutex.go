@@ -257,19 +257,38 @@ func (m *Mutex) granted(token uint64) error {
 	return nil
 }
 
-// abandon cleans up after a Lock given up while a request may have been granted: if the lock
-// turns out to be held by this session, it is released.
+// abandon cleans up after a Lock given up while a request may have queued the session or been
+// granted: it takes the session out of the queue, and releases the lock if a grant came first.
+// Reading the lock is not enough: a request the server still holds (its connection cut without
+// the server noticing, or its node failed after replicating the queue entry) can be granted
+// later, leaving the lock held by a session whose Mutex never learns of it.
 func (m *Mutex) abandon() {
 	if m.s.Err() != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.s.c.requestTimeout)
 	defer cancel()
-	l, err := m.s.c.GetLock(ctx, m.name)
-	if err != nil || !l.Held || l.Session != m.s.ID() {
+	var token uint64
+	r, err := m.s.c.CancelAcquire(ctx, m.name, m.s.ID())
+	switch {
+	case err == nil:
+		if !r.Held {
+			return
+		}
+		token = r.Token
+	case isUnsupported(err):
+		// A server without the endpoint: release a grant already made, at least.
+		l, err := m.s.c.GetLock(ctx, m.name)
+		if err != nil || !l.Held || l.Session != m.s.ID() {
+			return
+		}
+		token = l.Token
+	default:
+		m.s.c.logger.Warn("could not leave the queue of a lock after Lock gave up; the session may "+
+			"be granted it later", "lock", m.name, "error", err)
 		return
 	}
-	if err := m.s.c.Release(ctx, m.name, m.s.ID(), l.Token); err != nil {
+	if err := m.s.c.Release(ctx, m.name, m.s.ID(), token); err != nil {
 		m.s.c.logger.Warn("could not release a lock granted after Lock gave up", "lock", m.name,
 			"error", err)
 	}

@@ -288,6 +288,48 @@ func TestLockGivenUpLeavesNoHolderOrWaiter(t *testing.T) {
 	}
 }
 
+// TestLockGivenUpWhileTheServerHoldsItsRequest gives up a Lock whose waiting request the
+// server still holds: the connection was dropped without the server noticing. That request
+// keeps the session's queue entry, so Lock must take the session out of the queue itself, or
+// the next release grants the lock to a session whose Mutex does not hold it, and nobody else
+// gets it while that session lives.
+func TestLockGivenUpWhileTheServerHoldsItsRequest(t *testing.T) {
+	dev := sharedCluster(t)
+	c := newClient(t, dev.Endpoints())
+	ctx := testCtx(t, 40*time.Second)
+	name := lockName(t, "m")
+	holder := client.NewMutex(newSession(t, c), name)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The waiter reaches the first node through a proxy, the others directly.
+	p := newCutProxy(t, dev.Endpoints()[0])
+	wc := newClient(t, append([]string{p.Endpoint()}, dev.Endpoints()[1:]...))
+	waiter := client.NewMutex(newSession(t, wc), name, client.WithWaitChunk(30*time.Second))
+	wctx, giveUp := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- waiter.Lock(wctx) }()
+	waitFor(t, 10*time.Second, "waiter to queue", func() bool {
+		l, err := c.GetLock(ctx, name)
+		return err == nil && l.Waiters == 1
+	})
+	p.Strand()
+	giveUp()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock given up: %v", err)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.GetLock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Held || l.Waiters != 0 {
+		t.Fatalf("after the holder left, lock %+v: the waiter that gave up was granted it or is still queued", l)
+	}
+}
+
 func TestMutexSurvivesLeaderCrash(t *testing.T) {
 	dev := ownCluster(t)
 	c := newClient(t, dev.Endpoints())

@@ -160,6 +160,27 @@ func (c *Client) Acquire(ctx context.Context, name string, req api.AcquireReques
 	return &r, nil
 }
 
+// CancelAcquire takes session out of the lock's queue (DELETE /v1/locks/{name}/acquire), for
+// a caller that gave up waiting while a request of its may still wait somewhere. A grant that
+// came first is reported (Held, Token), not undone: release it if it is no longer wanted.
+// Retrying is safe. A server without the endpoint answers with an error matching
+// ErrNotFound or an *APIError with code method_not_allowed.
+func (c *Client) CancelAcquire(ctx context.Context, name, session string) (*api.CancelAcquireResponse, error) {
+	p, err := lockPath(name, "acquire")
+	if err != nil {
+		return nil, err
+	}
+	if session == "" {
+		return nil, fmt.Errorf("%w: empty session id", ErrInvalidArgument)
+	}
+	var r api.CancelAcquireResponse
+	cl := &call{method: http.MethodDelete, path: p, query: url.Values{"session": {session}}, out: &r}
+	if _, err := c.do(ctx, cl); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // Release releases a lock held by session under token (POST /v1/locks/{name}/release).
 // When the outcome of an attempt is unknown (503 timeout, or a retry after a lost answer), it
 // reads the lock to learn whether the release happened, and asks again only if it did not.
