@@ -145,6 +145,10 @@ func (s *Server) acquireResult(c echo.Context, name string, id fsm.SessionID, re
 // cancelAcquire takes the session of ?session= out of the lock's queue; a grant that came first
 // is reported (held, token), not undone.
 func (s *Server) cancelAcquire(c echo.Context, name string) error {
+	var empty struct{}
+	if err := decodeBody(c, &empty, true); err != nil {
+		return err
+	}
 	id, err := sessionID(c.QueryParam("session"))
 	if err != nil {
 		return err

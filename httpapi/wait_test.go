@@ -206,6 +206,7 @@ func TestCancelAcquire(t *testing.T) {
 	}
 
 	apiError(t, do(t, http.MethodDelete, leader+"/v1/locks/"+name+"/acquire", nil), http.StatusBadRequest, api.CodeInvalidArgument)
+	apiError(t, do(t, http.MethodDelete, cancelAt(leader, w), `{"session":"`+w+`"}`), http.StatusBadRequest, api.CodeInvalidArgument)
 	apiError(t, do(t, http.MethodDelete, cancelAt(leader, strings.Repeat("ab", 16)), nil), http.StatusNotFound, api.CodeSessionNotFound)
 	apiError(t, do(t, http.MethodDelete, cancelAt(leader, "not-an-id"), nil), http.StatusNotFound, api.CodeSessionNotFound)
 }
