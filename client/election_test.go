@@ -46,10 +46,7 @@ func TestElectionSurvivesLeaderNodeCrashAndObserveFollows(t *testing.T) {
 	}
 	campaign2 := make(chan error, 1)
 	go func() { campaign2 <- e2.Campaign(ctx, "two") }()
-	waitFor(t, 10*time.Second, "second candidate to queue", func() bool {
-		l, err := c.GetLock(ctx, name)
-		return err == nil && l.Waiters == 1
-	})
+	waitWaiters(ctx, t, c, name, 1)
 
 	// Crash the Raft leader node. The election, its leader and the queued candidate survive.
 	crashLeader(ctx, t, dev)

@@ -1,10 +1,14 @@
 package client_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/client"
 )
 
 // waitFor polls cond until it holds, failing the test after timeout.
@@ -17,6 +21,15 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// waitWaiters waits until the named lock has n sessions in its queue.
+func waitWaiters(ctx context.Context, t *testing.T, c *client.Client, name string, n int) {
+	t.Helper()
+	waitFor(t, 10*time.Second, fmt.Sprintf("%d waiters of %s", n, name), func() bool {
+		l, err := c.GetLock(ctx, name)
+		return err == nil && l.Waiters == n
+	})
 }
 
 // decodeStrict decodes a request body, refusing unknown fields as the server does.

@@ -63,10 +63,7 @@ func TestMutexContendersNeverOverlapAndAreGrantedInArrivalOrder(t *testing.T) {
 				errs <- err
 			}
 		}(i)
-		waitFor(t, 10*time.Second, "waiter to queue", func() bool {
-			l, err := c.GetLock(ctx, name)
-			return err == nil && l.Waiters == i
-		})
+		waitWaiters(ctx, t, c, name, i)
 	}
 	first := mutexes[0].Token()
 	if err := mutexes[0].Unlock(ctx); err != nil {
@@ -121,10 +118,7 @@ func TestMutexKeepsItsPlaceAcrossWaitChunks(t *testing.T) {
 	first := client.NewMutex(newSession(t, cb), name, client.WithWaitChunk(time.Second))
 	firstDone := make(chan error, 1)
 	go func() { firstDone <- first.Lock(ctx) }()
-	waitFor(t, 10*time.Second, "first waiter to queue", func() bool {
-		l, err := c.GetLock(ctx, name)
-		return err == nil && l.Waiters == 1
-	})
+	waitWaiters(ctx, t, c, name, 1)
 	// The second waits in one long request, so it never leaves the queue on its own.
 	second := newSession(t, c)
 	secondDone := make(chan *api.AcquireResponse, 1)
@@ -135,10 +129,7 @@ func TestMutexKeepsItsPlaceAcrossWaitChunks(t *testing.T) {
 		}
 		secondDone <- g
 	}()
-	waitFor(t, 10*time.Second, "second waiter to queue", func() bool {
-		l, err := c.GetLock(ctx, name)
-		return err == nil && l.Waiters == 2
-	})
+	waitWaiters(ctx, t, c, name, 2)
 	sent := counter.n.Load()
 	waitFor(t, 20*time.Second, "three of the first waiter's chunks to elapse", func() bool {
 		return counter.n.Load() >= sent+3
@@ -267,18 +258,12 @@ func TestLockGivenUpLeavesNoHolderOrWaiter(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- waiter.Lock(wctx) }()
-	waitFor(t, 10*time.Second, "waiter to queue", func() bool {
-		l, err := c.GetLock(ctx, name)
-		return err == nil && l.Waiters == 1
-	})
+	waitWaiters(ctx, t, c, name, 1)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Lock: %v", err)
 	}
-	waitFor(t, 10*time.Second, "queue entry to go", func() bool {
-		l, err := c.GetLock(ctx, name)
-		return err == nil && l.Waiters == 0
-	})
+	waitWaiters(ctx, t, c, name, 0)
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -309,10 +294,7 @@ func TestLockGivenUpWhileTheServerHoldsItsRequest(t *testing.T) {
 	wctx, giveUp := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- waiter.Lock(wctx) }()
-	waitFor(t, 10*time.Second, "waiter to queue", func() bool {
-		l, err := c.GetLock(ctx, name)
-		return err == nil && l.Waiters == 1
-	})
+	waitWaiters(ctx, t, c, name, 1)
 	p.Strand()
 	giveUp()
 	if err := <-done; !errors.Is(err, context.Canceled) {
@@ -342,10 +324,7 @@ func TestMutexSurvivesLeaderCrash(t *testing.T) {
 	waiter := client.NewMutex(newSession(t, c, client.WithTTL(5*time.Second)), name)
 	done := make(chan error, 1)
 	go func() { done <- waiter.Lock(ctx) }()
-	waitFor(t, 10*time.Second, "waiter to queue", func() bool {
-		l, err := c.GetLock(ctx, name)
-		return err == nil && l.Waiters == 1
-	})
+	waitWaiters(ctx, t, c, name, 1)
 	crashLeader(ctx, t, dev)
 	// The hold and the queue outlive the crash: releasing hands the lock to the waiter.
 	held := holder.Token()

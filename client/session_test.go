@@ -36,10 +36,7 @@ func TestSessionDoneBeforeServerGrantsElsewhere(t *testing.T) {
 		}
 		granted <- time.Now()
 	}()
-	waitFor(t, 10*time.Second, "waiter to queue", func() bool {
-		l, err := direct.GetLock(ctx, name)
-		return err == nil && l.Waiters == 1
-	})
+	waitWaiters(ctx, t, direct, name, 1)
 
 	for _, p := range proxies {
 		p.Cut()
