@@ -111,11 +111,11 @@ func TestMutexKeepsItsPlaceAcrossWaitChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The first waiter long-polls in chunks of a second, so its waits elapse while it waits.
+	// The first waiter long-polls in chunks of two seconds, so its waits elapse while it waits.
 	counter := &acquireCounter{next: http.DefaultTransport.(*http.Transport).Clone()}
 	t.Cleanup(counter.next.(*http.Transport).CloseIdleConnections)
 	cb := newClient(t, dev.Endpoints(), client.WithHTTPClient(&http.Client{Transport: counter}))
-	first := client.NewMutex(newSession(t, cb), name, client.WithWaitChunk(time.Second))
+	first := client.NewMutex(newSession(t, cb), name, client.WithWaitChunk(2*time.Second))
 	firstDone := make(chan error, 1)
 	go func() { firstDone <- first.Lock(ctx) }()
 	waitWaiters(ctx, t, c, name, 1)
@@ -131,8 +131,8 @@ func TestMutexKeepsItsPlaceAcrossWaitChunks(t *testing.T) {
 	}()
 	waitWaiters(ctx, t, c, name, 2)
 	sent := counter.n.Load()
-	waitFor(t, 20*time.Second, "three of the first waiter's chunks to elapse", func() bool {
-		return counter.n.Load() >= sent+3
+	waitFor(t, 20*time.Second, "two of the first waiter's chunks to hand over", func() bool {
+		return counter.n.Load() >= sent+2
 	})
 	if l, err := c.GetLock(ctx, name); err != nil || l.Waiters != 2 {
 		t.Fatalf("after the first waiter's chunks elapsed: %+v, %v; want 2 waiters", l, err)

@@ -67,7 +67,7 @@ func (cs *chunkServer) handle(w http.ResponseWriter, r *http.Request) bool {
 	}
 }
 
-// lockThroughChunks runs Lock with 200ms chunks against cs until cs has seen n acquires, then
+// lockThroughChunks runs Lock with 400ms chunks (handed over 100ms early) against cs until cs has seen n acquires, then
 // grants the lock, and checks how the acquires overlapped.
 func lockThroughChunks(t *testing.T, cs *chunkServer, n int) {
 	t.Helper()
@@ -76,7 +76,7 @@ func lockThroughChunks(t *testing.T, cs *chunkServer, n int) {
 		return cs.handle(w, r) || sessions.handler(w, r)
 	})
 	s := fakeSession(t, node, client.WithTTL(10*time.Second))
-	m := client.NewMutex(s, "l", client.WithWaitChunk(200*time.Millisecond))
+	m := client.NewMutex(s, "l", client.WithWaitChunk(400*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
@@ -112,8 +112,8 @@ func TestLockSendsEachChunkBeforeThePreviousEnds(t *testing.T) {
 }
 
 func TestLockWithASlowServerKeepsAtMostOneSpareRequest(t *testing.T) {
-	// Answers come 150ms after each 200ms wait: past the 50ms lead, so the next chunk is due
+	// Answers come 250ms after each 400ms wait: past the 100ms lead, so the next chunk is due
 	// while two requests are still in flight, and must wait for one to end.
-	cs := &chunkServer{late: 150 * time.Millisecond}
+	cs := &chunkServer{late: 250 * time.Millisecond}
 	lockThroughChunks(t, cs, 6)
 }
