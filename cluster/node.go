@@ -186,7 +186,10 @@ func (n *Node) open() error {
 // closeResources closes what open() managed to open, after raft (if any) has stopped.
 func (n *Node) closeResources() {
 	if n.trans != nil {
-		n.trans.Close()
+		n.trans.Close() // closes the accepted connections too (streamLayer.Close)
+		// Close leaves the pooled outbound connections open until the garbage collector finds
+		// them; close them now, so that the peers' goroutines serving them end at once.
+		n.trans.CloseStreams()
 	}
 	if n.store != nil {
 		n.store.Close()

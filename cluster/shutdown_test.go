@@ -1,10 +1,15 @@
 package cluster_test
 
 import (
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // A node that closes just after it wins an election must still close. Raft buffers the
@@ -32,5 +37,70 @@ func TestCloseRightAfterWinningAnElection(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("attempt %d: Close did not return within 10s of the election", attempt)
 		}
+	}
+}
+
+// A closed node must not stay in memory while the process runs on: a process that runs nodes
+// of its own (tests, benchmarks, an embedded cluster) would keep every stopped node's whole
+// state, and its garbage collector would trace it. Raft's transport does not close the
+// connections it accepted, and the goroutine serving one stays blocked reading it, holding the
+// transport and through it the node's raft and state, for as long as the peer keeps its end
+// open. A peer keeps the connections it dialed as a leader after it steps down, and never uses
+// them again while it follows: this test makes one such peer, then kills the node it dialed.
+func TestAClosedNodeCanBeCollectedWhileItsPeersRun(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	first, leader := c.waitLeader()
+	other, victim := (first+1)%3, (first+2)%3
+	ctx := t.Context()
+	// other leads for a while (dialling victim), then hands leadership back.
+	if err := leader.TransferLeadership(ctx, c.ids[other]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, leaderTimeout, "the other node to lead", func() bool {
+		return c.node(other).Raft().State() == raft.Leader
+	})
+	if err := c.node(other).TransferLeadership(ctx, c.ids[first]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, leaderTimeout, "the first leader to lead again", func() bool {
+		return c.node(first).Raft().State() == raft.Leader
+	})
+	state := weak.Make(c.node(victim).FSM())
+	c.kill(victim)
+	waitFor(t, 10*time.Second, "the closed node's state to be collected", func() bool {
+		runtime.GC()
+		return state.Value() == nil
+	})
+	// And a whole cluster closed, gracefully or not.
+	for _, graceful := range []bool{false, true} {
+		c := newTestCluster(t, 3, nil)
+		_, leader := c.waitLeader()
+		// A short TTL: a stopped session timer can stay in the runtime's timer heap, holding the
+		// node, until its deadline.
+		s := createSession(t, leader, "holder", 3*time.Second, 0)
+		for i := range 20 {
+			mustAcquire(t, leader, s, fmt.Sprintf("collect/%d", i), "")
+		}
+		var states []weak.Pointer[fsm.FSM]
+		for _, i := range c.running() {
+			states = append(states, weak.Make(c.node(i).FSM()))
+		}
+		leader = nil
+		for i := range c.ids {
+			if graceful {
+				c.stop(i)
+			} else {
+				c.kill(i)
+			}
+		}
+		waitFor(t, 15*time.Second, fmt.Sprintf("the state of every closed node (graceful %v) to be collected", graceful), func() bool {
+			runtime.GC()
+			for _, w := range states {
+				if w.Value() != nil {
+					return false
+				}
+			}
+			return true
+		})
 	}
 }

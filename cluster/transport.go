@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -10,12 +11,65 @@ import (
 
 // streamLayer is raft's stream layer over a listener the caller may have bound already, so that
 // tests and the dev cluster can use port 0 and still know every address before raft starts.
+// Close also closes the connections it accepted: raft's transport does not, and the goroutine
+// serving each one would stay blocked reading it, holding the transport and through it the
+// node's raft and state, for as long as the peer keeps its end open.
 type streamLayer struct {
 	net.Listener
 	advertise net.Addr
+
+	mu       sync.Mutex
+	accepted map[net.Conn]struct{}
+	closed   bool
 }
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
+
+// Accept waits for the next connection and tracks it until it or the layer closes.
+func (s *streamLayer) Accept() (net.Conn, error) {
+	c, err := s.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	if s.accepted == nil {
+		s.accepted = make(map[net.Conn]struct{})
+	}
+	tc := &trackedConn{Conn: c, s: s}
+	s.accepted[tc] = struct{}{}
+	return tc, nil
+}
+
+// Close stops accepting and closes every accepted connection still open.
+func (s *streamLayer) Close() error {
+	err := s.Listener.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for c := range s.accepted {
+		c.(*trackedConn).Conn.Close()
+	}
+	s.accepted = nil
+	return err
+}
+
+// trackedConn is an accepted connection that leaves its layer's set when it closes.
+type trackedConn struct {
+	net.Conn
+	s *streamLayer
+}
+
+func (c *trackedConn) Close() error {
+	c.s.mu.Lock()
+	delete(c.s.accepted, c)
+	c.s.mu.Unlock()
+	return c.Conn.Close()
+}
 
 func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout}
