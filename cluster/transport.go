@@ -19,7 +19,7 @@ type streamLayer struct {
 	advertise net.Addr
 
 	mu       sync.Mutex
-	accepted map[net.Conn]struct{}
+	accepted map[*trackedConn]struct{}
 	closed   bool
 }
 
@@ -38,7 +38,7 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 		return nil, net.ErrClosed
 	}
 	if s.accepted == nil {
-		s.accepted = make(map[net.Conn]struct{})
+		s.accepted = make(map[*trackedConn]struct{})
 	}
 	tc := &trackedConn{Conn: c, s: s}
 	s.accepted[tc] = struct{}{}
@@ -52,7 +52,7 @@ func (s *streamLayer) Close() error {
 	defer s.mu.Unlock()
 	s.closed = true
 	for c := range s.accepted {
-		c.(*trackedConn).Conn.Close()
+		c.Conn.Close()
 	}
 	s.accepted = nil
 	return err
@@ -64,6 +64,7 @@ type trackedConn struct {
 	s *streamLayer
 }
 
+// Close closes the connection and forgets it.
 func (c *trackedConn) Close() error {
 	c.s.mu.Lock()
 	delete(c.s.accepted, c)
