@@ -194,7 +194,7 @@ func TestReadyUnderWrites(t *testing.T) {
 	}
 	defer writes.Wait()
 	defer close(stop)
-	for range 50 {
+	for range 200 {
 		for _, ep := range d.Endpoints() {
 			if r := do(t, http.MethodGet, ep+"/v1/ready", nil); r.status != http.StatusOK {
 				t.Fatalf("%s not ready while it keeps up with the writes: %d %s", ep, r.status, r.body)
