@@ -112,18 +112,15 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 	if wait {
 		req.Wait = m.chunk.String()
 	}
-	a := &acquirer{m: m, req: req, results: make(chan acquireResult, 2)}
+	a := &acquirer{m: m, req: req, wait: wait, results: make(chan acquireResult, 2)}
 	a.ctx, a.cancel = context.WithCancel(ctx)
 	defer a.cancel() // cuts off a request still waiting when Lock returns
-	// overlap fires shortly before the newest wait elapses: the next one is sent then.
-	var overlap <-chan time.Time
+	a.send()
+	var overlap, retry <-chan time.Time
 	if wait {
-		a.overlap = time.NewTimer(m.chunk)
 		defer a.overlap.Stop()
 		overlap = a.overlap.C
 	}
-	a.send()
-	var retry <-chan time.Time
 	for attempt := 0; ; {
 		select {
 		case <-overlap:
@@ -133,37 +130,26 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 			case 2: // the older request has not answered yet: send when it does
 				a.overdue = true
 			}
-			continue
 		case <-retry:
 			retry = nil
 			a.send()
-			continue
 		case <-ctx.Done():
-			a.drain()
-			m.abandon()
-			return fmt.Errorf("raftlock: lock %q: %w", m.name, context.Cause(ctx))
+			return a.giveUp(ctx)
 		case <-m.s.Done():
-			a.drain()
-			return fmt.Errorf("raftlock: lock %q: %w", m.name, m.s.Err())
+			return a.giveUp(ctx)
 		case r := <-a.results:
 			a.inFlight--
 			if r.err == nil {
 				return m.granted(r.resp.Token)
 			}
+			if ctx.Err() != nil || m.s.Err() != nil {
+				return a.giveUp(ctx)
+			}
 			err := r.err
-			switch {
-			case ctx.Err() != nil:
-				a.drain()
-				m.abandon()
-				return fmt.Errorf("raftlock: lock %q: %w", m.name, context.Cause(ctx))
-			case m.s.Err() != nil:
-				a.drain()
-				return fmt.Errorf("raftlock: lock %q: %w", m.name, m.s.Err())
-			case !wait || errors.Is(err, ErrSessionNotFound) || (!isTransient(err) &&
-				!errors.Is(err, ErrLockHeld) && !errors.Is(err, ErrLockDelayed)):
+			elapsed := errors.Is(err, ErrLockHeld) || errors.Is(err, ErrLockDelayed) // a wait chunk
+			if !wait || errors.Is(err, ErrSessionNotFound) || !elapsed && !isTransient(err) {
 				return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
 			}
-			elapsed := errors.Is(err, ErrLockHeld) || errors.Is(err, ErrLockDelayed) // a wait chunk
 			if elapsed {
 				attempt = 0
 			} else {
@@ -195,11 +181,12 @@ func chunkLead(chunk time.Duration) time.Duration {
 type acquirer struct {
 	m        *Mutex
 	req      api.AcquireRequest
+	wait     bool
 	ctx      context.Context // ends every request when Lock returns
 	cancel   context.CancelFunc
 	results  chan acquireResult // one slot per request in flight, so none blocks
 	inFlight int
-	overlap  *time.Timer // nil without a wait
+	overlap  *time.Timer // fires when the next wait chunk is due; nil without a wait
 	overdue  bool        // the overlap came while two requests were in flight
 }
 
@@ -217,8 +204,14 @@ func (a *acquirer) send() {
 		resp, err := a.m.acquire(a.ctx, a.req)
 		a.results <- acquireResult{resp, err}
 	}()
-	if a.overlap != nil {
-		a.overlap.Reset(a.m.chunk - chunkLead(a.m.chunk))
+	if !a.wait {
+		return
+	}
+	due := a.m.chunk - chunkLead(a.m.chunk)
+	if a.overlap == nil {
+		a.overlap = time.NewTimer(due)
+	} else {
+		a.overlap.Reset(due)
 	}
 }
 
@@ -229,6 +222,18 @@ func (a *acquirer) drain() {
 	for ; a.inFlight > 0; a.inFlight-- {
 		<-a.results
 	}
+}
+
+// giveUp ends a Lock whose context ended or whose session was lost: it waits for the requests
+// in flight and, if the session lives on, takes it out of the queue (abandon).
+func (a *acquirer) giveUp(ctx context.Context) error {
+	a.drain()
+	m := a.m
+	if ctx.Err() != nil {
+		m.abandon()
+		return fmt.Errorf("raftlock: lock %q: %w", m.name, context.Cause(ctx))
+	}
+	return fmt.Errorf("raftlock: lock %q: %w", m.name, m.s.Err())
 }
 
 // acquire sends one (long-poll) acquire that is also cut short when the session is lost.
