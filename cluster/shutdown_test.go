@@ -1,15 +1,12 @@
 package cluster_test
 
 import (
-	"fmt"
 	"runtime"
 	"testing"
 	"time"
 	"weak"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/raftlock/raftlock/fsm"
 )
 
 // A node that closes just after it wins an election must still close. Raft buffers the
@@ -71,36 +68,4 @@ func TestAClosedNodeCanBeCollectedWhileItsPeersRun(t *testing.T) {
 		runtime.GC()
 		return state.Value() == nil
 	})
-	// And a whole cluster closed, gracefully or not.
-	for _, graceful := range []bool{false, true} {
-		c := newTestCluster(t, 3, nil)
-		_, leader := c.waitLeader()
-		// A short TTL: a stopped session timer can stay in the runtime's timer heap, holding the
-		// node, until its deadline.
-		s := createSession(t, leader, "holder", 3*time.Second, 0)
-		for i := range 20 {
-			mustAcquire(t, leader, s, fmt.Sprintf("collect/%d", i), "")
-		}
-		var states []weak.Pointer[fsm.FSM]
-		for _, i := range c.running() {
-			states = append(states, weak.Make(c.node(i).FSM()))
-		}
-		leader = nil
-		for i := range c.ids {
-			if graceful {
-				c.stop(i)
-			} else {
-				c.kill(i)
-			}
-		}
-		waitFor(t, 15*time.Second, fmt.Sprintf("the state of every closed node (graceful %v) to be collected", graceful), func() bool {
-			runtime.GC()
-			for _, w := range states {
-				if w.Value() != nil {
-					return false
-				}
-			}
-			return true
-		})
-	}
 }
