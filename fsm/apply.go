@@ -55,6 +55,7 @@ func (a *applier) createSession(c *Command) Result {
 		ttl:         c.TTL,
 		lockDelay:   c.LockDelay,
 		createIndex: a.index,
+		gen:         a.st.gen,
 	})
 	a.emit(Event{Kind: EventSessionCreated, Session: c.Session, TTL: c.TTL})
 	return Result{}
@@ -97,6 +98,10 @@ func (a *applier) acquire(c *Command) Result {
 	ss := a.st.sessions[c.Session]
 	if ss == nil {
 		return Result{Status: StatusSessionNotFound}
+	}
+	if c.Attempt != "" && ss.fenced(c.Lock, c.Attempt) {
+		// A request of a try the client gave up, arriving late: it must not queue or grant.
+		return Result{Status: StatusAttemptCancelled}
 	}
 	l := a.st.locks[c.Lock]
 	if l == nil {
@@ -173,6 +178,11 @@ func (a *applier) cancelWait(c *Command) Result {
 	ss := a.st.sessions[c.Session]
 	if ss == nil {
 		return Result{Status: StatusSessionNotFound}
+	}
+	if c.Attempt != "" && !ss.fenced(c.Lock, c.Attempt) {
+		// Recorded whatever the queue holds: the request to fence may not be proposed yet.
+		ss = a.st.ownSession(ss)
+		ss.fences = ss.withFence(fence{c.Lock, c.Attempt})
 	}
 	l := a.st.locks[c.Lock]
 	if l == nil {

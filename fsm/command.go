@@ -15,8 +15,8 @@ var (
 	ErrTrailingBytes   = errors.New("fsm: trailing bytes after command")
 	ErrFieldTooLong    = errors.New("fsm: string field too long")
 	ErrInvalidDuration = errors.New("fsm: negative duration")
-	// ErrNonCanonical is returned for a varint written with more bytes than it needs. Encode
-	// never writes one, and refusing them keeps one encoding per command.
+	// ErrNonCanonical is returned for a field in a form Encode never writes (a varint with more
+	// bytes than it needs, an empty attempt); refusing them keeps one encoding per command.
 	ErrNonCanonical = errors.New("fsm: non-canonical varint")
 )
 
@@ -59,6 +59,9 @@ type Command struct {
 	SetValue bool
 	// Queue makes an acquire join the wait queue instead of failing when the lock is unavailable.
 	Queue bool
+	// Attempt names the client's try for the lock (acquire, cancel-wait): one Lock call, all of
+	// whose requests carry it. A cancel-wait with an attempt refuses later acquires with it.
+	Attempt string
 	// Token is the fencing token a release presents.
 	Token uint64
 	// Now is the leader's clock, in Unix nanoseconds, when it proposed the command.
@@ -91,9 +94,15 @@ func (c *Command) Encode(dst []byte) []byte {
 		if c.Queue {
 			flags |= 2
 		}
+		if c.Attempt != "" {
+			flags |= 4
+		}
 		dst = append(dst, flags)
 		if c.SetValue {
 			dst = appendString(dst, c.Value)
+		}
+		if c.Attempt != "" {
+			dst = appendString(dst, c.Attempt)
 		}
 		dst = binary.AppendVarint(dst, c.Now)
 	case TypeRelease:
@@ -103,6 +112,9 @@ func (c *Command) Encode(dst []byte) []byte {
 	case TypeCancelWait:
 		dst = append(dst, c.Session[:]...)
 		dst = appendString(dst, c.Lock)
+		if c.Attempt != "" { // optional and last: entries written before attempts existed lack it
+			dst = appendString(dst, c.Attempt)
+		}
 	case TypeDelayEnded:
 		dst = appendString(dst, c.Lock)
 		dst = binary.AppendVarint(dst, c.Now)
@@ -145,11 +157,14 @@ func DecodeCommand(b []byte) (Command, error) {
 		flags := d.byte()
 		c.SetValue = flags&1 != 0
 		c.Queue = flags&2 != 0
-		if flags&^3 != 0 && d.err == nil {
+		if flags&^7 != 0 && d.err == nil {
 			d.err = fmt.Errorf("fsm: unknown acquire flags %#x", flags)
 		}
 		if c.SetValue {
 			c.Value = d.string()
+		}
+		if flags&4 != 0 {
+			c.Attempt = d.attempt()
 		}
 		c.Now = d.varint()
 	case TypeRelease:
@@ -159,6 +174,9 @@ func DecodeCommand(b []byte) (Command, error) {
 	case TypeCancelWait:
 		c.Session = d.sessionID()
 		c.Lock = d.string()
+		if len(d.buf) > 0 {
+			c.Attempt = d.attempt()
+		}
 	case TypeDelayEnded:
 		c.Lock = d.string()
 		c.Now = d.varint()
@@ -265,6 +283,16 @@ func (d *decoder) string() string {
 	}
 	s := string(d.buf[:n])
 	d.buf = d.buf[n:]
+	return s
+}
+
+// attempt reads an attempt, which is never empty when written: an empty one would be a second
+// encoding of "no attempt".
+func (d *decoder) attempt() string {
+	s := d.string()
+	if s == "" {
+		d.fail(ErrNonCanonical)
+	}
 	return s
 }
 

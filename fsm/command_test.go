@@ -30,9 +30,12 @@ func sampleCommands() []fsm.Command {
 		{Type: fsm.TypeAcquire, Session: sid(1), Lock: "L", Queue: true, Now: 1<<63 - 1},
 		{Type: fsm.TypeAcquire, Session: sid(1), Lock: "L", Value: "", SetValue: true, Queue: true},
 		{Type: fsm.TypeAcquire, Session: sid(1), Lock: long, Value: long + long, SetValue: true, Queue: true, Now: now0},
+		{Type: fsm.TypeAcquire, Session: sid(1), Lock: "L", Queue: true, Attempt: "a1", Now: now0},
+		{Type: fsm.TypeAcquire, Session: sid(1), Lock: "L", Value: "v", SetValue: true, Attempt: long, Now: now0},
 		{Type: fsm.TypeRelease, Session: sid(1), Lock: "L", Token: 42},
 		{Type: fsm.TypeRelease, Session: sid(1), Lock: "L", Token: 1<<64 - 1},
 		{Type: fsm.TypeCancelWait, Session: sid(1), Lock: "L"},
+		{Type: fsm.TypeCancelWait, Session: sid(1), Lock: "L", Attempt: "a1"},
 		{Type: fsm.TypeDelayEnded, Lock: "L", Now: now0},
 		{Type: fsm.TypeSetMember, Member: fsm.Member{ID: "n1", RaftAddr: "127.0.0.1:7101", HTTPAddr: "127.0.0.1:7001"}},
 		{Type: fsm.TypeSetMember},
@@ -89,7 +92,10 @@ func TestDecodeRefusesMalformedCommands(t *testing.T) {
 	hugeLen = append(hugeLen, 0x81, 0x80, 0x80, 0x01) // 2 MiB string length, no bytes
 	negTTL := (&fsm.Command{Type: fsm.TypeCreateSession, Session: sid(1), TTL: -time.Second}).Encode(nil)
 	badFlags := (&fsm.Command{Type: fsm.TypeAcquire, Session: sid(1), Lock: "L"}).Encode(nil)
-	badFlags[2+16+1+1] = 0x04
+	badFlags[2+16+1+1] = 0x08
+	emptyAttempt := (&fsm.Command{Type: fsm.TypeAcquire, Session: sid(1), Lock: "L", Attempt: "a"}).Encode(nil)
+	emptyAttempt = append(emptyAttempt[:2+16+1+1+1], 0x00, 0x00) // the attempt's length 0, Now 0
+	cancel := (&fsm.Command{Type: fsm.TypeCancelWait, Session: sid(1), Lock: "L"}).Encode(nil)
 	cases := []struct {
 		name string
 		b    []byte
@@ -109,6 +115,8 @@ func TestDecodeRefusesMalformedCommands(t *testing.T) {
 		{"negative duration", negTTL, fsm.ErrInvalidDuration},
 		{"varint overflow", append(append([]byte(nil), enc[:2+16+2]...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f), fsm.ErrShortCommand},
 		{"unknown acquire flags", badFlags, nil},
+		{"empty attempt in an acquire", emptyAttempt, fsm.ErrNonCanonical},
+		{"empty attempt in a cancel-wait", append(cancel, 0x00), fsm.ErrNonCanonical},
 		{"non-canonical token", append(append([]byte(nil), enc[:len(enc)-1]...), 0x82, 0x00), fsm.ErrNonCanonical},
 		{"non-canonical zero length", append(append([]byte(nil), enc[:2+16]...), 0x80, 0x00), fsm.ErrNonCanonical},
 		{"non-canonical signed time", append((&fsm.Command{Type: fsm.TypeDelayEnded}).Encode(nil)[:3], 0xc6, 0x00), fsm.ErrNonCanonical},

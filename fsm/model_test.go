@@ -30,7 +30,10 @@ type refSession struct {
 	name         string
 	ttl, delay   time.Duration
 	createdIndex uint64
+	cancelled    []refFence // the last 16 cancelled attempts, oldest first
 }
+
+type refFence struct{ lock, attempt string }
 
 type refLock struct {
 	held       bool
@@ -103,7 +106,7 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 		if m.sessions[c.Session] != nil {
 			return fsm.Result{Status: fsm.StatusExists}
 		}
-		m.sessions[c.Session] = &refSession{c.Name, c.TTL, c.LockDelay, m.index}
+		m.sessions[c.Session] = &refSession{name: c.Name, ttl: c.TTL, delay: c.LockDelay, createdIndex: m.index}
 		return fsm.Result{}
 	case fsm.TypeDestroySession, fsm.TypeExpireSession:
 		return m.end(c.Session, c.Type == fsm.TypeExpireSession, c.Now)
@@ -121,8 +124,15 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 		m.handOff(c.Lock, l)
 		return fsm.Result{}
 	case fsm.TypeCancelWait:
-		if m.sessions[c.Session] == nil {
+		s := m.sessions[c.Session]
+		if s == nil {
 			return fsm.Result{Status: fsm.StatusSessionNotFound}
+		}
+		if f := (refFence{c.Lock, c.Attempt}); c.Attempt != "" && !slices.Contains(s.cancelled, f) {
+			s.cancelled = append(s.cancelled, f)
+			if len(s.cancelled) > 16 {
+				s.cancelled = s.cancelled[1:]
+			}
 		}
 		l := m.lock(c.Lock)
 		if l.held && l.holder == c.Session {
@@ -157,8 +167,12 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 }
 
 func (m *refModel) acquire(c fsm.Command) fsm.Result {
-	if m.sessions[c.Session] == nil {
+	s := m.sessions[c.Session]
+	if s == nil {
 		return fsm.Result{Status: fsm.StatusSessionNotFound}
+	}
+	if c.Attempt != "" && slices.Contains(s.cancelled, refFence{c.Lock, c.Attempt}) {
+		return fsm.Result{Status: fsm.StatusAttemptCancelled}
 	}
 	l := m.lock(c.Lock)
 	if !l.held && l.delayUntil != 0 && c.Now >= l.delayUntil {
@@ -325,7 +339,17 @@ var (
 	genLocks  = []string{"a", "b", "jobs/c", "jobs/d", "e"}
 	genValues = []string{"", "v1", "v2"}
 	genDelays = []time.Duration{0, 200 * time.Millisecond, time.Second}
+	// Five locks by five attempts make more fences than a session keeps.
+	genAttempts = []string{"t1", "t2", "t3", "t4", "t5"}
 )
+
+// attempt returns an attempt half of the time, none the other half.
+func (g *gen) attempt() string {
+	if g.rng.Intn(2) == 0 {
+		return ""
+	}
+	return genAttempts[g.rng.Intn(len(genAttempts))]
+}
 
 const genSessions = 7
 
@@ -381,6 +405,7 @@ func (g *gen) next() (uint64, fsm.Command) {
 	case p < 52:
 		c.Type, c.Session, c.Lock = fsm.TypeAcquire, g.session(), g.lockName()
 		c.Queue = g.rng.Intn(2) == 0
+		c.Attempt = g.attempt()
 		if g.rng.Intn(2) == 0 {
 			c.SetValue, c.Value = true, genValues[g.rng.Intn(len(genValues))]
 		}
@@ -398,6 +423,7 @@ func (g *gen) next() (uint64, fsm.Command) {
 		c.Now = 0
 	case p < 80:
 		c.Type, c.Session, c.Lock, c.Now = fsm.TypeCancelWait, g.session(), g.lockName(), 0
+		c.Attempt = g.attempt()
 		if l := g.m.locks[c.Lock]; l != nil && len(l.queue) > 0 && g.rng.Intn(3) != 0 {
 			c.Session = l.queue[g.rng.Intn(len(l.queue))].Session // mostly someone who waits
 		}

@@ -1,6 +1,7 @@
 package fsm_test
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -406,6 +407,73 @@ func TestCancelWaitReportsRaceWonGrant(t *testing.T) {
 		t.Fatalf("cancel after grant reports token %d value %q, want %d vb", r.Token, r.Value, grantIndex)
 	}
 	wantLock(t, h.f, before)
+}
+
+// A client that gave up a try cancels it by its attempt: a request of that try that is applied
+// later (it was stranded on its way) neither grants nor queues, whatever the lock's state; other
+// tries, of the session or of the same name elsewhere, are untouched.
+func TestCancelledAttemptRefusesItsLaterAcquires(t *testing.T) {
+	h := newHarness(t)
+	a, b := sid(1), sid(2)
+	h.create(a)
+	h.create(b)
+	try := func(id fsm.SessionID, lock, attempt string, queue bool) fsm.Result {
+		return h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: id, Lock: lock, Queue: queue, Attempt: attempt, Now: now0})
+	}
+	cancel := func(id fsm.SessionID, lock, attempt string) fsm.Result {
+		return h.apply(fsm.Command{Type: fsm.TypeCancelWait, Session: id, Lock: lock, Attempt: attempt})
+	}
+	// Cancelled before its request was applied: the lock is free, yet the late request fails.
+	mustStatus(t, cancel(b, "L", "b1"), fsm.StatusNotQueued)
+	before := h.f.Lock("L")
+	mustStatus(t, try(b, "L", "b1", true), fsm.StatusAttemptCancelled)
+	mustStatus(t, try(b, "L", "b1", false), fsm.StatusAttemptCancelled)
+	wantLock(t, h.f, before)
+	// A new try of the same session, and the same attempt name for another lock, go ahead.
+	g := try(b, "L", "b2", false)
+	mustStatus(t, g, fsm.StatusOK)
+	mustStatus(t, try(b, "M", "b1", false), fsm.StatusOK)
+	// Cancelling while queued removes the entry; the try's next chunk does not rejoin.
+	mustStatus(t, try(a, "L", "a1", true), fsm.StatusQueued)
+	mustStatus(t, cancel(a, "L", "a1"), fsm.StatusCancelled)
+	mustStatus(t, try(a, "L", "a1", true), fsm.StatusAttemptCancelled)
+	// A grant that came first is reported by the cancel and not undone; the try stays fenced
+	// while the session holds the lock.
+	mustStatus(t, try(a, "L", "a3", true), fsm.StatusQueued)
+	h.release(b, "L", g.Token)
+	r := cancel(a, "L", "a3")
+	mustStatus(t, r, fsm.StatusOK)
+	if l := h.f.Lock("L"); !l.Held || l.Holder != a || l.Token != r.Token {
+		t.Fatalf("after the cancel the lock is %+v, want held by a under %d", l, r.Token)
+	}
+	mustStatus(t, try(a, "L", "a3", true), fsm.StatusAttemptCancelled)
+	// A plain acquire, without an attempt, keeps the idempotent re-acquire of API.md.
+	mustStatus(t, h.acquire(a, "L", ""), fsm.StatusOK)
+}
+
+// A session remembers its last maxFences (16) cancelled attempts; the oldest goes first.
+func TestSessionKeepsItsLastSixteenCancelledAttempts(t *testing.T) {
+	h := newHarness(t)
+	a := sid(1)
+	h.create(a)
+	for i := range 17 {
+		h.apply(fsm.Command{Type: fsm.TypeCancelWait, Session: a, Lock: "L", Attempt: fmt.Sprint("t", i)})
+	}
+	try := func(attempt string) fsm.Status {
+		r := h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: a, Lock: "L", Attempt: attempt, Now: now0})
+		if r.Status == fsm.StatusOK {
+			h.release(a, "L", r.Token)
+		}
+		return r.Status
+	}
+	for i := 1; i < 17; i++ {
+		if st := try(fmt.Sprint("t", i)); st != fsm.StatusAttemptCancelled {
+			t.Fatalf("attempt t%d: %v, want attempt_cancelled", i, st)
+		}
+	}
+	if st := try("t0"); st != fsm.StatusOK {
+		t.Fatalf("the oldest attempt t0: %v, want it forgotten", st)
+	}
 }
 
 func TestAbsentLockReportsFreedIndex(t *testing.T) {

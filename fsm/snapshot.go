@@ -16,13 +16,14 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Snapshot format, version 1: the magic "RLSNAP", a version byte, then uvarint-framed records:
-// freedIndex, the sessions, the locks (each with its queue) and the members, every list sorted,
-// and last the CRC-32C of everything before it. Derived data (a session's held and awaited
-// locks, the counters) is rebuilt on restore rather than stored.
+// Snapshot format, version 2: the magic "RLSNAP", a version byte, then uvarint-framed records:
+// freedIndex, the sessions (each with its fences), the locks (each with its queue) and the
+// members, every list but the fences sorted, and last the CRC-32C of everything before it.
+// Derived data (a session's held and awaited locks, the counters) is rebuilt on restore rather
+// than stored. Version 1, written before attempts existed, lacks the fences; it still restores.
 const (
 	snapshotMagic   = "RLSNAP"
-	snapshotVersion = 1
+	snapshotVersion = 2
 )
 
 // Errors of snapshot reading.
@@ -107,6 +108,11 @@ func (s *snapshot) write(w io.Writer) error {
 		buf = binary.AppendUvarint(buf, uint64(ss.ttl))
 		buf = binary.AppendUvarint(buf, uint64(ss.lockDelay))
 		buf = binary.AppendUvarint(buf, ss.createIndex)
+		buf = binary.AppendUvarint(buf, uint64(len(ss.fences)))
+		for _, f := range ss.fences {
+			buf = appendString(buf, f.lock)
+			buf = appendString(buf, f.attempt)
+		}
 		if err := flush(); err != nil {
 			return err
 		}
@@ -252,8 +258,9 @@ func readSnapshot(r io.Reader) (*state, error) {
 	if len(data) < len(snapshotMagic)+1+4 || string(data[:len(snapshotMagic)]) != snapshotMagic {
 		return nil, ErrSnapshotMagic
 	}
-	if data[len(snapshotMagic)] != snapshotVersion {
-		return nil, fmt.Errorf("%w %d", ErrSnapshotVersion, data[len(snapshotMagic)])
+	version := data[len(snapshotMagic)]
+	if version != 1 && version != snapshotVersion {
+		return nil, fmt.Errorf("%w %d", ErrSnapshotVersion, version)
 	}
 	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
 	if crc32.Checksum(body, castagnoli) != sum {
@@ -270,6 +277,11 @@ func readSnapshot(r io.Reader) (*state, error) {
 	for ; n > 0 && d.err == nil; n-- {
 		ss := &session{id: d.sessionID(), name: d.string(), ttl: d.duration(),
 			lockDelay: d.duration(), createIndex: d.uvarint()}
+		if version > 1 {
+			if err := readFences(&d, ss); err != nil {
+				return nil, err
+			}
+		}
 		if d.err == nil && (ss.id.IsZero() || string(ss.id[:]) <= string(prevID[:])) {
 			return nil, fmt.Errorf("%w: session %v zero or out of order", ErrSnapshotCorrupt, ss.id)
 		}
@@ -301,6 +313,23 @@ func readSnapshot(r io.Reader) (*state, error) {
 		return nil, ErrTrailingBytes
 	}
 	return st, nil
+}
+
+// readFences reads a session's fences and checks that apply could have made them: at most
+// maxFences, each attempt non-empty and recorded once.
+func readFences(d *decoder, ss *session) error {
+	n := d.count()
+	if n > maxFences {
+		return fmt.Errorf("%w: session %v has %d fences", ErrSnapshotCorrupt, ss.id, n)
+	}
+	for ; n > 0 && d.err == nil; n-- {
+		f := fence{lock: d.string(), attempt: d.string()}
+		if d.err == nil && (f.attempt == "" || ss.fenced(f.lock, f.attempt)) {
+			return fmt.Errorf("%w: session %v: empty or repeated fence", ErrSnapshotCorrupt, ss.id)
+		}
+		ss.fences = append(ss.fences, f)
+	}
+	return d.err
 }
 
 // readLock reads one lock record, checks that it is a state Apply can produce, and links it

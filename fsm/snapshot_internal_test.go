@@ -12,10 +12,11 @@ import (
 	"time"
 )
 
-// rawSnap writes the version-1 snapshot format record by record, exactly as given: unsorted,
-// duplicated or inconsistent if asked, with a valid checksum. It is written from the format's
-// description, so it also pins the format that write produces.
+// rawSnap writes the snapshot format record by record, exactly as given: unsorted, duplicated
+// or inconsistent if asked, with a valid checksum. It is written from the format's description,
+// so it also pins the format that write produces. v1 writes version 1, which has no fences.
 type rawSnap struct {
+	v1       bool
 	freed    uint64
 	sessions []session
 	locks    []rawLock
@@ -34,7 +35,11 @@ type rawLock struct {
 }
 
 func (r rawSnap) bytes() []byte {
-	b := append([]byte("RLSNAP"), 1)
+	version := byte(2)
+	if r.v1 {
+		version = 1
+	}
+	b := append([]byte("RLSNAP"), version)
 	b = binary.AppendUvarint(b, r.freed)
 	b = binary.AppendUvarint(b, uint64(len(r.sessions)))
 	for _, s := range r.sessions {
@@ -43,6 +48,13 @@ func (r rawSnap) bytes() []byte {
 		b = binary.AppendUvarint(b, uint64(s.ttl))
 		b = binary.AppendUvarint(b, uint64(s.lockDelay))
 		b = binary.AppendUvarint(b, s.createIndex)
+		if !r.v1 {
+			b = binary.AppendUvarint(b, uint64(len(s.fences)))
+			for _, f := range s.fences {
+				b = appendString(b, f.lock)
+				b = appendString(b, f.attempt)
+			}
+		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(r.locks)))
 	for _, l := range r.locks {
@@ -72,13 +84,15 @@ func (r rawSnap) bytes() []byte {
 
 func id(n byte) SessionID { return SessionID{15: n} }
 
-// validRaw is a consistent state: s1 holds a (s2 waiting), b is delayed with s3 waiting.
+// validRaw is a consistent state: s1 holds a (s2 waiting), b is delayed with s3 waiting, and
+// s2 cancelled two attempts.
 func validRaw() rawSnap {
 	return rawSnap{
 		freed: 9,
 		sessions: []session{
 			{id: id(1), name: "one", ttl: 10 * time.Second, createIndex: 1},
-			{id: id(2), ttl: 5 * time.Second, lockDelay: time.Second, createIndex: 2},
+			{id: id(2), ttl: 5 * time.Second, lockDelay: time.Second, createIndex: 2,
+				fences: []fence{{"z", "try-2"}, {"a", "try-1"}}},
 			{id: id(3), ttl: 5 * time.Second, createIndex: 3},
 		},
 		locks: []rawLock{
@@ -100,10 +114,33 @@ func TestSnapshotFormatIsPinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(out.Bytes(), raw) {
-		t.Fatalf("write no longer produces format version 1:\n got % x\nwant % x", out.Bytes(), raw)
+		t.Fatalf("write no longer produces format version 2:\n got % x\nwant % x", out.Bytes(), raw)
 	}
 	if st.held != 1 || st.waiters != 2 || st.freedIndex != 9 {
 		t.Fatalf("restored counters held=%d waiters=%d freed=%d", st.held, st.waiters, st.freedIndex)
+	}
+	if ss := st.sessions[id(2)]; !ss.fenced("z", "try-2") || !ss.fenced("a", "try-1") || ss.fenced("a", "try-2") {
+		t.Fatalf("restored fences %v", ss.fences)
+	}
+}
+
+// A node upgraded in place restores the snapshot its older version wrote, and writes it back
+// in the current format with no fences.
+func TestVersion1SnapshotRestores(t *testing.T) {
+	old := validRaw()
+	old.v1 = true
+	st, err := readSnapshot(bytes.NewReader(old.bytes()))
+	if err != nil {
+		t.Fatalf("version 1 refused: %v", err)
+	}
+	var out bytes.Buffer
+	if err := captureSnapshot(st).write(&out); err != nil {
+		t.Fatal(err)
+	}
+	want := validRaw()
+	want.sessions[1].fences = nil
+	if !bytes.Equal(out.Bytes(), want.bytes()) {
+		t.Fatalf("version 1 rewritten as\n% x\nwant\n% x", out.Bytes(), want.bytes())
 	}
 }
 
@@ -127,6 +164,13 @@ func TestRestoreRefusesInconsistentSnapshots(t *testing.T) {
 		"idle lock entry":     func(r *rawSnap) { r.locks[1].delay, r.locks[1].waiters = 0, nil },
 		"free with a queue":   func(r *rawSnap) { r.locks[1].delay = 0 },
 		"holder in own queue": func(r *rawSnap) { r.locks[0].waiters = append(r.locks[0].waiters, waiter{session: id(1)}) },
+		"empty attempt":       func(r *rawSnap) { r.sessions[0].fences = []fence{{"a", ""}} },
+		"repeated fence":      func(r *rawSnap) { r.sessions[1].fences[1] = r.sessions[1].fences[0] },
+		"too many fences": func(r *rawSnap) {
+			for i := range maxFences + 1 {
+				r.sessions[0].fences = append(r.sessions[0].fences, fence{"a", fmt.Sprint(i)})
+			}
+		},
 		"queued twice": func(r *rawSnap) {
 			r.locks[1].waiters = append(r.locks[1].waiters, waiter{session: id(3), value: "again"})
 		},

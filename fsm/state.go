@@ -18,6 +18,36 @@ type session struct {
 	held        *lock               // first of the locks held, linked through lock.nextHeld
 	waits       map[string]struct{} // locks whose queue holds this session
 	slot        uint32              // position in state.sessionSlots
+	// fences are the session's last cancelled attempts, oldest first, at most maxFences. A
+	// snapshot may be reading them: the slice is replaced, never changed, and only in a copy
+	// of the session made by state.ownSession.
+	fences []fence
+	gen    uint64 // as lock.gen
+}
+
+// maxFences bounds the cancelled attempts a session remembers; the oldest is forgotten first.
+// An attempt's requests are stranded for seconds, not for sixteen later cancels.
+const maxFences = 16
+
+// fence is a cancelled attempt: the session's acquires of lock that carry attempt are refused.
+type fence struct {
+	lock, attempt string
+}
+
+// fenced says whether the session cancelled attempt for the named lock.
+func (ss *session) fenced(lock, attempt string) bool {
+	return slices.Contains(ss.fences, fence{lock, attempt})
+}
+
+// withFence returns, in a new slice, ss's fences with f, which is not among them, added last
+// and the oldest dropped past maxFences.
+func (ss *session) withFence(f fence) []fence {
+	keep := ss.fences
+	if len(keep) >= maxFences {
+		keep = keep[len(keep)-maxFences+1:]
+	}
+	out := make([]fence, 0, len(keep)+1)
+	return append(append(out, keep...), f)
 }
 
 // link adds l, which ss now holds, to ss's held locks.
@@ -128,6 +158,20 @@ func (s *state) removeLock(l *lock) {
 func (s *state) addSession(ss *session) {
 	s.sessions[ss.id] = ss
 	ss.slot = s.sessionSlots.add(s.gen, ss)
+}
+
+// ownSession returns ss if no snapshot can have captured it, and otherwise a copy that takes
+// its place in the session table, so that the caller may change its fences.
+func (s *state) ownSession(ss *session) *session {
+	if ss.gen == s.gen {
+		return ss
+	}
+	c := new(session)
+	*c = *ss
+	c.gen = s.gen
+	s.sessions[c.id] = c
+	s.sessionSlots.set(s.gen, c.slot, c)
+	return c
 }
 
 // removeSession takes ss out of the session table.

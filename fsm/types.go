@@ -39,19 +39,20 @@ type Status uint8
 
 // Outcomes of Apply.
 const (
-	StatusOK              Status = iota // done; for an acquire, the session holds the lock
-	StatusSessionNotFound               // the session does not exist (never created, expired or destroyed)
-	StatusLockHeld                      // another session holds the lock; nothing queued
-	StatusLockDelayed                   // the lock is free but inside a lock-delay
-	StatusQueued                        // the session waits in the lock's queue
-	StatusNotHolder                     // release by a session/token that does not hold the lock
-	StatusNotQueued                     // cancel-wait found the session neither queued nor holding
-	StatusCancelled                     // cancel-wait removed the session from the queue
-	StatusExists                        // create-session with an id already in use
+	StatusOK               Status = iota // done; for an acquire, the session holds the lock
+	StatusSessionNotFound                // the session does not exist (never created, expired or destroyed)
+	StatusLockHeld                       // another session holds the lock; nothing queued
+	StatusLockDelayed                    // the lock is free but inside a lock-delay
+	StatusQueued                         // the session waits in the lock's queue
+	StatusNotHolder                      // release by a session/token that does not hold the lock
+	StatusNotQueued                      // cancel-wait found the session neither queued nor holding
+	StatusCancelled                      // cancel-wait removed the session from the queue
+	StatusExists                         // create-session with an id already in use
+	StatusAttemptCancelled               // acquire with an attempt the session cancelled
 )
 
 var statusNames = [...]string{"ok", "session_not_found", "lock_held", "lock_delayed", "queued",
-	"not_holder", "not_queued", "cancelled", "exists"}
+	"not_holder", "not_queued", "cancelled", "exists", "attempt_cancelled"}
 
 // String names the status.
 func (s Status) String() string {
