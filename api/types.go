@@ -21,6 +21,9 @@ const (
 	CodeLockHeld         = "lock_held"
 	CodeLockDelayed      = "lock_delayed"
 	CodeNotHolder        = "not_holder"
+	// CodeAttemptCancelled refuses an acquire whose attempt the session cancelled (an addition
+	// to v1: only requests that carry an attempt can get it).
+	CodeAttemptCancelled = "attempt_cancelled"
 	CodePayloadTooLarge  = "payload_too_large"
 	CodeTooManyRequests  = "too_many_requests"
 	CodeNoLeader         = "no_leader"
@@ -106,6 +109,9 @@ type AcquireRequest struct {
 	TTL     string  `json:"ttl,omitempty"`
 	Wait    string  `json:"wait,omitempty"`
 	Value   *string `json:"value,omitempty"`
+	// Attempt names one try for the lock, shared by all its requests (an addition to v1); a
+	// cancel that names it refuses its later requests.
+	Attempt string `json:"attempt,omitempty"`
 }
 
 // AcquireResponse is the body of a granted acquire.
@@ -127,7 +133,7 @@ type ReleaseResponse struct {
 	Released bool `json:"released"`
 }
 
-// CancelAcquireResponse answers DELETE /v1/locks/{name}/acquire?session=<id>: whether the
+// CancelAcquireResponse answers DELETE /v1/locks/{name}/acquire?session=<id>[&attempt=<a>]: whether the
 // session's place in the lock's queue was removed, and whether the session holds the lock (a
 // grant that came before the cancel), with the grant's token.
 type CancelAcquireResponse struct {

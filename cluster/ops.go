@@ -130,6 +130,9 @@ type AcquireRequest struct {
 	SetValue bool
 	// Wait, if positive, queues the session and waits up to this long for the grant.
 	Wait time.Duration
+	// Attempt, if set, names the client's try; the acquire is refused (StatusAttemptCancelled)
+	// once the session cancelled it.
+	Attempt string
 }
 
 // Acquire tries, or with a Wait queues for, a lock. The Result's Status says what happened:
@@ -140,7 +143,7 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, err
 		return fsm.Result{}, err
 	}
 	cmd := &fsm.Command{Type: fsm.TypeAcquire, Session: req.Session, Lock: req.Lock,
-		Value: req.Value, SetValue: req.SetValue, Queue: req.Wait > 0, Now: time.Now().UnixNano()}
+		Value: req.Value, SetValue: req.SetValue, Queue: req.Wait > 0, Attempt: req.Attempt, Now: time.Now().UnixNano()}
 	if req.Wait <= 0 {
 		return n.propose(ctx, cmd)
 	}
@@ -184,12 +187,14 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, err
 // and cannot tell whether a request of its still waits somewhere (a cut connection, a node that
 // failed while it answered). The Result's Status is StatusCancelled or StatusNotQueued, or
 // StatusOK with the token when the session holds the lock: a grant that came first is
-// reported, never undone. StatusSessionNotFound when the session does not exist.
-func (n *Node) CancelAcquire(ctx context.Context, session fsm.SessionID, lock string) (fsm.Result, error) {
+// reported, never undone. StatusSessionNotFound when the session does not exist. A non-empty
+// attempt also refuses the session's later acquires of the lock that carry it, so that a
+// request of the cancelled try that is still on its way cannot queue or grant.
+func (n *Node) CancelAcquire(ctx context.Context, session fsm.SessionID, lock, attempt string) (fsm.Result, error) {
 	if err := n.leaderOnly(); err != nil {
 		return fsm.Result{}, err
 	}
-	return n.propose(ctx, &fsm.Command{Type: fsm.TypeCancelWait, Session: session, Lock: lock})
+	return n.propose(ctx, &fsm.Command{Type: fsm.TypeCancelWait, Session: session, Lock: lock, Attempt: attempt})
 }
 
 // cancelWait removes the session from the lock's queue after its wait ended. A grant that won

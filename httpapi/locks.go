@@ -70,6 +70,9 @@ func (s *Server) acquire(c echo.Context, name string) error {
 			return err
 		}
 	}
+	if err := attempt(req.Attempt); err != nil {
+		return err
+	}
 	var id fsm.SessionID
 	var ttl time.Duration
 	switch {
@@ -100,7 +103,7 @@ func (s *Server) acquire(c echo.Context, name string) error {
 		}
 		ctx, cancel := s.commandContext(c, wait)
 		defer cancel()
-		res, err := s.node.Acquire(ctx, cluster.AcquireRequest{Session: id, Lock: name, Value: value, SetValue: req.Value != nil, Wait: wait})
+		res, err := s.node.Acquire(ctx, cluster.AcquireRequest{Session: id, Lock: name, Value: value, SetValue: req.Value != nil, Wait: wait, Attempt: req.Attempt})
 		if created && (err != nil || res.Status != fsm.StatusOK) {
 			// The caller never learned the session's id: do not leave it holding a place.
 			dctx, dcancel := s.commandContext(c, 0)
@@ -134,6 +137,8 @@ func (s *Server) acquireResult(c echo.Context, name string, id fsm.SessionID, re
 		return sessionNotFound(id.String())
 	case fsm.StatusLockDelayed:
 		return lockDelayed(name, res.DelayUntil)
+	case fsm.StatusAttemptCancelled:
+		return newError(http.StatusConflict, api.CodeAttemptCancelled, "this attempt for lock %q was cancelled", name)
 	}
 	e := newError(http.StatusConflict, api.CodeLockHeld, "lock %q is held by another session", name)
 	if !res.Holder.IsZero() {
@@ -143,7 +148,7 @@ func (s *Server) acquireResult(c echo.Context, name string, id fsm.SessionID, re
 }
 
 // cancelAcquire takes the session of ?session= out of the lock's queue; a grant that came first
-// is reported (held, token), not undone.
+// is reported (held, token), not undone. With ?attempt=, later acquires of that attempt fail.
 func (s *Server) cancelAcquire(c echo.Context, name string) error {
 	var empty struct{}
 	if err := decodeBody(c, &empty, true); err != nil {
@@ -153,10 +158,14 @@ func (s *Server) cancelAcquire(c echo.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	try := c.QueryParam("attempt")
+	if err := attempt(try); err != nil {
+		return err
+	}
 	return s.atLeader(c, func() error {
 		ctx, cancel := s.commandContext(c, 0)
 		defer cancel()
-		res, err := s.node.CancelAcquire(ctx, id, name)
+		res, err := s.node.CancelAcquire(ctx, id, name, try)
 		if err != nil {
 			return fromClusterError(err)
 		}

@@ -34,7 +34,7 @@ type Node interface {
 	Renew(ctx context.Context, id fsm.SessionID) (time.Duration, error)
 	RenewMany(ctx context.Context, ids []fsm.SessionID) ([]cluster.RenewResult, error)
 	Acquire(ctx context.Context, req cluster.AcquireRequest) (fsm.Result, error)
-	CancelAcquire(ctx context.Context, session fsm.SessionID, lock string) (fsm.Result, error)
+	CancelAcquire(ctx context.Context, session fsm.SessionID, lock, attempt string) (fsm.Result, error)
 	Release(ctx context.Context, session fsm.SessionID, lock string, token uint64) (fsm.Result, error)
 	ReadBarrier(ctx context.Context) error
 	WatchLock(name string) <-chan struct{}

@@ -51,6 +51,23 @@ func (l *Limits) setDefaults() {
 	}
 }
 
+// maxAttemptBytes bounds an attempt: a client names its tries with random ids, not data.
+const maxAttemptBytes = 64
+
+// attempt checks an attempt, which is optional: up to maxAttemptBytes of letters, digits and
+// "-._~", the characters that need no escaping in a URL.
+func attempt(a string) error {
+	if len(a) > maxAttemptBytes {
+		return invalid("attempt is longer than %d bytes", maxAttemptBytes)
+	}
+	for _, r := range a {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-._~", r)) {
+			return invalid("attempt may hold only letters, digits and -._~")
+		}
+	}
+	return nil
+}
+
 // reservedActions are the last path segments that route to actions and so cannot end a name.
 var reservedActions = map[string]bool{"acquire": true, "release": true, "check": true}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -209,6 +210,66 @@ func TestCancelAcquire(t *testing.T) {
 	apiError(t, do(t, http.MethodDelete, cancelAt(leader, w), `{"session":"`+w+`"}`), http.StatusBadRequest, api.CodeInvalidArgument)
 	apiError(t, do(t, http.MethodDelete, cancelAt(leader, strings.Repeat("ab", 16)), nil), http.StatusNotFound, api.CodeSessionNotFound)
 	apiError(t, do(t, http.MethodDelete, cancelAt(leader, "not-an-id"), nil), http.StatusNotFound, api.CodeSessionNotFound)
+}
+
+// A cancel that names an attempt makes that attempt's later requests fail with 409
+// attempt_cancelled, whether they would grant or queue, and leaves other attempts alone.
+func TestCancelledAttemptIsRefused(t *testing.T) {
+	d := sharedCluster(t)
+	leader, followers := roles(t, d)
+	name := lockName(t)
+	h, w := session(t, leader), session(t, leader)
+	acquireURL := func(ep string) string { return ep + "/v1/locks/" + name + "/acquire" }
+	try := func(session, wait, attempt string) api.AcquireRequest {
+		r := acquireReq(session, wait, nil)
+		r.Attempt = attempt
+		return r
+	}
+	cancel := func(ep, session, attempt string) api.CancelAcquireResponse {
+		var got api.CancelAcquireResponse
+		ok(t, do(t, http.MethodDelete, acquireURL(ep)+"?session="+session+"&attempt="+attempt, nil), http.StatusOK, &got)
+		return got
+	}
+
+	// The try was given up before its request arrived; the lock is free when it does.
+	if got := cancel(followers[0], w, "w-1"); got != (api.CancelAcquireResponse{}) {
+		t.Fatalf("cancel before the request answered %+v", got)
+	}
+	apiError(t, do(t, http.MethodPost, acquireURL(followers[1]), try(w, "", "w-1")), http.StatusConflict, api.CodeAttemptCancelled)
+	apiError(t, do(t, http.MethodPost, acquireURL(leader), try(w, "30s", "w-1")), http.StatusConflict, api.CodeAttemptCancelled)
+	if l := getLock(t, leader, name, ""); l.Held || l.Waiters != 0 {
+		t.Fatalf("a cancelled attempt changed the lock: %+v", l)
+	}
+
+	// Queued, then cancelled: the next request of that try does not rejoin the queue.
+	gh := mustAcquire(t, leader, name, h, nil)
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	waiting := goDo(ctx, http.MethodPost, acquireURL(leader), try(w, "30s", "w-2"))
+	waitWaiters(t, leader, name, 1)
+	if got := cancel(leader, w, "w-2"); got != (api.CancelAcquireResponse{Cancelled: true}) {
+		t.Fatalf("cancel of a queued try answered %+v", got)
+	}
+	apiError(t, do(t, http.MethodPost, acquireURL(followers[0]), try(w, "30s", "w-2")), http.StatusConflict, api.CodeAttemptCancelled)
+	release(t, leader, name, h, gh.Token)
+	if l := getLock(t, leader, name, ""); l.Held {
+		t.Fatalf("the release granted the lock to a cancelled try: %+v", l)
+	}
+	stop()
+	<-waiting
+
+	// A new try of the same session is granted.
+	var g api.AcquireResponse
+	ok(t, do(t, http.MethodPost, acquireURL(leader), try(w, "", "w-3")), http.StatusOK, &g)
+	if g.Session != w {
+		t.Fatalf("a new try answered %+v", g)
+	}
+
+	for _, bad := range []string{strings.Repeat("a", 65), "a b", "a/b", "é"} {
+		apiError(t, do(t, http.MethodPost, acquireURL(leader), try(h, "", bad)), http.StatusBadRequest, api.CodeInvalidArgument)
+		apiError(t, do(t, http.MethodDelete, acquireURL(leader)+"?session="+h+"&attempt="+url.QueryEscape(bad), nil),
+			http.StatusBadRequest, api.CodeInvalidArgument)
+	}
 }
 
 func TestBlockingQuery(t *testing.T) {
