@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -103,17 +105,22 @@ type cutProxy struct {
 	conns    map[net.Conn]struct{}
 	clients  map[net.Conn]struct{} // the clients' side of conns
 	wg       sync.WaitGroup
+	// hold, if set, may take a new client connection instead of forwarding it (holdProxy).
+	hold func(net.Conn) bool
 }
 
 // newCutProxy starts a proxy to the host:port of endpoint and returns it; closed with the test.
-func newCutProxy(t *testing.T, endpoint string) *cutProxy {
+func newCutProxy(t *testing.T, endpoint string) *cutProxy { return startProxy(t, endpoint, nil) }
+
+// startProxy starts a cutProxy whose hold, if not nil, may take new connections.
+func startProxy(t *testing.T, endpoint string, hold func(net.Conn) bool) *cutProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	host := endpoint[len("http://"):]
-	p := &cutProxy{ln: ln, target: host, conns: map[net.Conn]struct{}{}, clients: map[net.Conn]struct{}{}}
+	p := &cutProxy{ln: ln, target: host, conns: map[net.Conn]struct{}{}, clients: map[net.Conn]struct{}{}, hold: hold}
 	p.wg.Add(1)
 	go p.serve()
 	t.Cleanup(p.close)
@@ -137,6 +144,9 @@ func (p *cutProxy) serve() {
 		p.mu.Lock()
 		p.clients[c] = struct{}{}
 		p.mu.Unlock()
+		if p.hold != nil && p.hold(c) {
+			continue
+		}
 		up, err := net.Dial("tcp", p.target)
 		if err != nil || !p.track(up) {
 			c.Close()
@@ -214,4 +224,92 @@ func proxiedEndpoints(t *testing.T, dev *agent.Dev) ([]*cutProxy, []string) {
 		eps = append(eps, p.Endpoint())
 	}
 	return ps, eps
+}
+
+// holdProxy forwards connections like a cutProxy, except those made while it holds: it keeps
+// their requests instead, as a network that delays a request until after its client gave up
+// would. Deliver sends a held request to the target on a new connection.
+type holdProxy struct {
+	*cutProxy
+
+	hmu     sync.Mutex
+	holding bool
+	held    []*[]byte     // one buffer per held connection
+	arrived chan struct{} // closed when a held buffer first contains want
+	want    string
+}
+
+// newHoldProxy starts a holdProxy to endpoint, closed with the test.
+func newHoldProxy(t *testing.T, endpoint, want string) *holdProxy {
+	t.Helper()
+	p := &holdProxy{arrived: make(chan struct{}), want: want}
+	p.cutProxy = startProxy(t, endpoint, p.keep)
+	return p
+}
+
+// Hold holds the connections made from now on; Pass forwards them again.
+func (p *holdProxy) Hold() { p.setHolding(true) }
+
+// Pass forwards the connections made from now on.
+func (p *holdProxy) Pass() { p.setHolding(false) }
+
+func (p *holdProxy) setHolding(on bool) {
+	p.hmu.Lock()
+	defer p.hmu.Unlock()
+	p.holding = on
+}
+
+// keep takes a new connection to hold, if the proxy holds.
+func (p *holdProxy) keep(c net.Conn) bool {
+	p.hmu.Lock()
+	defer p.hmu.Unlock()
+	if !p.holding {
+		return false
+	}
+	buf := new([]byte)
+	p.held = append(p.held, buf)
+	go func() {
+		chunk := make([]byte, 4096)
+		for {
+			n, err := c.Read(chunk)
+			p.hmu.Lock()
+			had := strings.Contains(string(*buf), p.want)
+			*buf = append(*buf, chunk[:n]...)
+			if !had && strings.Contains(string(*buf), p.want) {
+				close(p.arrived)
+			}
+			p.hmu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return true
+}
+
+// Deliver writes the held request that contains want to the target and returns the first
+// bytes of the answer.
+func (p *holdProxy) Deliver(ctx context.Context) (string, error) {
+	var req []byte
+	p.hmu.Lock()
+	for _, b := range p.held {
+		if strings.Contains(string(*b), p.want) {
+			req = slices.Clone(*b)
+		}
+	}
+	p.hmu.Unlock()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", p.target)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	if _, err := c.Write(req); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 4096)
+	n, err := c.Read(buf)
+	return string(buf[:n]), err
 }

@@ -27,6 +27,9 @@ var (
 	ErrLockHeld = errors.New("raftlock: lock held by another session")
 	// ErrLockDelayed is the server's 409 lock_delayed: the lock is free but inside a lock-delay.
 	ErrLockDelayed = errors.New("raftlock: lock delayed")
+	// ErrAttemptCancelled is the server's 409 attempt_cancelled: an acquire carried an attempt
+	// that its session had cancelled (CancelAcquire).
+	ErrAttemptCancelled = errors.New("raftlock: acquire attempt cancelled")
 	// ErrNotHolder is the server's 409 not_holder, or an Unlock of a Mutex that is not locked.
 	ErrNotHolder = errors.New("raftlock: not the lock holder")
 	// ErrPayloadTooLarge is the server's 413 payload_too_large.
@@ -73,6 +76,8 @@ func sentinelFor(code string) error {
 		return ErrLockHeld
 	case api.CodeLockDelayed:
 		return ErrLockDelayed
+	case api.CodeAttemptCancelled:
+		return ErrAttemptCancelled
 	case api.CodeNotHolder:
 		return ErrNotHolder
 	case api.CodePayloadTooLarge:

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
@@ -85,9 +86,10 @@ func (m *Mutex) Context() context.Context {
 // Lock blocks until the lock is granted, ctx is done or the session is lost. Waiters are
 // granted in arrival order. It survives leader changes and node failures by asking again:
 // the server keeps the session's place in the queue, and an acquire by the holder returns
-// the same token, so a retried request never causes a second grant. If ctx ends while a
-// request is in flight, Lock reads the lock and releases it should the grant have raced with
-// the cancellation. Lock returns at once if this Mutex already holds the lock.
+// the same token, so a retried request never causes a second grant. If ctx ends, Lock
+// cancels its try on the server (so that no request of it still on its way can be granted
+// later) and releases a grant that came first. Lock returns at once if this Mutex already
+// holds the lock.
 func (m *Mutex) Lock(ctx context.Context) error {
 	return m.lock(ctx, true)
 }
@@ -108,7 +110,8 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 	if err := m.s.Err(); err != nil {
 		return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
 	}
-	req := api.AcquireRequest{Session: m.s.ID(), Value: value}
+	// Every request of this call carries one attempt, which giveUp cancels.
+	req := api.AcquireRequest{Session: m.s.ID(), Value: value, Attempt: rand.Text()}
 	if wait {
 		req.Wait = m.chunk.String()
 	}
@@ -230,7 +233,7 @@ func (a *acquirer) giveUp(ctx context.Context) error {
 	a.drain()
 	m := a.m
 	if ctx.Err() != nil {
-		m.abandon()
+		m.abandon(a.req.Attempt)
 		return fmt.Errorf("raftlock: lock %q: %w", m.name, context.Cause(ctx))
 	}
 	return fmt.Errorf("raftlock: lock %q: %w", m.name, m.s.Err())
@@ -263,18 +266,20 @@ func (m *Mutex) granted(token uint64) error {
 }
 
 // abandon cleans up after a Lock given up while a request may have queued the session or been
-// granted: it takes the session out of the queue, and releases the lock if a grant came first.
-// Reading the lock is not enough: a request the server still holds (its connection cut without
-// the server noticing, or its node failed after replicating the queue entry) can be granted
-// later, leaving the lock held by a session whose Mutex never learns of it.
-func (m *Mutex) abandon() {
+// granted: it cancels the attempt, which takes the session out of the queue and refuses the
+// attempt's requests still on their way, and releases the lock if a grant came first. Reading
+// the lock is not enough: a request the server still holds (its connection cut without the
+// server noticing, or its node failed after replicating the queue entry), or one that reaches
+// the server only now, can be granted later, leaving the lock held by a session whose Mutex
+// never learns of it.
+func (m *Mutex) abandon(attempt string) {
 	if m.s.Err() != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.s.c.requestTimeout)
 	defer cancel()
 	var token uint64
-	r, err := m.s.c.CancelAcquire(ctx, m.name, m.s.ID())
+	r, err := m.s.c.CancelAcquire(ctx, m.name, m.s.ID(), attempt)
 	switch {
 	case err == nil:
 		if !r.Held {

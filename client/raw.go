@@ -162,10 +162,12 @@ func (c *Client) Acquire(ctx context.Context, name string, req api.AcquireReques
 
 // CancelAcquire takes session out of the lock's queue (DELETE /v1/locks/{name}/acquire), for
 // a caller that gave up waiting while a request of its may still wait somewhere. A grant that
-// came first is reported (Held, Token), not undone: release it if it is no longer wanted.
-// Retrying is safe. A server without the endpoint answers with an error matching
-// ErrNotFound or an *APIError with code method_not_allowed.
-func (c *Client) CancelAcquire(ctx context.Context, name, session string) (*api.CancelAcquireResponse, error) {
+// came first is reported (Held, Token), not undone: release it if it is no longer wanted. A
+// non-empty attempt (the AcquireRequest's) also makes the session's later acquires with that
+// attempt fail with ErrAttemptCancelled, so that a request still on its way cannot be granted
+// after the cancel. Retrying is safe. A server without the endpoint answers with an error
+// matching ErrNotFound or an *APIError with code method_not_allowed.
+func (c *Client) CancelAcquire(ctx context.Context, name, session, attempt string) (*api.CancelAcquireResponse, error) {
 	p, err := lockPath(name, "acquire")
 	if err != nil {
 		return nil, err
@@ -174,7 +176,11 @@ func (c *Client) CancelAcquire(ctx context.Context, name, session string) (*api.
 		return nil, fmt.Errorf("%w: empty session id", ErrInvalidArgument)
 	}
 	var r api.CancelAcquireResponse
-	cl := &call{method: http.MethodDelete, path: p, query: url.Values{"session": {session}}, out: &r}
+	q := url.Values{"session": {session}}
+	if attempt != "" {
+		q.Set("attempt", attempt)
+	}
+	cl := &call{method: http.MethodDelete, path: p, query: q, out: &r}
 	if _, err := c.do(ctx, cl); err != nil {
 		return nil, err
 	}
