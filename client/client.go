@@ -34,6 +34,9 @@ type Client struct {
 	backoffMax     time.Duration
 	logger         hclog.Logger
 	renewer        *renewer // batches the renewals of this client's sessions
+	// noAttempts is set once a server refused the acquire's attempt field (a server from
+	// before attempts): Mutexes then ask without one.
+	noAttempts atomic.Bool
 }
 
 // Option configures a Client.

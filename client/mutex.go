@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -245,7 +246,26 @@ func (m *Mutex) acquire(ctx context.Context, req api.AcquireRequest) (*api.Acqui
 	defer cancel()
 	stop := context.AfterFunc(m.s.ctx, cancel)
 	defer stop()
-	return m.s.c.Acquire(actx, m.name, req)
+	c := m.s.c
+	if c.noAttempts.Load() {
+		req.Attempt = ""
+	}
+	resp, err := c.Acquire(actx, m.name, req)
+	if req.Attempt != "" && refusesAttempts(err) {
+		// A server from before attempts: ask without one, losing only their protection.
+		c.noAttempts.Store(true)
+		req.Attempt = ""
+		resp, err = c.Acquire(actx, m.name, req)
+	}
+	return resp, err
+}
+
+// refusesAttempts reports whether err is the answer of a server from before attempts to an
+// acquire that carries one: 400, the field unknown.
+func refusesAttempts(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Code == api.CodeInvalidArgument &&
+		strings.Contains(ae.Message, `unknown field "attempt"`)
 }
 
 // granted records a grant, unless the session was lost meanwhile: then the lock cannot be

@@ -117,3 +117,47 @@ func TestLockWithASlowServerKeepsAtMostOneSpareRequest(t *testing.T) {
 	cs := &chunkServer{late: 250 * time.Millisecond}
 	lockThroughChunks(t, cs, 6)
 }
+
+// A server from before attempts refuses the acquire's attempt field as unknown (400, as
+// httpapi words it); Lock asks again without it, and the client stops sending it.
+func TestLockAgainstAServerWithoutAttempts(t *testing.T) {
+	// The acquire body of a server from before attempts.
+	type oldAcquireRequest struct {
+		Session string  `json:"session,omitempty"`
+		TTL     string  `json:"ttl,omitempty"`
+		Wait    string  `json:"wait,omitempty"`
+		Value   *string `json:"value,omitempty"`
+	}
+	var refused, granted atomic.Int32
+	sessions := newSessionNode(t, new(atomic.Int32), new(atomic.Int32))
+	node := newFakeNode(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if !isLockAction(r, "acquire") {
+			return sessions.handler(w, r)
+		}
+		var req oldAcquireRequest
+		if err := decodeStrict(r, &req); err != nil {
+			refused.Add(1)
+			msg := "malformed request body: " + strings.TrimPrefix(err.Error(), "json: ")
+			writeError(w, http.StatusBadRequest, api.CodeInvalidArgument, msg, nil)
+			return true
+		}
+		granted.Add(1)
+		writeJSON(w, http.StatusOK, api.AcquireResponse{Name: "l", Session: req.Session, Token: 7})
+		return true
+	})
+	s := fakeSession(t, node, client.WithTTL(10*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, name := range []string{"a", "b"} {
+		m := client.NewMutex(s, name)
+		if err := m.Lock(ctx); err != nil {
+			t.Fatalf("Lock %q against a server without attempts: %v", name, err)
+		}
+		if m.Token() != 7 {
+			t.Fatalf("token %d", m.Token())
+		}
+	}
+	if refused.Load() != 1 || granted.Load() != 2 {
+		t.Fatalf("%d acquires refused for their attempt and %d granted; want 1 and 2", refused.Load(), granted.Load())
+	}
+}
