@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
@@ -89,8 +90,10 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 		return fmt.Errorf("raftlock: proclaim on %q: %w", e.name, ErrNotLeader)
 	}
 	token := m.Token()
-	resp, err := e.s.c.Acquire(ctx, e.name, api.AcquireRequest{Session: e.s.ID(), Value: &value})
+	attempt := rand.Text()
+	resp, err := e.s.c.acquireAttempt(ctx, e.name, api.AcquireRequest{Session: e.s.ID(), Value: &value, Attempt: attempt})
 	if err != nil {
+		e.abandonProclaim(attempt, token)
 		return fmt.Errorf("raftlock: proclaim on %q: %w", e.name, err)
 	}
 	if resp.Token != token {
@@ -103,6 +106,28 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 	m.value = &value
 	m.mu.Unlock()
 	return nil
+}
+
+// abandonProclaim cancels the attempt of a proclamation that failed: its request may still be
+// on its way, and applied after the leadership ended it would grant the lock anew to this
+// session, which would never learn of it. A new grant that came first is given back.
+func (e *Election) abandonProclaim(attempt string, token uint64) {
+	if e.s.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.s.c.requestTimeout)
+	defer cancel()
+	r, err := e.s.c.CancelAcquire(ctx, e.name, e.s.ID(), attempt)
+	if err != nil {
+		if !isUnsupported(err) {
+			e.s.c.logger.Warn("could not cancel a failed proclamation; its request may still grant "+
+				"the lock", "lock", e.name, "error", err)
+		}
+		return
+	}
+	if r.Held && r.Token != token {
+		_ = e.s.c.Release(ctx, e.name, e.s.ID(), r.Token)
+	}
 }
 
 // Resign gives up leadership, so that the next candidate is elected. It is a no-op when this

@@ -1,7 +1,10 @@
 package client_test
 
 import (
+	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +83,49 @@ func TestElectionSurvivesLeaderNodeCrashAndObserveFollows(t *testing.T) {
 	}
 	if e1.IsLeader() || e1.Context().Err() == nil {
 		t.Fatal("resigned leader still believes it leads")
+	}
+}
+
+// A proclamation whose request is delayed past the end of the leadership must not elect this
+// candidate anew when it arrives: Proclaim cancelled its attempt when it gave up.
+func TestProclamationDelayedPastResignDoesNotElect(t *testing.T) {
+	dev := sharedCluster(t)
+	c := newClient(t, dev.Endpoints())
+	ctx := testCtx(t, 30*time.Second)
+	name := lockName(t, "e")
+	// One connection per request, so that the proxy can hold the proclamation alone.
+	p := newHoldProxy(t, dev.Endpoints()[0], `"attempt"`)
+	lc := newClient(t, []string{p.Endpoint()},
+		client.WithHTTPClient(&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}))
+	e := client.NewElection(newSession(t, lc, client.WithTTL(time.Minute)), name)
+	if err := e.Campaign(ctx, "one"); err != nil {
+		t.Fatal(err)
+	}
+	p.Hold()
+	pctx, giveUp := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.Proclaim(pctx, "two") }()
+	select {
+	case <-p.arrived:
+	case <-ctx.Done():
+		t.Fatal("the proclamation, with an attempt, never reached the proxy")
+	}
+	p.Pass()
+	giveUp()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Proclaim given up: %v", err)
+	}
+	if err := e.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	answer, err := p.Deliver(ctx)
+	if err != nil {
+		t.Fatalf("delivering the late proclamation: %v", err)
+	}
+	if !strings.HasPrefix(answer, "HTTP/1.1 409") || !strings.Contains(answer, api.CodeAttemptCancelled) {
+		t.Fatalf("the late proclamation was answered:\n%s", answer)
+	}
+	if l, err := c.GetLock(ctx, name); err != nil || l.Held {
+		t.Fatalf("after the late proclamation, lock %+v (%v): want nobody elected", l, err)
 	}
 }

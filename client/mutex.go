@@ -246,16 +246,21 @@ func (m *Mutex) acquire(ctx context.Context, req api.AcquireRequest) (*api.Acqui
 	defer cancel()
 	stop := context.AfterFunc(m.s.ctx, cancel)
 	defer stop()
-	c := m.s.c
+	return m.s.c.acquireAttempt(actx, m.name, req)
+}
+
+// acquireAttempt sends an acquire that carries an attempt, or, to a server from before
+// attempts, one without: such a server refuses the field, and asking without it loses only
+// the attempt's protection.
+func (c *Client) acquireAttempt(ctx context.Context, name string, req api.AcquireRequest) (*api.AcquireResponse, error) {
 	if c.noAttempts.Load() {
 		req.Attempt = ""
 	}
-	resp, err := c.Acquire(actx, m.name, req)
+	resp, err := c.Acquire(ctx, name, req)
 	if req.Attempt != "" && refusesAttempts(err) {
-		// A server from before attempts: ask without one, losing only their protection.
 		c.noAttempts.Store(true)
 		req.Attempt = ""
-		resp, err = c.Acquire(actx, m.name, req)
+		resp, err = c.Acquire(ctx, name, req)
 	}
 	return resp, err
 }
