@@ -46,13 +46,15 @@ func (n *sessionNames) name(id uint32) string {
 
 // CheckLinearizable checks lock operations with porcupine, one partition per lock. Destroys of
 // every session that touched a lock, and its renewals while it may have held the lock, are
-// copied into that lock's partition, since they say whether the session was alive. An op with an unknown outcome may take effect until
-// the session is proven ended (a later 404 or an acknowledged destroy); after that it cannot.
+// copied into that lock's partition, since they say whether the session was alive. An op with
+// an unknown outcome may take effect until the session is proven ended (a later 404 or an
+// acknowledged destroy), or, for an acquire, until a cancel of its attempt was acknowledged;
+// after that it cannot.
 func CheckLinearizable(ops []history.Op, cfg Config) *Linearizability {
 	res := newResult("linearizable")
 	names := &sessionNames{ids: map[string]uint32{}}
 	pops := toPorcupine(ops, names)
-	model := lockModel(names.name, lastReturns(pops))
+	model := lockModel(names.name, lastReturns(pops), attemptReturns(pops))
 	l := &Linearizability{model: model}
 	if len(pops) == 0 {
 		res.Figures = "no lock operations"
@@ -117,12 +119,19 @@ func toPorcupine(ops []history.Op, names *sessionNames) []porcupine.Operation {
 	var horizon int64
 	sessionsOf := map[string]map[string]bool{} // lock -> sessions that acted on it
 	deaths := map[string][]int64{}             // session -> completion times proving its end
+	cancels := map[[2]string]int64{}           // session, attempt -> first acknowledged cancel
 	clients := map[int]int{}
 	for _, op := range ops {
 		if op.Complete > horizon {
 			horizon = op.Complete
 		}
-		if (op.Kind == history.Acquire || op.Kind == history.Release) && op.Session != "" {
+		if op.Kind == history.Cancel && op.Type == history.OK && op.Attempt != "" {
+			k := [2]string{op.Session, op.Attempt}
+			if c, ok := cancels[k]; !ok || op.Complete < c {
+				cancels[k] = op.Complete
+			}
+		}
+		if (op.Kind == history.Acquire || op.Kind == history.Release || op.Kind == history.Cancel) && op.Session != "" {
 			if sessionsOf[op.Lock] == nil {
 				sessionsOf[op.Lock] = map[string]bool{}
 			}
@@ -146,17 +155,33 @@ func toPorcupine(ops []history.Op, names *sessionNames) []porcupine.Operation {
 		if len(d) > 0 && d[0] < op.Invoke {
 			return op.Invoke // the session had already ended: no effect possible
 		}
+		end := horizon + 1
 		if k := sort.Search(len(d), func(i int) bool { return d[i] >= op.Invoke }); k < len(d) {
-			return d[k]
+			end = d[k]
 		}
-		return horizon + 1
+		if c, ok := cancels[[2]string{op.Session, op.Attempt}]; ok && op.Kind == history.Acquire && op.Attempt != "" && c >= op.Invoke {
+			end = min(end, c)
+		}
+		return end
 	}
 	windows := newHoldWindows(ops)
+	attempts := map[[2]string]uint32{} // session, attempt -> number
+	attemptID := func(op history.Op) uint32 {
+		if op.Attempt == "" || (op.Kind != history.Acquire && op.Kind != history.Cancel) {
+			return 0
+		}
+		k := [2]string{op.Session, op.Attempt}
+		if _, ok := attempts[k]; !ok {
+			attempts[k] = uint32(len(attempts) + 1)
+		}
+		return attempts[k]
+	}
 	var out []porcupine.Operation
 	add := func(op history.Op, lock string, o lockOutput) {
 		out = append(out, porcupine.Operation{
 			ClientId: clients[op.Process],
-			Input:    lockInput{lock: lock, call: op.Invoke, kind: op.Kind, session: names.id(op.Session), token: op.Token},
+			Input: lockInput{lock: lock, call: op.Invoke, kind: op.Kind, session: names.id(op.Session), token: op.Token,
+				attempt: attemptID(op)},
 			Call:     op.Invoke,
 			Output:   o,
 			Return:   ret(op, o),
@@ -169,7 +194,7 @@ func toPorcupine(ops []history.Op, names *sessionNames) []porcupine.Operation {
 			continue
 		}
 		switch op.Kind {
-		case history.Acquire, history.Release, history.Read:
+		case history.Acquire, history.Release, history.Read, history.Cancel:
 			add(op, op.Lock, o)
 		case history.Destroy:
 			for _, lock := range sortedKeys(sessionsOf) {
@@ -245,6 +270,17 @@ func lastReturns(pops []porcupine.Operation) map[string]map[uint32]int64 {
 	return out
 }
 
+// attemptReturns indexes, per attempt, the latest return of its ops.
+func attemptReturns(pops []porcupine.Operation) map[uint32]int64 {
+	out := map[uint32]int64{}
+	for _, p := range pops {
+		if in := p.Input.(lockInput); in.attempt != 0 && p.Return > out[in.attempt] {
+			out[in.attempt] = p.Return
+		}
+	}
+	return out
+}
+
 // provesEnd reports whether a definite answer shows the session had ended by its completion.
 func provesEnd(op history.Op) bool {
 	if op.Kind == history.Destroy && op.Type == history.OK {
@@ -257,20 +293,22 @@ func provesEnd(op history.Op) bool {
 // lock (a refusal that applied nothing, a lost read or renewal).
 func modelOutput(op history.Op, names *sessionNames) (lockOutput, bool) {
 	switch op.Kind {
-	case history.Acquire, history.Release, history.Read, history.Renew, history.Destroy:
+	case history.Acquire, history.Release, history.Read, history.Renew, history.Destroy, history.Cancel:
 	default:
 		return lockOutput{}, false
 	}
 	switch op.Type {
 	case history.OK:
 		o := lockOutput{out: outOK, token: op.OutToken}
-		if op.Kind == history.Read {
+		if op.Kind == history.Read || op.Kind == history.Cancel {
 			o.held = op.Held
 			o.holder = names.id(op.OutSession)
 		}
 		return o, true
 	case history.Info:
-		if op.Kind == history.Read || op.Kind == history.Renew {
+		// A lost cancel may or may not have fenced its attempt: it bounds nothing, and says
+		// nothing else.
+		if op.Kind == history.Read || op.Kind == history.Renew || op.Kind == history.Cancel {
 			return lockOutput{}, false
 		}
 		return lockOutput{out: outUnknown}, true

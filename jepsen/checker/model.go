@@ -33,6 +33,7 @@ type lockInput struct {
 	kind    history.Kind
 	session uint32
 	token   uint64
+	attempt uint32 // the acquire's or cancel's attempt, numbered densely; 0 is none
 }
 
 // lockOutput is the observed answer.
@@ -48,66 +49,90 @@ type lockOutput struct {
 const anyHolder = ^uint32(0)
 
 // lockState is the model of one lock: its holder and token, the lower bound on the next grant's
-// token, and the sessions known to have ended. A holder's token is 0 when it was granted by an
-// operation whose answer was lost; tokLB is then a lower bound until an observation pins it.
+// token, the sessions known to have ended and the attempts cancelled. A holder's token is 0
+// when it was granted by an operation whose answer was lost; tokLB is then a lower bound until
+// an observation pins it.
 type lockState struct {
 	holder  uint32
 	token   uint64
 	tokLB   uint64
 	minNext uint64
-	dead    string // sorted 4-byte big-endian session numbers
+	dead    idSet // sessions
+	fenced  idSet // attempts
 }
 
-func (s lockState) isDead(id uint32) bool {
-	key := deadKey(id)
-	i := s.deadIndex(key)
-	return i < len(s.dead) && s.dead[i:i+4] == key
-}
+// idSet is a set of numbers: sorted 4-byte big-endian encodings in a string, so that a state
+// stays comparable with == and string order is numeric order.
+type idSet string
 
-// deadKey encodes a session number as it is stored in a dead set.
-func deadKey(id uint32) string {
+// idKey encodes a number as it is stored in an idSet.
+func idKey(id uint32) string {
 	var b [4]byte
 	binary.BigEndian.PutUint32(b[:], id)
 	return string(b[:])
 }
 
-// deadIndex is the byte offset at which key is, or would be inserted, in the sorted dead set.
-func (s lockState) deadIndex(key string) int {
-	n := len(s.dead) / 4
-	return 4 * sort.Search(n, func(i int) bool { return s.dead[4*i:4*i+4] >= key })
+// index is the byte offset at which key is, or would be inserted.
+func (set idSet) index(key string) int {
+	n := len(set) / 4
+	return 4 * sort.Search(n, func(i int) bool { return string(set[4*i:4*i+4]) >= key })
 }
+
+func (set idSet) has(id uint32) bool {
+	key := idKey(id)
+	i := set.index(key)
+	return i < len(set) && string(set[i:i+4]) == key
+}
+
+func (set idSet) add(id uint32) idSet {
+	if set.has(id) {
+		return set
+	}
+	key := idKey(id)
+	i := set.index(key)
+	return set[:i] + idSet(key) + set[i:]
+}
+
+// forget removes the numbers whose ops all returned before now.
+func (set idSet) forget(lastReturn map[uint32]int64, now int64) idSet {
+	keep := -1 // index of the first entry to drop, if any
+	for i := 0; i+4 <= len(set); i += 4 {
+		if lastReturn[set.at(i)] < now {
+			keep = i
+			break
+		}
+	}
+	if keep < 0 {
+		return set
+	}
+	b := []byte(set[:keep])
+	for i := keep; i+4 <= len(set); i += 4 {
+		if lastReturn[set.at(i)] >= now {
+			b = append(b, set[i:i+4]...)
+		}
+	}
+	return idSet(b)
+}
+
+// at is the number at byte offset i.
+func (set idSet) at(i int) uint32 { return binary.BigEndian.Uint32([]byte(set[i : i+4])) }
+
+func (s lockState) isDead(id uint32) bool { return s.dead.has(id) }
 
 // kill marks a session ended and, if it held the lock, frees the lock.
 func (s lockState) kill(id uint32) lockState {
-	if key := deadKey(id); !s.isDead(id) {
-		i := s.deadIndex(key)
-		s.dead = s.dead[:i] + key + s.dead[i:]
-	}
+	s.dead = s.dead.add(id)
 	if s.holder == id {
 		s.holder, s.token, s.tokLB = 0, 0, 0
 	}
 	return s
 }
 
-// forget removes from the dead set the sessions whose ops all returned before now.
-func (s lockState) forget(lastReturn map[uint32]int64, now int64) lockState {
-	keep := -1 // index of the first entry to drop, if any
-	for i := 0; i+4 <= len(s.dead); i += 4 {
-		if lastReturn[binary.BigEndian.Uint32([]byte(s.dead[i:i+4]))] < now {
-			keep = i
-			break
-		}
-	}
-	if keep < 0 {
-		return s
-	}
-	b := []byte(s.dead[:keep])
-	for i := keep; i+4 <= len(s.dead); i += 4 {
-		if lastReturn[binary.BigEndian.Uint32([]byte(s.dead[i:i+4]))] >= now {
-			b = append(b, s.dead[i:i+4]...)
-		}
-	}
-	s.dead = string(b)
+// forget removes from the dead set the sessions whose ops all returned before now, and from
+// the fenced set the attempts whose ops all did.
+func (s lockState) forget(lastReturn, attemptReturn map[uint32]int64, now int64) lockState {
+	s.dead = s.dead.forget(lastReturn, now)
+	s.fenced = s.fenced.forget(attemptReturn, now)
 	return s
 }
 
@@ -156,6 +181,8 @@ func step(s lockState, in lockInput, out lockOutput) []lockState {
 		return stepAcquire(s, in, out)
 	case history.Release:
 		return stepRelease(s, in, out)
+	case history.Cancel:
+		return stepCancel(s, in, out)
 	case history.Read:
 		if !out.held {
 			s2 := s
@@ -192,6 +219,10 @@ func stepSessionLiveness(s lockState, in lockInput, out lockOutput) []lockState 
 func stepAcquire(s lockState, in lockInput, out lockOutput) []lockState {
 	me := in.session
 	alive := !s.isDead(me)
+	if in.attempt != 0 && s.fenced.has(in.attempt) {
+		// After its cancel, an attempt is refused (attempt_cancelled) and changes nothing.
+		return when(s, out.out == outUnknown)
+	}
 	switch out.out {
 	case outOK:
 		if !alive {
@@ -233,6 +264,30 @@ func stepAcquire(s lockState, in lockInput, out lockOutput) []lockState {
 			states = append(states, g)
 		}
 		return states
+	}
+	return nil
+}
+
+// stepCancel checks a cancel's report: the session holds the lock under the token it names
+// (a grant that came first), or does not hold it. That the cancelled attempt takes no effect
+// afterwards is enforced by its acquire's return time, which is the cancel's completion.
+func stepCancel(s lockState, in lockInput, out lockOutput) []lockState {
+	me := in.session
+	if in.attempt != 0 && out.out != outUnknown {
+		s.fenced = s.fenced.add(in.attempt)
+	}
+	switch out.out {
+	case outOK:
+		if s.isDead(me) {
+			return nil
+		}
+		if out.held {
+			n, ok := s.pin(me, out.token)
+			return when(n, ok)
+		}
+		return when(s, s.holder != me)
+	case outNoSession:
+		return when(s, s.isDead(me))
 	}
 	return nil
 }
@@ -281,7 +336,8 @@ func when(s lockState, ok bool) []lockState {
 // lock's partition. Once an op invoked after it is linearized, every op of the session already
 // is, so whether the session has ended no longer matters and it leaves the dead set: the set
 // then holds only sessions with ops still to come, which keeps states small and alike.
-func lockModel(names func(uint32) string, lastReturn map[string]map[uint32]int64) porcupine.Model {
+// attemptReturn does the same for attempts and the fenced set.
+func lockModel(names func(uint32) string, lastReturn map[string]map[uint32]int64, attemptReturn map[uint32]int64) porcupine.Model {
 	return porcupine.Model{
 		Partition: partitionByLock,
 		Init:      func() any { return stateSet(nil) }, // set by the segment's first op
@@ -299,10 +355,9 @@ func lockModel(names func(uint32) string, lastReturn map[string]map[uint32]int64
 					next = append(next, step(pre, in, out)...)
 				}
 			}
-			if last := lastReturn[in.lock]; last != nil {
-				for i := range next {
-					next[i] = next[i].forget(last, in.call)
-				}
+			last := lastReturn[in.lock]
+			for i := range next {
+				next[i] = next[i].forget(last, attemptReturn, in.call)
 			}
 			next = next.canonical()
 			return len(next) > 0, next
@@ -357,6 +412,10 @@ func describeOp(in lockInput, out lockOutput, names func(uint32) string) string 
 			fmt.Fprintf(&b, "held by %s/%d", names(out.holder), out.token)
 		case in.kind == history.Read:
 			b.WriteString("free")
+		case in.kind == history.Cancel && out.held:
+			fmt.Fprintf(&b, "held, token %d", out.token)
+		case in.kind == history.Cancel:
+			b.WriteString("not held")
 		case in.kind == history.Acquire:
 			fmt.Fprintf(&b, "token %d", out.token)
 		default:
@@ -392,9 +451,12 @@ func describeState(s lockState, names func(uint32) string) string {
 	if len(s.dead) > 0 {
 		var dead []string
 		for i := 0; i+4 <= len(s.dead); i += 4 {
-			dead = append(dead, names(binary.BigEndian.Uint32([]byte(s.dead[i:i+4]))))
+			dead = append(dead, names(s.dead.at(i)))
 		}
 		fmt.Fprintf(&b, ", ended: %s", strings.Join(dead, " "))
+	}
+	if len(s.fenced) > 0 {
+		fmt.Fprintf(&b, ", %d attempts cancelled", len(s.fenced)/4)
 	}
 	return b.String()
 }

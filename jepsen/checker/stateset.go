@@ -18,8 +18,10 @@ func (a lockState) less(b lockState) bool {
 		return a.tokLB < b.tokLB
 	case a.minNext != b.minNext:
 		return a.minNext < b.minNext
+	case a.dead != b.dead:
+		return a.dead < b.dead
 	}
-	return a.dead < b.dead
+	return a.fenced < b.fenced
 }
 
 // canonical sorts the set, removes duplicates and drops subsumed states.
@@ -68,6 +70,11 @@ func (ss stateSet) hash() uint64 {
 			h ^= uint64(s.dead[i])
 			h *= prime
 		}
+		mix(0xfe)
+		for i := 0; i < len(s.fenced); i++ {
+			h ^= uint64(s.fenced[i])
+			h *= prime
+		}
 		mix(0xff)
 	}
 	return h
@@ -89,7 +96,7 @@ func (ss stateSet) equal(o stateSet) bool {
 // y can do too, by expiring those sessions when it matters. Dead sets are sorted big-endian
 // numbers, so string order is numeric order.
 func subsumes(y, x lockState) bool {
-	if x.minNext != y.minNext || len(x.dead) <= len(y.dead) {
+	if x.minNext != y.minNext || x.fenced != y.fenced || len(x.dead) <= len(y.dead) {
 		return false
 	}
 	if x.holder != 0 {
@@ -104,7 +111,7 @@ func subsumes(y, x lockState) bool {
 		if j >= len(x.dead) {
 			return false
 		}
-		switch c := strings.Compare(y.dead[i:i+4], x.dead[j:j+4]); {
+		switch c := strings.Compare(string(y.dead[i:i+4]), string(x.dead[j:j+4])); {
 		case c == 0:
 			i, j = i+4, j+4
 		case c > 0:

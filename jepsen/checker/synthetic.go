@@ -59,6 +59,21 @@ func (b *syn) release(s, lock string, tok uint64, typ history.Type, inv, comp in
 	return b.add(history.Op{Kind: history.Release, Type: typ, Session: s, Lock: lock, Token: tok}, inv, comp)
 }
 
+// lostAcquire is an acquire of attempt whose answer was lost.
+func (b *syn) lostAcquire(s, lock, attempt string, inv, comp int64) *syn {
+	return b.add(history.Op{Kind: history.Acquire, Type: history.Info, Session: s, Lock: lock, Attempt: attempt}, inv, comp)
+}
+
+// cancel is an acknowledged cancel of attempt that found the lock held by s under tok, or,
+// with tok 0, not held by s.
+func (b *syn) cancel(s, lock, attempt string, tok uint64, inv, comp int64) *syn {
+	op := history.Op{Kind: history.Cancel, Session: s, Lock: lock, Attempt: attempt}
+	if tok != 0 {
+		op.Held, op.OutSession, op.OutToken = true, s, tok
+	}
+	return b.add(op, inv, comp)
+}
+
 func (b *syn) read(lock, holder string, tok uint64, inv, comp int64) *syn {
 	return b.add(history.Op{Kind: history.Read, Lock: lock, Held: holder != "", OutSession: holder, OutToken: tok}, inv, comp)
 }
@@ -159,6 +174,16 @@ func linearizableCases() []Case {
 			acquire(s1, "a", 5, 0, 10).
 			add(history.Op{Kind: history.Acquire, Type: history.Info, Session: s2, Lock: "a"}, 20, 2500).
 			read("a", s2, 9, 3000, 3010).renew(s1, history.OK, 3100, 3110))},
+		{"linearizable: lost acquire cancelled, the session goes on", true, lin((&syn{}).
+			lostAcquire(s1, "a", "t1", 0, 10).cancel(s1, "a", "t1", 0, 20, 30).
+			acquire(s2, "a", 9, 40, 50).renew(s1, history.OK, 60, 70).held(s1, "a", s2, 9, 80, 90))},
+		{"linearizable: a cancel reports the grant that came first", true, lin((&syn{}).
+			lostAcquire(s1, "a", "t1", 0, 10).cancel(s1, "a", "t1", 7, 20, 30).
+			release(s1, "a", 7, history.OK, 40, 50).acquire(s2, "a", 9, 60, 70))},
+		{"linearizable: a cancelled attempt takes effect after its cancel", false, lin((&syn{}).
+			lostAcquire(s1, "a", "t1", 0, 10).cancel(s1, "a", "t1", 0, 20, 30).read("a", s1, 7, 40, 50))},
+		{"linearizable: a cancel reports a grant nobody made", false, lin((&syn{}).
+			acquire(s2, "a", 5, 0, 10).cancel(s1, "a", "t1", 5, 20, 30))},
 		{"linearizable: refused as held while free", false, lin((&syn{}).
 			acquire(s1, "a", 5, 0, 10).release(s1, "a", 5, history.OK, 20, 30).held(s2, "a", s1, 5, 40, 50))},
 	}

@@ -9,8 +9,9 @@ import (
 
 // holdWindows are, per lock and session, the intervals in which the session may have held the
 // lock: from the invocation of an acquire that may have granted it (ok or unknown) to the
-// completion of the next definite release (ok, not_holder, session_not_found), or to the
-// session's last op. A renewal outside every window of a lock says nothing that lock's
+// completion of the next definite release (ok, not_holder, session_not_found) or cancel that
+// found the lock not held (after it, a cancelled attempt takes no effect), or to the session's
+// last op. A renewal outside every window of a lock says nothing that lock's
 // linearizability depends on, so its partition can leave it out: dropping ops from a history
 // never turns a linearizable history into a non-linearizable one.
 type holdWindows map[string]map[string][][2]int64
@@ -46,6 +47,10 @@ func newHoldWindows(ops []history.Op) holdWindows {
 			}
 		case op.Kind == history.Release && isOpen && (op.Type == history.OK ||
 			op.Code == api.CodeNotHolder || op.Code == api.CodeSessionNotFound):
+			add(k, from, op.Complete)
+			delete(open, k)
+		case op.Kind == history.Cancel && isOpen && (op.Type == history.OK && !op.Held ||
+			op.Code == api.CodeSessionNotFound):
 			add(k, from, op.Complete)
 			delete(open, k)
 		}

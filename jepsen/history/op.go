@@ -27,8 +27,12 @@ const (
 	Renew Kind = "renew"
 	// Destroy is DELETE /v1/sessions/{id}.
 	Destroy Kind = "destroy"
-	// Acquire is POST /v1/locks/{name}/acquire; Wait is the requested wait, OutToken the grant.
+	// Acquire is POST /v1/locks/{name}/acquire; Wait is the requested wait, Attempt names the
+	// try, OutToken is the grant.
 	Acquire Kind = "acquire"
+	// Cancel is DELETE /v1/locks/{name}/acquire of Session's Attempt: after it, that attempt
+	// takes no effect. On ok, Held and OutToken say whether a grant came first.
+	Cancel Kind = "cancel"
 	// Release is POST /v1/locks/{name}/release with Token.
 	Release Kind = "release"
 	// Read is a linearizable GET /v1/locks/{name}; Held, OutSession and OutToken describe it.
@@ -67,6 +71,7 @@ type Op struct {
 	Session string `json:"session,omitempty"`
 	Lock    string `json:"lock,omitempty"`
 	Token   uint64 `json:"token,omitempty"`
+	Attempt string `json:"attempt,omitempty"`
 	WaitNS  int64  `json:"wait_ns,omitempty"`
 	TTLNS   int64  `json:"ttl_ns,omitempty"`
 
@@ -114,7 +119,10 @@ func (o Op) String() string {
 	if o.WaitNS != 0 {
 		s += " wait=" + o.Wait().String()
 	}
-	if o.Kind == Read || o.Code == "lock_held" {
+	if o.Attempt != "" {
+		s += " attempt=" + o.Attempt
+	}
+	if o.Kind == Read || o.Kind == Cancel || o.Code == "lock_held" {
 		s += fmt.Sprintf(" held=%v", o.Held || o.OutSession != "")
 	}
 	if o.OutSession != "" {

@@ -184,10 +184,11 @@ func (c *Client) Destroy(ctx context.Context, ep Endpoint, process int, session,
 		out: &api.DestroyResponse{}}))
 }
 
-// Acquire asks for the lock, waiting up to wait if it is held.
-func (c *Client) Acquire(ctx context.Context, ep Endpoint, process int, lock, session string, wait time.Duration, phase string) history.Op {
-	op := history.Op{Process: process, Kind: history.Acquire, Lock: lock, Session: session, WaitNS: int64(wait), Phase: phase}
-	req := api.AcquireRequest{Session: session}
+// Acquire asks for the lock, waiting up to wait if it is held; attempt, if set, names the try
+// so that Cancel can stop it.
+func (c *Client) Acquire(ctx context.Context, ep Endpoint, process int, lock, session, attempt string, wait time.Duration, phase string) history.Op {
+	op := history.Op{Process: process, Kind: history.Acquire, Lock: lock, Session: session, Attempt: attempt, WaitNS: int64(wait), Phase: phase}
+	req := api.AcquireRequest{Session: session, Attempt: attempt}
 	if wait > 0 {
 		req.Wait = wait.String()
 	}
@@ -196,6 +197,19 @@ func (c *Client) Acquire(ctx context.Context, ep Endpoint, process int, lock, se
 		body: req, out: &out, timeout: c.opTimeout + wait})
 	if op.Type == history.OK {
 		op.OutSession, op.OutToken = out.Session, out.Token
+	}
+	return c.rec.Add(op)
+}
+
+// Cancel cancels the session's attempt for the lock: it leaves the queue, and the attempt's
+// requests still on their way are refused; a grant that came first is reported.
+func (c *Client) Cancel(ctx context.Context, ep Endpoint, process int, lock, session, attempt string) history.Op {
+	op := history.Op{Process: process, Kind: history.Cancel, Lock: lock, Session: session, Attempt: attempt}
+	var out api.CancelAcquireResponse
+	q := url.Values{"session": {session}, "attempt": {attempt}}
+	op = c.exec(ctx, ep, op, request{method: http.MethodDelete, path: "/v1/locks/" + lock + "/acquire?" + q.Encode(), out: &out})
+	if op.Type == history.OK && out.Held {
+		op.Held, op.OutSession, op.OutToken = true, session, out.Token
 	}
 	return c.rec.Add(op)
 }

@@ -72,7 +72,7 @@ func TestOutcomeClassification(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rec := history.NewRecorder(nil)
 			cl := NewClient(rec, nil, 300*time.Millisecond)
-			op := cl.Acquire(context.Background(), endpointOf(t, c.handler), 0, "l", "s", 0, "")
+			op := cl.Acquire(context.Background(), endpointOf(t, c.handler), 0, "l", "s", "", 0, "")
 			if op.Type != c.typ || op.Code != c.code || op.OutSession != c.holder || op.OutToken != c.holderTo {
 				t.Fatalf("got %s", op)
 			}

@@ -7,7 +7,9 @@
 // request never fully sent) is fail; anything else (503 timeout, other 5xx, a connection lost or a
 // client timeout after the request was sent) is info, an unknown outcome. A worker that sees an
 // unknown outcome reads the lock to learn what happened, then abandons the session (destroying it
-// until the destroy is definite), which bounds how long the unknown op can still take effect.
+// until the destroy is definite), which bounds how long the unknown op can still take effect. For
+// a lost acquire it may instead cancel the acquire's attempt until the cancel is definite,
+// release a grant the cancel reports, and keep the session: the cancel bounds the acquire.
 //
 // The Resource is a register per lock that accepts a write only with a token at least as high as
 // the highest it accepted; IgnoreTokens turns it into the plain Redis-lock situation.

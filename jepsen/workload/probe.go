@@ -47,7 +47,7 @@ func (wl *Workload) probe(ctx context.Context, process int, lock string, bound t
 		if left <= 0 {
 			return
 		}
-		op := wl.c.Acquire(ctx, next(k), process, lock, session, min(left, 5*time.Second), history.PhaseFinal)
+		op := wl.c.Acquire(ctx, next(k), process, lock, session, "", min(left, 5*time.Second), history.PhaseFinal)
 		if op.Type == history.OK {
 			return
 		}

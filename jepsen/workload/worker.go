@@ -90,6 +90,7 @@ type Worker struct {
 	rec    *history.Recorder
 	pauses <-chan time.Duration
 	rng    *rand.Rand
+	tries  int // acquires sent, to name each one's attempt
 }
 
 // pick chooses the node for the next request.
@@ -148,7 +149,9 @@ func (w *Worker) run(ctx context.Context, stop <-chan struct{}) {
 		if w.rng.Float64() < 0.6 {
 			wait = 100*time.Millisecond + w.jitter(w.cfg.MaxWait)
 		}
-		op := w.c.Acquire(ctx, w.pick(w.rng), w.id, lock, s.id, wait, history.PhaseMain)
+		w.tries++
+		attempt := fmt.Sprintf("w%d-%d", w.id, w.tries)
+		op := w.c.Acquire(ctx, w.pick(w.rng), w.id, lock, s.id, attempt, wait, history.PhaseMain)
 		switch {
 		case op.Type == history.OK:
 			if !w.hold(ctx, stop, s, lock, op.OutToken) {
@@ -156,8 +159,12 @@ func (w *Worker) run(ctx context.Context, stop <-chan struct{}) {
 				s = nil
 			}
 		case op.Type == history.Info:
-			// Learn what happened, then give the session up: its destroy bounds how long the
-			// lost acquire can still take effect.
+			// Half the time, cancel the attempt and keep the session: the cancel bounds how
+			// long the lost acquire can take effect. Otherwise (or if the cancel's outcome stays
+			// unknown) learn what happened and give the session up: its destroy bounds it.
+			if w.rng.Intn(2) == 0 && w.cancel(ctx, stop, s, lock, attempt) {
+				continue
+			}
 			w.c.Read(ctx, w.pick(w.rng), w.id, lock)
 			w.abandon(ctx, s)
 			s = nil
@@ -167,6 +174,29 @@ func (w *Worker) run(ctx context.Context, stop <-chan struct{}) {
 			w.sleep(stop, w.jitter(50*time.Millisecond))
 		}
 	}
+}
+
+// cancel cancels the attempt of a lost acquire until the cancel's outcome is definite, and
+// releases a grant it reports. It returns false when the session must be abandoned instead.
+func (w *Worker) cancel(ctx context.Context, stop <-chan struct{}, s *session, lock, attempt string) bool {
+	for try := 0; try < 5; try++ {
+		op := w.c.Cancel(ctx, w.pick(w.rng), w.id, lock, s.id, attempt)
+		switch {
+		case op.Code == api.CodeSessionNotFound:
+			s.lost.Store(true)
+			return true
+		case op.Type == history.OK && !op.Held:
+			return true
+		case op.Type == history.OK:
+			// A grant came first: give it back, as a client that gave up would.
+			release := w.c.Release(ctx, w.pick(w.rng), w.id, lock, s.id, op.OutToken)
+			return release.Type == history.OK || release.Code == api.CodeNotHolder
+		}
+		if !w.sleep(stop, 100*time.Millisecond) { // no leader, or an unknown outcome
+			return false
+		}
+	}
+	return false
 }
 
 // hold uses a granted lock: maybe read it, maybe pause, write to the resource, hold a while,
