@@ -93,7 +93,11 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 	attempt := rand.Text()
 	resp, err := e.s.c.acquireAttempt(ctx, e.name, api.AcquireRequest{Session: e.s.ID(), Value: &value, Attempt: attempt})
 	if err != nil {
-		e.abandonProclaim(attempt, token)
+		var refused *APIError
+		if !errors.As(err, &refused) || refused.StatusCode >= 500 {
+			// The acquire may have been applied, or may still be: cancel it.
+			e.abandonProclaim(attempt, token)
+		}
 		return fmt.Errorf("raftlock: proclaim on %q: %w", e.name, err)
 	}
 	if resp.Token != token {
