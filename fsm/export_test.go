@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -106,6 +107,14 @@ func CheckIntegrity(f *FSM) error {
 		}
 		if err := sameSet(ss.waits, wantWaits[id]); err != nil {
 			return fmt.Errorf("session %v waits: %w", id, err)
+		}
+		if len(ss.fences) > maxFences || ss.gen > st.gen {
+			return fmt.Errorf("session %v: %d fences, generation %d of %d", id, len(ss.fences), ss.gen, st.gen)
+		}
+		for i, f := range ss.fences {
+			if f.attempt == "" || slices.Contains(ss.fences[:i], f) {
+				return fmt.Errorf("session %v: fence %d %+v empty or repeated", id, i, f)
+			}
 		}
 	}
 	for id, m := range st.members {
