@@ -9,9 +9,12 @@ import (
 
 // Errors of command decoding.
 var (
-	ErrShortCommand    = errors.New("fsm: command truncated")
-	ErrUnknownVersion  = errors.New("fsm: unknown command version")
-	ErrUnknownCommand  = errors.New("fsm: unknown command type")
+	ErrShortCommand   = errors.New("fsm: command truncated")
+	ErrUnknownVersion = errors.New("fsm: unknown command version")
+	ErrUnknownCommand = errors.New("fsm: unknown command type")
+	// ErrNewerFormat wraps the decode errors of a command that a newer version may write: an
+	// unknown version, type or flag. Apply stops the node on one rather than skip it.
+	ErrNewerFormat     = errors.New("fsm: command in a newer format")
 	ErrTrailingBytes   = errors.New("fsm: trailing bytes after command")
 	ErrFieldTooLong    = errors.New("fsm: string field too long")
 	ErrInvalidDuration = errors.New("fsm: negative duration")
@@ -136,7 +139,7 @@ func DecodeCommand(b []byte) (Command, error) {
 		return c, ErrShortCommand
 	}
 	if b[0] != commandVersion {
-		return c, fmt.Errorf("%w %d", ErrUnknownVersion, b[0])
+		return c, fmt.Errorf("%w: %w %d", ErrNewerFormat, ErrUnknownVersion, b[0])
 	}
 	c.Type = CommandType(b[1])
 	d := decoder{buf: b[2:]}
@@ -158,7 +161,7 @@ func DecodeCommand(b []byte) (Command, error) {
 		c.SetValue = flags&1 != 0
 		c.Queue = flags&2 != 0
 		if flags&^7 != 0 && d.err == nil {
-			d.err = fmt.Errorf("fsm: unknown acquire flags %#x", flags)
+			d.err = fmt.Errorf("%w: unknown acquire flags %#x", ErrNewerFormat, flags)
 		}
 		if c.SetValue {
 			c.Value = d.string()
@@ -187,7 +190,7 @@ func DecodeCommand(b []byte) (Command, error) {
 	case TypeRemoveMember:
 		c.Member.ID = d.string()
 	default:
-		return c, fmt.Errorf("%w %d", ErrUnknownCommand, b[1])
+		return c, fmt.Errorf("%w: %w %d", ErrNewerFormat, ErrUnknownCommand, b[1])
 	}
 	if d.err != nil {
 		return Command{}, d.err

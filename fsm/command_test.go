@@ -3,6 +3,7 @@ package fsm_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -144,7 +145,7 @@ func TestDecodeErrorsReturnResultErr(t *testing.T) {
 	h.acquire(a, "L", "v")
 	before := snapshotBytes(t, h.f)
 	h.rec.take()
-	for i, b := range [][]byte{nil, {1}, {9, 4}, {1, 200}, {1, byte(fsm.TypeDestroySession), 1, 2}} {
+	for i, b := range [][]byte{nil, {1}, {1, byte(fsm.TypeDestroySession), 1, 2}, {1, byte(fsm.TypeCancelWait)}} {
 		index := uint64(100 + i)
 		res := h.f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: b})
 		r, ok := res.(fsm.Result)
@@ -160,6 +161,34 @@ func TestDecodeErrorsReturnResultErr(t *testing.T) {
 	}
 	if ev := h.rec.take(); len(ev) != 0 {
 		t.Fatalf("undecodable commands emitted %+v", ev)
+	}
+}
+
+// An entry in a format a newer version writes (a higher version byte, a new command type or
+// flag) stops the node instead of being skipped: the nodes of that version apply it, and a node
+// that skipped it would go on from a different state.
+func TestEntryFromANewerVersionStopsTheNode(t *testing.T) {
+	h := newHarness(t)
+	a := sid(1)
+	h.create(a)
+	h.acquire(a, "L", "v")
+	before := snapshotBytes(t, h.f)
+	newFlag := (&fsm.Command{Type: fsm.TypeAcquire, Session: a, Lock: "L"}).Encode(nil)
+	newFlag[2+16+1+1] |= 0x80
+	for i, b := range [][]byte{{2, byte(fsm.TypeRelease)}, {1, byte(fsm.TypeRemoveMember) + 1}, newFlag} {
+		index := uint64(100 + i)
+		func() {
+			defer func() {
+				msg, _ := recover().(string)
+				if !strings.Contains(msg, fmt.Sprintf("log entry %d needs a newer raftlock", index)) {
+					t.Fatalf("apply % x: recovered %q, want the node stopped", b, msg)
+				}
+			}()
+			h.f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: b})
+		}()
+	}
+	if got := snapshotBytes(t, h.f); !bytes.Equal(got, before) {
+		t.Fatal("entries of a newer format changed the state")
 	}
 }
 

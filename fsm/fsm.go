@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -48,7 +49,14 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		a.index = l.Index
 		c, err := DecodeCommand(l.Data)
+		if errors.Is(err, ErrNewerFormat) {
+			// A newer version wrote it, and the nodes of that version apply it: skipping it
+			// here would let this node's state drift from theirs. Stop instead, until upgraded.
+			f.mu.Unlock()
+			panic(fmt.Sprintf("fsm: log entry %d needs a newer raftlock (%v): upgrade this node", l.Index, err))
+		}
 		if err != nil {
+			// Malformed in the format this node knows, so every node refuses it alike.
 			out[i] = Result{Index: l.Index, Err: err}
 			continue
 		}
