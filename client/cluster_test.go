@@ -2,9 +2,11 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/agent"
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/internal/devtest"
 )
@@ -285,6 +288,51 @@ func (p *holdProxy) keep(c net.Conn) bool {
 		}
 	}()
 	return true
+}
+
+// holdingClient returns a client whose requests go through a holdProxy to endpoint, one
+// connection per request so that the proxy can hold a request alone; want marks the request
+// to hold: one that carries an attempt.
+func holdingClient(t *testing.T, endpoint string) (*holdProxy, *client.Client) {
+	t.Helper()
+	p := newHoldProxy(t, endpoint, `"attempt"`)
+	c := newClient(t, []string{p.Endpoint()},
+		client.WithHTTPClient(&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}))
+	return p, c
+}
+
+// giveUpWhileHeld runs call with a context it cancels once the proxy holds call's request
+// (later connections pass), and checks that call gave up.
+func (p *holdProxy) giveUpWhileHeld(ctx context.Context, t *testing.T, call func(context.Context) error) {
+	t.Helper()
+	p.Hold()
+	cctx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
+	done := make(chan error, 1)
+	go func() { done <- call(cctx) }()
+	select {
+	case <-p.arrived:
+	case <-ctx.Done():
+		t.Fatal("no request with an attempt reached the proxy")
+	}
+	p.Pass()
+	giveUp()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("given up: %v, want context.Canceled", err)
+	}
+}
+
+// deliverLate delivers the held request and checks that the server refused it as the request
+// of a cancelled attempt.
+func (p *holdProxy) deliverLate(ctx context.Context, t *testing.T) {
+	t.Helper()
+	answer, err := p.Deliver(ctx)
+	if err != nil {
+		t.Fatalf("delivering the late request: %v", err)
+	}
+	if !strings.HasPrefix(answer, "HTTP/1.1 409") || !strings.Contains(answer, api.CodeAttemptCancelled) {
+		t.Fatalf("the late request of a try given up was answered:\n%s", answer)
+	}
 }
 
 // Deliver writes the held request that contains want to the target and returns the first

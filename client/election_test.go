@@ -3,8 +3,6 @@ package client_test
 import (
 	"context"
 	"errors"
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -93,38 +91,16 @@ func TestProclamationDelayedPastResignDoesNotElect(t *testing.T) {
 	c := newClient(t, dev.Endpoints())
 	ctx := testCtx(t, 30*time.Second)
 	name := lockName(t, "e")
-	// One connection per request, so that the proxy can hold the proclamation alone.
-	p := newHoldProxy(t, dev.Endpoints()[0], `"attempt"`)
-	lc := newClient(t, []string{p.Endpoint()},
-		client.WithHTTPClient(&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}))
+	p, lc := holdingClient(t, dev.Endpoints()[0])
 	e := client.NewElection(newSession(t, lc, client.WithTTL(time.Minute)), name)
 	if err := e.Campaign(ctx, "one"); err != nil {
 		t.Fatal(err)
 	}
-	p.Hold()
-	pctx, giveUp := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- e.Proclaim(pctx, "two") }()
-	select {
-	case <-p.arrived:
-	case <-ctx.Done():
-		t.Fatal("the proclamation, with an attempt, never reached the proxy")
-	}
-	p.Pass()
-	giveUp()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Proclaim given up: %v", err)
-	}
+	p.giveUpWhileHeld(ctx, t, func(ctx context.Context) error { return e.Proclaim(ctx, "two") })
 	if err := e.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	answer, err := p.Deliver(ctx)
-	if err != nil {
-		t.Fatalf("delivering the late proclamation: %v", err)
-	}
-	if !strings.HasPrefix(answer, "HTTP/1.1 409") || !strings.Contains(answer, api.CodeAttemptCancelled) {
-		t.Fatalf("the late proclamation was answered:\n%s", answer)
-	}
+	p.deliverLate(ctx, t)
 	if l, err := c.GetLock(ctx, name); err != nil || l.Held {
 		t.Fatalf("after the late proclamation, lock %+v (%v): want nobody elected", l, err)
 	}

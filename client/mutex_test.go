@@ -324,37 +324,14 @@ func TestLockGivenUpBeforeItsRequestArrived(t *testing.T) {
 	if err := holder.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// One connection per request, so that the proxy can hold the acquire alone.
-	p := newHoldProxy(t, dev.Endpoints()[0], `"attempt"`)
-	wc := newClient(t, []string{p.Endpoint()},
-		client.WithHTTPClient(&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}))
-	ws := newSession(t, wc, client.WithTTL(time.Minute))
-	waiter := client.NewMutex(ws, name, client.WithWaitChunk(30*time.Second))
-	p.Hold()
-	wctx, giveUp := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- waiter.Lock(wctx) }()
-	select {
-	case <-p.arrived:
-	case <-ctx.Done():
-		t.Fatal("the waiter's acquire, with an attempt, never reached the proxy")
-	}
-	p.Pass()
-	giveUp()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Lock given up: %v", err)
-	}
+	p, wc := holdingClient(t, dev.Endpoints()[0])
+	waiter := client.NewMutex(newSession(t, wc, client.WithTTL(time.Minute)), name, client.WithWaitChunk(30*time.Second))
+	p.giveUpWhileHeld(ctx, t, waiter.Lock)
 	// The lock is free when the late request arrives: only the cancelled attempt stops it.
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	answer, err := p.Deliver(ctx)
-	if err != nil {
-		t.Fatalf("delivering the late acquire: %v", err)
-	}
-	if !strings.HasPrefix(answer, "HTTP/1.1 409") || !strings.Contains(answer, api.CodeAttemptCancelled) {
-		t.Fatalf("the late acquire of the given-up Lock was answered:\n%s", answer)
-	}
+	p.deliverLate(ctx, t)
 	if l, err := c.GetLock(ctx, name); err != nil || l.Held || l.Waiters != 0 {
 		t.Fatalf("after the late acquire, lock %+v (%v): want free and unawaited", l, err)
 	}
