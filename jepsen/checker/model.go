@@ -131,7 +131,9 @@ func (s lockState) kill(id uint32) lockState {
 // forget removes from the dead set the sessions whose ops all returned before now, and from
 // the fenced set the attempts whose ops all did.
 func (s lockState) forget(lastReturn, attemptReturn map[uint32]int64, now int64) lockState {
-	s.dead = s.dead.forget(lastReturn, now)
+	if lastReturn != nil {
+		s.dead = s.dead.forget(lastReturn, now)
+	}
 	s.fenced = s.fenced.forget(attemptReturn, now)
 	return s
 }
