@@ -38,7 +38,8 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 }
 
 // ApplyBatch applies a batch of log entries in order and returns one Result per entry (nil for
-// entries that are not commands, such as configuration changes).
+// entries that are not commands, such as configuration changes). It panics on an entry in a
+// format only a newer version writes (ErrNewerFormat), which this node must not skip.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
 	f.mu.Lock()
