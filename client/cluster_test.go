@@ -84,6 +84,16 @@ func newSession(t *testing.T, c *client.Client, opts ...client.SessionOption) *c
 	return s
 }
 
+// lockedMutex returns a Mutex for name on a new session of c, with the lock taken.
+func lockedMutex(ctx context.Context, t *testing.T, c *client.Client, name string, opts ...client.SessionOption) *client.Mutex {
+	t.Helper()
+	m := client.NewMutex(newSession(t, c, opts...), name)
+	if err := m.Lock(ctx); err != nil {
+		t.Fatalf("locking %q: %v", name, err)
+	}
+	return m
+}
+
 // testCtx returns a context that ends with the test, or after d.
 func testCtx(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)

@@ -250,10 +250,7 @@ func TestLockGivenUpLeavesNoHolderOrWaiter(t *testing.T) {
 	c := newClient(t, dev.Endpoints())
 	ctx := testCtx(t, 20*time.Second)
 	name := lockName(t, "m")
-	holder := client.NewMutex(newSession(t, c), name)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder := lockedMutex(ctx, t, c, name)
 	waiter := client.NewMutex(newSession(t, c), name)
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -283,10 +280,7 @@ func TestLockGivenUpWhileTheServerHoldsItsRequest(t *testing.T) {
 	c := newClient(t, dev.Endpoints())
 	ctx := testCtx(t, 40*time.Second)
 	name := lockName(t, "m")
-	holder := client.NewMutex(newSession(t, c), name)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder := lockedMutex(ctx, t, c, name)
 	// The waiter reaches the first node through a proxy, the others directly.
 	p := newCutProxy(t, dev.Endpoints()[0])
 	wc := newClient(t, append([]string{p.Endpoint()}, dev.Endpoints()[1:]...))
@@ -320,10 +314,7 @@ func TestLockGivenUpBeforeItsRequestArrived(t *testing.T) {
 	c := newClient(t, dev.Endpoints())
 	ctx := testCtx(t, 40*time.Second)
 	name := lockName(t, "m")
-	holder := client.NewMutex(newSession(t, c), name)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder := lockedMutex(ctx, t, c, name)
 	p, wc := holdingClient(t, dev.Endpoints()[0])
 	waiter := client.NewMutex(newSession(t, wc, client.WithTTL(time.Minute)), name, client.WithWaitChunk(30*time.Second))
 	p.giveUpWhileHeld(ctx, t, waiter.Lock)
@@ -342,10 +333,7 @@ func TestMutexSurvivesLeaderCrash(t *testing.T) {
 	c := newClient(t, dev.Endpoints())
 	ctx := testCtx(t, 40*time.Second)
 	name := lockName(t, "m")
-	holder := client.NewMutex(newSession(t, c, client.WithTTL(5*time.Second)), name)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder := lockedMutex(ctx, t, c, name, client.WithTTL(5*time.Second))
 	waiter := client.NewMutex(newSession(t, c, client.WithTTL(5*time.Second)), name)
 	done := make(chan error, 1)
 	go func() { done <- waiter.Lock(ctx) }()
@@ -378,10 +366,7 @@ func TestFenceRejectsTheTokenOfAPreviousHolder(t *testing.T) {
 	ctx := testCtx(t, 20*time.Second)
 	name := lockName(t, "m")
 	fence := client.NewFence()
-	old := client.NewMutex(newSession(t, c), name)
-	if err := old.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	old := lockedMutex(ctx, t, c, name)
 	oldToken := old.Token()
 	if err := fence.Check(name, oldToken); err != nil {
 		t.Fatal(err)
@@ -390,10 +375,7 @@ func TestFenceRejectsTheTokenOfAPreviousHolder(t *testing.T) {
 	if err := old.Session().Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	newer := client.NewMutex(newSession(t, c), name)
-	if err := newer.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	newer := lockedMutex(ctx, t, c, name)
 	if err := fence.Check(name, newer.Token()); err != nil {
 		t.Fatalf("new holder's token %d: %v", newer.Token(), err)
 	}

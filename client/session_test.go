@@ -22,10 +22,7 @@ func TestSessionDoneBeforeServerGrantsElsewhere(t *testing.T) {
 	cutOff := newClient(t, eps, client.WithRetryTimeout(time.Second))
 	direct := newClient(t, dev.Endpoints())
 
-	holder := client.NewMutex(newSession(t, cutOff, client.WithTTL(2*time.Second)), name)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder := lockedMutex(ctx, t, cutOff, name, client.WithTTL(2*time.Second))
 	waiter := client.NewMutex(newSession(t, direct, client.WithTTL(10*time.Second)), name)
 	granted := make(chan time.Time, 1)
 	errs := make(chan error, 1)
