@@ -271,11 +271,13 @@ func stepAcquire(s lockState, in lockInput, out lockOutput) []lockState {
 }
 
 // stepCancel checks a cancel's report: the session holds the lock under the token it names
-// (a grant that came first), or does not hold it. That the cancelled attempt takes no effect
-// afterwards is enforced by its acquire's return time, which is the cancel's completion.
+// (a grant that came first), or does not hold it. It records the attempt as cancelled, so that
+// stepAcquire lets the attempt's acquire take no effect after this point; the acquire's return
+// time (the cancel's completion) only bounds how long porcupine keeps it open. Cancels whose
+// outcome is unknown never get here (modelOutput drops them).
 func stepCancel(s lockState, in lockInput, out lockOutput) []lockState {
 	me := in.session
-	if in.attempt != 0 && out.out != outUnknown {
+	if in.attempt != 0 {
 		s.fenced = s.fenced.add(in.attempt)
 	}
 	switch out.out {
