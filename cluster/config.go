@@ -35,6 +35,9 @@ type Config struct {
 	InitialCluster map[string]string
 	// PeerAddrs overrides the address this node dials for some peers (a fault-injection hook).
 	PeerAddrs map[string]string
+	// ClockOffset is added to the wall-clock readings this node writes into commands (a
+	// fault-injection hook for clock skew; timers run on the monotonic clock and ignore it).
+	ClockOffset time.Duration
 
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration

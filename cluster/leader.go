@@ -88,7 +88,7 @@ func (n *Node) publishSelf(ctx context.Context) {
 func (n *Node) expireSession(id fsm.SessionID) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout*2)
 	defer cancel()
-	res, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeExpireSession, Session: id, Now: time.Now().UnixNano()})
+	res, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeExpireSession, Session: id, Now: n.wallNow()})
 	switch {
 	case err == nil && res.Status == fsm.StatusOK:
 		n.log.Debug("session expired", "session", id, "released", len(res.Released))
@@ -104,18 +104,35 @@ func (n *Node) expireSession(id fsm.SessionID) {
 	}
 }
 
-// endDelay proposes the end of a lock-delay whose timer ran out.
-func (n *Node) endDelay(name string) {
+// wallNow is the wall-clock reading, in Unix nanoseconds, that this node writes into commands.
+func (n *Node) wallNow() int64 { return time.Now().Add(n.cfg.ClockOffset).UnixNano() }
+
+// wallUntil returns how long this node's wall clock takes to reach until (Unix ns), or 0.
+func (n *Node) wallUntil(until int64) time.Duration {
+	return max(time.Duration(until-n.wallNow()), 0)
+}
+
+// DelayLeft estimates how long the lock-delay of name, which the state says lasts until the
+// wall-clock time until, keeps the lock unavailable: on the leader, until its timer proposes the
+// delay's end.
+func (n *Node) DelayLeft(name string, until int64) time.Duration {
+	if left, ok := n.timers.delayLeft(name); ok {
+		return left
+	}
+	return n.wallUntil(until)
+}
+
+// endDelay proposes the end of the lock-delay that lasts until the wall-clock time until, once
+// this leader's timer has run for the whole delay. The command carries this node's clock reading,
+// or until if that is later: the delay has lasted its full length on the monotonic clock, and a
+// wall clock behind the one that started it must not make it last longer.
+func (n *Node) endDelay(name string, until int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout*2)
 	defer cancel()
-	res, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeDelayEnded, Lock: name, Now: time.Now().UnixNano()})
-	switch {
-	case err == nil && res.Status == fsm.StatusLockDelayed:
-		n.timers.rearmDelay(name, res.DelayUntil) // this leader's clock is behind the one that started it
-	case err == nil:
-	default:
-		if l := n.fsm.Lock(name); l.DelayUntil != 0 {
-			n.timers.rearmDelay(name, l.DelayUntil)
-		}
+	_, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeDelayEnded, Lock: name, Now: max(n.wallNow(), until)})
+	// Without an error the delay ended, or the lock is under a newer delay, which has its own
+	// timer.
+	if err != nil && n.fsm.Lock(name).DelayUntil == until {
+		n.timers.rearmDelay(name, until)
 	}
 }

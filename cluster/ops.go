@@ -143,7 +143,7 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, err
 		return fsm.Result{}, err
 	}
 	cmd := &fsm.Command{Type: fsm.TypeAcquire, Session: req.Session, Lock: req.Lock,
-		Value: req.Value, SetValue: req.SetValue, Queue: req.Wait > 0, Attempt: req.Attempt, Now: time.Now().UnixNano()}
+		Value: req.Value, SetValue: req.SetValue, Queue: req.Wait > 0, Attempt: req.Attempt}
 	if req.Wait <= 0 {
 		return n.propose(ctx, cmd)
 	}

@@ -242,6 +242,68 @@ func TestLockDelayHoldsLockAfterExpiry(t *testing.T) {
 	}
 }
 
+// A lock-delay lasts its full length whatever the servers' wall clocks say. The delay starts
+// under n1; then n2, whose clock is an hour ahead of n1's (or behind it), takes over. The new
+// leader keeps the lock delayed for the whole delay from when it took over: with the ahead
+// clock, a leader that trusted wall time would end the delay at once, and with the behind one,
+// only an hour later.
+func TestLockDelayIgnoresClockSkewAcrossLeaderChange(t *testing.T) {
+	t.Parallel()
+	const delay = 2 * time.Second
+	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(skew.String(), func(t *testing.T) {
+			t.Parallel()
+			c := newTestCluster(t, 3, func(cfg *cluster.Config) {
+				if cfg.ID != "n1" {
+					cfg.ClockOffset = skew
+				}
+			})
+			_, leader := c.waitLeader()
+			if leader.ID() != "n1" {
+				if err := leader.TransferLeadership(opContext(t), "n1"); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, leaderTimeout, "n1 to lead", func() bool { return c.node(0).IsLeader() })
+				leader = c.node(0)
+			}
+			holder := createSession(t, leader, "holder", shortTTL, delay)
+			mustAcquire(t, leader, holder, "d", "")
+			b := createSession(t, leader, "b", longTTL, 0)
+			waitSessionGone(t, leader, holder, shortTTL+expirySlack+opTimeout)
+			until := leader.FSM().Lock("d").DelayUntil
+			if until == 0 {
+				t.Fatal("no lock-delay after the expiry")
+			}
+
+			handover := time.Now()
+			if err := leader.TransferLeadership(opContext(t), "n2"); err != nil {
+				t.Fatal(err)
+			}
+			var next *cluster.Node
+			waitFor(t, leaderTimeout, "a new leader", func() bool {
+				next = c.currentLeader()
+				return next != nil && next.ID() != "n1"
+			})
+			res, err := next.Acquire(opContext(t), cluster.AcquireRequest{Session: b, Lock: "d"})
+			if err != nil || res.Status != fsm.StatusLockDelayed || res.DelayUntil != until {
+				t.Fatalf("try-acquire on the new leader: %+v, %v; want lock_delayed until %d", res, err, until)
+			}
+			if left, least := next.DelayLeft("d", until), delay-time.Since(handover); left < least {
+				t.Fatalf("the new leader ends the delay in %v, sooner than the %v it must last", left, least)
+			}
+			granted := enqueue(t, next, b, "d", 30*time.Second)
+			r := receive(t, granted, delay+expirySlack+opTimeout)
+			if r.err != nil || r.res.Status != fsm.StatusOK {
+				t.Fatalf("waiter: %+v, %v; want a grant", r.res, r.err)
+			}
+			if r.at.Before(handover.Add(delay)) {
+				t.Fatalf("granted %v after the new leader was asked to take over, before the delay of %v could pass there",
+					r.at.Sub(handover), delay)
+			}
+		})
+	}
+}
+
 // A lock-delay applies only to expiry: a lock released, or freed by destroying its session,
 // is granted again at once.
 func TestNoLockDelayAfterReleaseOrDestroy(t *testing.T) {

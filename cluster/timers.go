@@ -27,28 +27,39 @@ type leaderTimers struct {
 	mu       sync.Mutex
 	active   bool
 	sessions map[fsm.SessionID]*sessionTimer
-	delays   map[string]*time.Timer
+	delays   map[string]*delayTimer
+}
+
+// delayTimer ends one lock-delay on the leader's monotonic clock.
+type delayTimer struct {
+	deadline time.Time
+	t        *time.Timer
 }
 
 func newLeaderTimers(n *Node) *leaderTimers {
 	return &leaderTimers{n: n}
 }
 
-// activate starts a timer at the full TTL for every session and one for every delayed lock.
-// The state machine must be current (called after a Barrier).
+// activate starts a timer at the full TTL for every session, and one for the full length of
+// every lock-delay: a leader change can only lengthen a delay, and no wall clock, ahead or
+// behind, shortens it. The state machine must be current (called after a Barrier).
 func (lt *leaderTimers) activate() {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	lt.active = true
 	lt.sessions = make(map[fsm.SessionID]*sessionTimer)
-	lt.delays = make(map[string]*time.Timer)
+	lt.delays = make(map[string]*delayTimer)
 	// Events applied from here on arm their own timers (observe takes lt.mu after the FSM lock is
 	// released), so nothing falls between this scan and them.
 	lt.n.fsm.SessionTTLs(func(id fsm.SessionID, ttl time.Duration) {
 		lt.armSessionLocked(id, ttl)
 	})
 	for _, d := range lt.n.fsm.DelayedLocks() {
-		lt.armDelayLocked(d.Name, d.Until)
+		after := d.Length
+		if after == 0 { // restored from a snapshot that did not keep it: the wall clock is all there is
+			after = lt.n.wallUntil(d.Until)
+		}
+		lt.armDelayLocked(d.Name, d.Until, after)
 	}
 }
 
@@ -60,8 +71,8 @@ func (lt *leaderTimers) deactivate() {
 	for _, st := range lt.sessions {
 		st.t.Stop()
 	}
-	for _, t := range lt.delays {
-		t.Stop()
+	for _, dt := range lt.delays {
+		dt.t.Stop()
 	}
 	lt.sessions, lt.delays = nil, nil
 }
@@ -83,7 +94,7 @@ func (lt *leaderTimers) observe(events []fsm.Event) {
 				delete(lt.sessions, e.Session)
 			}
 		case fsm.EventDelayStarted:
-			lt.armDelayLocked(e.Lock, e.DelayUntil)
+			lt.armDelayLocked(e.Lock, e.DelayUntil, e.Delay)
 		case fsm.EventRestored:
 			// A leader never restores a snapshot while leading; nothing to do.
 		}
@@ -150,35 +161,46 @@ func (lt *leaderTimers) retryExpiry(id fsm.SessionID) {
 	})
 }
 
-func (lt *leaderTimers) armDelayLocked(name string, until int64) {
-	if t, ok := lt.delays[name]; ok {
-		t.Stop()
+// armDelayLocked proposes, after the given time, the end of the lock's delay that the state
+// says lasts until the wall-clock time until.
+func (lt *leaderTimers) armDelayLocked(name string, until int64, after time.Duration) {
+	if dt, ok := lt.delays[name]; ok {
+		dt.t.Stop()
 	}
-	d := time.Until(time.Unix(0, until))
-	if d < 0 {
-		d = 0
-	}
-	lt.delays[name] = time.AfterFunc(d, func() {
+	dt := &delayTimer{deadline: time.Now().Add(after)}
+	dt.t = time.AfterFunc(after, func() {
 		lt.mu.Lock()
-		active := lt.active
-		delete(lt.delays, name)
+		active := lt.active && lt.delays[name] == dt
+		if active {
+			delete(lt.delays, name)
+		}
 		lt.mu.Unlock()
 		if active {
-			go lt.n.endDelay(name)
+			go lt.n.endDelay(name, until)
 		}
 	})
+	lt.delays[name] = dt
 }
 
-// rearmDelay schedules another attempt to end a lock-delay.
+// rearmDelay proposes the end of a lock-delay again later, for a proposal that failed while
+// leading.
 func (lt *leaderTimers) rearmDelay(name string, until int64) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	if lt.active {
-		if min := time.Now().Add(expiryRetry).UnixNano(); until < min {
-			until = min
-		}
-		lt.armDelayLocked(name, until)
+		lt.armDelayLocked(name, until, expiryRetry)
 	}
+}
+
+// delayLeft returns how long this leader's timer keeps the lock delayed, if it has one.
+func (lt *leaderTimers) delayLeft(name string) (time.Duration, bool) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	dt, ok := lt.delays[name]
+	if !ok {
+		return 0, false
+	}
+	return max(time.Until(dt.deadline), 0), true
 }
 
 // count returns the number of session timers, for metrics.

@@ -79,11 +79,11 @@ func (a *applier) endSession(id SessionID, expired bool, now int64) Result {
 		l := a.st.own(a.st.locks[name])
 		a.clearHolder(ss, name, l)
 		if expired && ss.lockDelay > 0 {
-			l.delayUntil = now + int64(ss.lockDelay)
-			if l.delayUntil == 0 {
-				l.delayUntil = 1 // 0 means "not delayed"; see TestLockDelayEndingAtClockZeroStillDelays
+			l.delay = &lockDelay{until: now + int64(ss.lockDelay), length: ss.lockDelay}
+			if l.delay.until == 0 {
+				l.delay.until = 1 // 0 means "not delayed"; see TestLockDelayEndingAtClockZeroStillDelays
 			}
-			a.emit(Event{Kind: EventDelayStarted, Lock: name, DelayUntil: l.delayUntil})
+			a.emit(Event{Kind: EventDelayStarted, Lock: name, DelayUntil: l.delay.until, Delay: ss.lockDelay})
 		} else {
 			a.grantNext(name, l)
 		}
@@ -108,10 +108,11 @@ func (a *applier) acquire(c *Command) Result {
 		l = a.st.newLock(c.Lock)
 		a.st.addLock(l)
 	}
-	if !l.held && l.delayUntil != 0 && c.Now >= l.delayUntil {
+	if !l.held && l.delay != nil && c.Now >= l.delay.until {
 		// The delay is over but its DelayEnded is not applied yet: end it here, in queue order.
+		// Only entries written before leaders left Now out of acquires get here (see Command.Now).
 		l = a.st.own(l)
-		l.delayUntil = 0
+		l.delay = nil
 		a.grantNext(c.Lock, l)
 		a.touch(c.Lock, l) // not changed(): the entry must stay while this acquire uses it
 	}
@@ -124,7 +125,7 @@ func (a *applier) acquire(c *Command) Result {
 		}
 		return Result{Token: l.token, Value: l.value}
 	}
-	if !l.held && l.delayUntil == 0 && len(l.waiters) == 0 {
+	if !l.held && l.delay == nil && len(l.waiters) == 0 {
 		l = a.st.own(l)
 		a.grant(c.Lock, l, ss, c.Value)
 		a.changed(c.Lock, l)
@@ -132,7 +133,7 @@ func (a *applier) acquire(c *Command) Result {
 	}
 	res := Result{Status: StatusLockHeld, Holder: l.holder, Token: l.token}
 	if !l.held {
-		res = Result{Status: StatusLockDelayed, DelayUntil: l.delayUntil}
+		res = Result{Status: StatusLockDelayed, DelayUntil: l.delay.untilOrZero()}
 	}
 	if !c.Queue {
 		a.dropIfIdle(l)
@@ -205,14 +206,14 @@ func (a *applier) cancelWait(c *Command) Result {
 
 func (a *applier) delayEnded(c *Command) Result {
 	l := a.st.locks[c.Lock]
-	if l == nil || l.delayUntil == 0 {
+	if l == nil || l.delay == nil {
 		return Result{}
 	}
-	if c.Now < l.delayUntil {
-		return Result{Status: StatusLockDelayed, DelayUntil: l.delayUntil}
+	if c.Now < l.delay.until {
+		return Result{Status: StatusLockDelayed, DelayUntil: l.delay.until}
 	}
 	l = a.st.own(l)
-	l.delayUntil = 0
+	l.delay = nil
 	a.grantNext(c.Lock, l)
 	a.changed(c.Lock, l)
 	return Result{}
@@ -228,7 +229,7 @@ func (a *applier) grant(name string, l *lock, ss *session, value string) {
 
 // grantNext hands a free, undelayed lock to the first waiter whose session is alive.
 func (a *applier) grantNext(name string, l *lock) {
-	for !l.held && l.delayUntil == 0 && len(l.waiters) > 0 {
+	for !l.held && l.delay == nil && len(l.waiters) > 0 {
 		w := l.waiters[0]
 		l.waiters = l.waiters[1:]
 		a.st.waiters--
@@ -264,7 +265,7 @@ func (a *applier) touch(name string, l *lock) {
 }
 
 func (a *applier) dropIfIdle(l *lock) {
-	if !l.held && l.delayUntil == 0 && len(l.waiters) == 0 {
+	if !l.held && l.delay == nil && len(l.waiters) == 0 {
 		a.st.removeLock(l)
 		if l.modifyIndex != 0 {
 			a.st.freedIndex = a.index

@@ -67,7 +67,9 @@ type Command struct {
 	Attempt string
 	// Token is the fencing token a release presents.
 	Token uint64
-	// Now is the leader's clock, in Unix nanoseconds, when it proposed the command.
+	// Now is the leader's clock, in Unix nanoseconds, when it proposed the command. Leaders
+	// leave it 0 in acquires, so that only a DelayEnded, which a leader proposes after the full
+	// delay on its monotonic clock, ends a lock-delay whatever the wall clocks say.
 	Now int64
 	// Member is the metadata of set-member; Member.ID alone for remove-member.
 	Member Member

@@ -45,10 +45,10 @@ func TestLockDelayAfterExpiryNotAfterDestroyOrRelease(t *testing.T) {
 				return
 			}
 			until := at + int64(delay)
-			if len(delays) != 1 || delays[0] != (fsm.Event{Kind: fsm.EventDelayStarted, Index: endIndex, Lock: "L", DelayUntil: until}) {
+			if len(delays) != 1 || delays[0] != (fsm.Event{Kind: fsm.EventDelayStarted, Index: endIndex, Lock: "L", DelayUntil: until, Delay: delay}) {
 				t.Fatalf("delay events %+v", delays)
 			}
-			if got := h.f.DelayedLocks(); !reflect.DeepEqual(got, []fsm.DelayedLock{{Name: "L", Until: until}}) {
+			if got := h.f.DelayedLocks(); !reflect.DeepEqual(got, []fsm.DelayedLock{{Name: "L", Until: until, Length: delay}}) {
 				t.Fatalf("delayed locks %+v", got)
 			}
 			wantLock(t, h.f, fsm.LockInfo{Name: "L", ModifyIndex: endIndex, DelayUntil: until})
@@ -205,4 +205,27 @@ func TestLockDelayEndingAtClockZeroStillDelays(t *testing.T) {
 	if l := h.f.Lock("L"); l.Holder != b {
 		t.Fatalf("after the delay: %+v", l)
 	}
+}
+
+// Leaders write no clock reading into acquires: such an acquire never ends a delay, however
+// late it comes, and leaves that to the DelayEnded the leader proposes after the full delay.
+func TestAcquireWithoutAClockReadingNeverEndsADelay(t *testing.T) {
+	h, b, _, until := delayedWithWaiters(t)
+	d := sid(4)
+	h.create(d)
+	for _, c := range []fsm.Command{
+		{Type: fsm.TypeAcquire, Session: d, Lock: "L"},
+		{Type: fsm.TypeAcquire, Session: b, Lock: "L"},
+	} {
+		r := h.apply(c)
+		mustStatus(t, r, fsm.StatusLockDelayed)
+		if r.DelayUntil != until {
+			t.Fatalf("delayed until %d, want %d", r.DelayUntil, until)
+		}
+	}
+	if got := h.f.DelayedLocks(); len(got) != 1 || got[0].Until != until || got[0].Length != time.Second {
+		t.Fatalf("delayed locks %+v", got)
+	}
+	mustStatus(t, h.delayEnded("L", until), fsm.StatusOK)
+	wantLock(t, h.f, fsm.LockInfo{Name: "L", Held: true, Holder: b, Token: h.index, Value: "vb", Waiters: 1, ModifyIndex: h.index})
 }

@@ -55,7 +55,7 @@ func CheckIntegrity(f *FSM) error {
 		if l.name != name {
 			return fmt.Errorf("lock %q: entry named %q", name, l.name)
 		}
-		if !l.held && l.delayUntil == 0 && len(l.waiters) == 0 {
+		if !l.held && l.delay == nil && len(l.waiters) == 0 {
 			return fmt.Errorf("lock %q: idle entry kept", name)
 		}
 		if !l.held && (l.prevHeld != nil || l.nextHeld != nil) {
@@ -66,7 +66,7 @@ func CheckIntegrity(f *FSM) error {
 			if st.sessions[l.holder] == nil {
 				return fmt.Errorf("lock %q: held by dead session %v", name, l.holder)
 			}
-			if l.delayUntil != 0 {
+			if l.delay != nil {
 				return fmt.Errorf("lock %q: held and delayed", name)
 			}
 			if l.token == 0 || l.token > l.modifyIndex {
@@ -76,7 +76,7 @@ func CheckIntegrity(f *FSM) error {
 		} else if l.holder != (SessionID{}) || l.token != 0 || l.value != "" {
 			return fmt.Errorf("lock %q: free but keeps holder %v token %d value %q", name, l.holder, l.token, l.value)
 		}
-		if !l.held && l.delayUntil == 0 && len(l.waiters) > 0 {
+		if !l.held && l.delay == nil && len(l.waiters) > 0 {
 			return fmt.Errorf("lock %q: free and undelayed with %d waiters", name, len(l.waiters))
 		}
 		seen := map[SessionID]bool{}

@@ -157,8 +157,8 @@ func (f *FSM) DelayedLocks() []DelayedLock {
 	// second with 1,000,000 locks, on every leadership gain.
 	var out []DelayedLock
 	for name, l := range f.st.locks {
-		if l.delayUntil != 0 {
-			out = append(out, DelayedLock{Name: name, Until: l.delayUntil})
+		if l.delay != nil {
+			out = append(out, DelayedLock{Name: name, Until: l.delay.until, Length: l.delay.length})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -41,6 +41,7 @@ type refLock struct {
 	token      uint64
 	value      string
 	delayUntil int64
+	delayFor   time.Duration // the length of the delay until delayUntil
 	queue      []fsm.Waiter
 	modify     uint64
 }
@@ -230,8 +231,8 @@ func (m *refModel) end(id fsm.SessionID, expired bool, now int64) fsm.Result {
 		released = append(released, name)
 		m.free(l)
 		if expired && s.delay > 0 {
-			l.delayUntil = now + int64(s.delay)
-			m.delays = append(m.delays, fsm.Event{Kind: fsm.EventDelayStarted, Lock: name, DelayUntil: l.delayUntil})
+			l.delayUntil, l.delayFor = now+int64(s.delay), s.delay
+			m.delays = append(m.delays, fsm.Event{Kind: fsm.EventDelayStarted, Lock: name, DelayUntil: l.delayUntil, Delay: s.delay})
 		} else {
 			m.handOff(name, l)
 		}
@@ -296,7 +297,7 @@ func (m *refModel) view() view {
 			v.Stats.Held++
 		}
 		if l.delayUntil != 0 {
-			v.Delayed = append(v.Delayed, fsm.DelayedLock{Name: name, Until: l.delayUntil})
+			v.Delayed = append(v.Delayed, fsm.DelayedLock{Name: name, Until: l.delayUntil, Length: l.delayFor})
 		}
 	}
 	var ids []fsm.SessionID

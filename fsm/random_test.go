@@ -221,7 +221,7 @@ func (r *randomRun) checkEvents(step int, index uint64, c fsm.Command) {
 			}
 			r.lastToken[e.Lock] = e.Token
 		case fsm.EventDelayStarted:
-			delays = append(delays, fsm.Event{Kind: e.Kind, Lock: e.Lock, DelayUntil: e.DelayUntil})
+			delays = append(delays, fsm.Event{Kind: e.Kind, Lock: e.Lock, DelayUntil: e.DelayUntil, Delay: e.Delay})
 		case fsm.EventSessionEnded:
 			ended = append(ended, fsm.Event{Kind: e.Kind, Session: e.Session, Expired: e.Expired})
 		}

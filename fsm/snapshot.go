@@ -16,14 +16,15 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Snapshot format, version 2: the magic "RLSNAP", a version byte, then uvarint-framed records:
-// freedIndex, the sessions (each with its fences), the locks (each with its queue) and the
-// members, every list but the fences sorted, and last the CRC-32C of everything before it.
-// Derived data (a session's held and awaited locks, the counters) is rebuilt on restore rather
-// than stored. Version 1, written before attempts existed, lacks the fences; it still restores.
+// Snapshot format, version 3: the magic "RLSNAP", a version byte, then uvarint-framed records:
+// freedIndex, the sessions (each with its fences), the locks (each with its queue, and a delayed
+// lock with its delay's length) and the members, every list but the fences sorted, and last the
+// CRC-32C of everything before it. Derived data (a session's held and awaited locks, the
+// counters) is rebuilt on restore rather than stored. Older versions still restore: version 2
+// lacks the delays' lengths, version 1 (written before attempts existed) the fences too.
 const (
 	snapshotMagic   = "RLSNAP"
-	snapshotVersion = 2
+	snapshotVersion = 3
 )
 
 // Errors of snapshot reading.
@@ -130,7 +131,12 @@ func (s *snapshot) write(w io.Writer) error {
 			buf = append(buf, 0)
 		}
 		buf = binary.AppendUvarint(buf, l.modifyIndex)
-		buf = binary.AppendVarint(buf, l.delayUntil)
+		if l.delay == nil {
+			buf = binary.AppendVarint(buf, 0)
+		} else {
+			buf = binary.AppendVarint(buf, l.delay.until)
+			buf = binary.AppendUvarint(buf, uint64(l.delay.length))
+		}
 		buf = binary.AppendUvarint(buf, uint64(len(l.waiters)))
 		for _, w := range l.waiters {
 			buf = append(buf, w.session[:]...)
@@ -259,7 +265,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 		return nil, ErrSnapshotMagic
 	}
 	version := data[len(snapshotMagic)]
-	if version != 1 && version != snapshotVersion {
+	if version < 1 || version > snapshotVersion {
 		return nil, fmt.Errorf("%w %d", ErrSnapshotVersion, version)
 	}
 	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
@@ -292,7 +298,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 	n = d.count()
 	st.locks = make(map[string]*lock, n)
 	for i := 0; uint64(i) < n && d.err == nil; i++ {
-		name, err := readLock(&d, st, i > 0, prevName)
+		name, err := readLock(&d, st, version, i > 0, prevName)
 		if err != nil {
 			return nil, err
 		}
@@ -334,7 +340,7 @@ func readFences(d *decoder, ss *session) error {
 
 // readLock reads one lock record, checks that it is a state Apply can produce, and links it
 // to its sessions. The name must sort after prev (when there is one); it is returned.
-func readLock(d *decoder, st *state, hasPrev bool, prev string) (string, error) {
+func readLock(d *decoder, st *state, version byte, hasPrev bool, prev string) (string, error) {
 	name := d.string()
 	l := st.newLock(name)
 	switch d.byte() {
@@ -345,7 +351,12 @@ func readLock(d *decoder, st *state, hasPrev bool, prev string) (string, error) 
 		d.fail(fmt.Errorf("%w: lock %q: bad held flag", ErrSnapshotCorrupt, name))
 	}
 	l.modifyIndex = d.uvarint()
-	l.delayUntil = d.varint()
+	if until := d.varint(); until != 0 {
+		l.delay = &lockDelay{until: until}
+		if version > 2 {
+			l.delay.length = d.duration()
+		}
+	}
 	for n := d.count(); n > 0 && d.err == nil; n-- {
 		l.waiters = append(l.waiters, waiter{session: d.sessionID(), value: d.string()})
 	}
@@ -355,12 +366,12 @@ func readLock(d *decoder, st *state, hasPrev bool, prev string) (string, error) 
 	switch {
 	case hasPrev && name <= prev:
 		return "", fmt.Errorf("%w: lock %q out of order", ErrSnapshotCorrupt, name)
-	case l.held && l.delayUntil != 0:
+	case l.held && l.delay != nil:
 		return "", fmt.Errorf("%w: lock %q held and delayed", ErrSnapshotCorrupt, name)
 	case l.held && (l.token == 0 || l.token > l.modifyIndex):
 		// A grant sets both to its index, and raft indexes start at 1.
 		return "", fmt.Errorf("%w: lock %q token %d, modify index %d", ErrSnapshotCorrupt, name, l.token, l.modifyIndex)
-	case !l.held && l.delayUntil == 0:
+	case !l.held && l.delay == nil:
 		// Apply removes an idle entry, and grants a free undelayed lock to its first waiter.
 		return "", fmt.Errorf("%w: lock %q neither held nor delayed", ErrSnapshotCorrupt, name)
 	}

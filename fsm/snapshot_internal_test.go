@@ -14,9 +14,10 @@ import (
 
 // rawSnap writes the snapshot format record by record, exactly as given: unsorted, duplicated
 // or inconsistent if asked, with a valid checksum. It is written from the format's description,
-// so it also pins the format that write produces. v1 writes version 1, which has no fences.
+// so it also pins the format that write produces. version is the current one if 0; version 2
+// has no delay lengths, version 1 no fences either.
 type rawSnap struct {
-	v1       bool
+	version  byte
 	freed    uint64
 	sessions []session
 	locks    []rawLock
@@ -31,13 +32,14 @@ type rawLock struct {
 	value    string
 	modify   uint64
 	delay    int64
+	delayFor time.Duration
 	waiters  []waiter
 }
 
 func (r rawSnap) bytes() []byte {
-	version := byte(2)
-	if r.v1 {
-		version = 1
+	version := r.version
+	if version == 0 {
+		version = 3
 	}
 	b := append([]byte("RLSNAP"), version)
 	b = binary.AppendUvarint(b, r.freed)
@@ -48,7 +50,7 @@ func (r rawSnap) bytes() []byte {
 		b = binary.AppendUvarint(b, uint64(s.ttl))
 		b = binary.AppendUvarint(b, uint64(s.lockDelay))
 		b = binary.AppendUvarint(b, s.createIndex)
-		if !r.v1 {
+		if version > 1 {
 			b = binary.AppendUvarint(b, uint64(len(s.fences)))
 			for _, f := range s.fences {
 				b = appendString(b, f.lock)
@@ -67,6 +69,9 @@ func (r rawSnap) bytes() []byte {
 		}
 		b = binary.AppendUvarint(b, l.modify)
 		b = binary.AppendVarint(b, l.delay)
+		if version > 2 && l.delay != 0 {
+			b = binary.AppendUvarint(b, uint64(l.delayFor))
+		}
 		b = binary.AppendUvarint(b, uint64(len(l.waiters)))
 		for _, w := range l.waiters {
 			b = append(b, w.session[:]...)
@@ -97,7 +102,7 @@ func validRaw() rawSnap {
 		},
 		locks: []rawLock{
 			{name: "a", heldFlag: 1, holder: id(1), token: 4, value: "v", modify: 6, waiters: []waiter{{id(2), "w"}}},
-			{name: "b", modify: 8, delay: 1e18, waiters: []waiter{{id(3), ""}}},
+			{name: "b", modify: 8, delay: 1e18, delayFor: time.Second, waiters: []waiter{{id(3), ""}}},
 		},
 		members: []Member{{"n1", "r1", "h1"}, {"n2", "r2", "h2"}},
 	}
@@ -114,10 +119,13 @@ func TestSnapshotFormatIsPinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(out.Bytes(), raw) {
-		t.Fatalf("write no longer produces format version 2:\n got % x\nwant % x", out.Bytes(), raw)
+		t.Fatalf("write no longer produces format version 3:\n got % x\nwant % x", out.Bytes(), raw)
 	}
 	if st.held != 1 || st.waiters != 2 || st.freedIndex != 9 {
 		t.Fatalf("restored counters held=%d waiters=%d freed=%d", st.held, st.waiters, st.freedIndex)
+	}
+	if d := st.locks["b"].delay; d == nil || d.until != 1e18 || d.length != time.Second {
+		t.Fatalf("restored delay %+v", d)
 	}
 	if ss := st.sessions[id(2)]; !ss.fenced("z", "try-2") || !ss.fenced("a", "try-1") || ss.fenced("a", "try-2") {
 		t.Fatalf("restored fences %v", ss.fences)
@@ -125,22 +133,31 @@ func TestSnapshotFormatIsPinned(t *testing.T) {
 }
 
 // A node upgraded in place restores the snapshot its older version wrote, and writes it back
-// in the current format with no fences.
-func TestVersion1SnapshotRestores(t *testing.T) {
-	old := validRaw()
-	old.v1 = true
-	st, err := readSnapshot(bytes.NewReader(old.bytes()))
-	if err != nil {
-		t.Fatalf("version 1 refused: %v", err)
-	}
-	var out bytes.Buffer
-	if err := captureSnapshot(st).write(&out); err != nil {
-		t.Fatal(err)
-	}
-	want := validRaw()
-	want.sessions[1].fences = nil
-	if !bytes.Equal(out.Bytes(), want.bytes()) {
-		t.Fatalf("version 1 rewritten as\n% x\nwant\n% x", out.Bytes(), want.bytes())
+// in the current format without what the old one lacked: fences (version 1) and the lengths of
+// delays (versions 1 and 2), which then read back as unknown (0).
+func TestOlderSnapshotsRestore(t *testing.T) {
+	for _, version := range []byte{1, 2} {
+		old := validRaw()
+		old.version = version
+		st, err := readSnapshot(bytes.NewReader(old.bytes()))
+		if err != nil {
+			t.Fatalf("version %d refused: %v", version, err)
+		}
+		var out bytes.Buffer
+		if err := captureSnapshot(st).write(&out); err != nil {
+			t.Fatal(err)
+		}
+		want := validRaw()
+		want.locks[1].delayFor = 0
+		if version == 1 {
+			want.sessions[1].fences = nil
+		}
+		if !bytes.Equal(out.Bytes(), want.bytes()) {
+			t.Fatalf("version %d rewritten as\n% x\nwant\n% x", version, out.Bytes(), want.bytes())
+		}
+		if _, err := readSnapshot(bytes.NewReader(out.Bytes())); err != nil {
+			t.Fatalf("version %d rewritten, then refused: %v", version, err)
+		}
 	}
 }
 

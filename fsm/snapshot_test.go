@@ -229,9 +229,9 @@ func TestRestoreRefusesDamagedSnapshots(t *testing.T) {
 	}
 	damagedRestore(t, h, before, append(append([]byte(nil), good...), 0), "trailing byte")
 	wrongVersion := append([]byte(nil), good...)
-	wrongVersion[6] = 3
-	if err := damagedRestore(t, h, before, wrongVersion, "version 3"); !errors.Is(err, fsm.ErrSnapshotVersion) {
-		t.Fatalf("version 3: %v", err)
+	wrongVersion[6] = 4
+	if err := damagedRestore(t, h, before, wrongVersion, "version 4"); !errors.Is(err, fsm.ErrSnapshotVersion) {
+		t.Fatalf("version 4: %v", err)
 	}
 	if err := damagedRestore(t, h, before, []byte("{\"sessions\": []}"), "JSON"); !errors.Is(err, fsm.ErrSnapshotMagic) {
 		t.Fatalf("JSON: %v", err)

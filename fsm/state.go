@@ -88,6 +88,13 @@ type waiter struct {
 	value   string
 }
 
+// lockDelay is a lock-delay in force, started by the expiry of the lock's holder; only a
+// DelayEnded command ends it.
+type lockDelay struct {
+	until  int64         // the expiring leader's clock reading plus length, Unix ns; never 0
+	length time.Duration // the session's lock-delay; 0 if restored from a snapshot without it
+}
+
 // lock is the stored form of a lock. An entry exists while the lock is held, awaited or
 // delayed; a free, idle lock is removed. A held lock is in its holder's list of held locks: a
 // list rather than a per-session set, so that granting, releasing and restoring a lock touch
@@ -102,7 +109,7 @@ type lock struct {
 	token       uint64
 	value       string
 	modifyIndex uint64
-	delayUntil  int64 // leader clock, Unix ns; 0 when not delayed
+	delay       *lockDelay // nil when not delayed; replaced, never changed in place
 	waiters     []waiter
 	// gen is the state's generation when this copy was made; a copy older than the state's
 	// may be in a snapshot being written, and is replaced rather than changed (state.own).
@@ -220,8 +227,16 @@ func (s *state) lockInfo(name string) LockInfo {
 		Value:       l.value,
 		Waiters:     len(l.waiters),
 		ModifyIndex: l.modifyIndex,
-		DelayUntil:  l.delayUntil,
+		DelayUntil:  l.delay.untilOrZero(),
 	}
+}
+
+// untilOrZero returns the delay's end, or 0 for no delay.
+func (d *lockDelay) untilOrZero() int64 {
+	if d == nil {
+		return 0
+	}
+	return d.until
 }
 
 func (s *state) sessionInfo(ss *session) SessionInfo {

@@ -117,6 +117,9 @@ type Member struct {
 type DelayedLock struct {
 	Name  string
 	Until int64
+	// Length is the whole delay, or 0 if the state was restored from a snapshot written before
+	// it was kept.
+	Length time.Duration
 }
 
 // EventKind says what an Event reports.
@@ -143,6 +146,8 @@ type Event struct {
 	Token      uint64
 	TTL        time.Duration
 	DelayUntil int64
+	// Delay is the length of the lock-delay that EventDelayStarted reports.
+	Delay time.Duration
 	// Expired is set on EventSessionEnded when the session expired rather than was destroyed.
 	Expired bool
 }

@@ -136,7 +136,7 @@ func (s *Server) acquireResult(c echo.Context, name string, id fsm.SessionID, re
 	case fsm.StatusSessionNotFound:
 		return sessionNotFound(id.String())
 	case fsm.StatusLockDelayed:
-		return lockDelayed(name, res.DelayUntil)
+		return lockDelayed(name, s.node.DelayLeft(name, res.DelayUntil))
 	case fsm.StatusAttemptCancelled:
 		return newError(http.StatusConflict, api.CodeAttemptCancelled, "this attempt for lock %q was cancelled", name)
 	}
@@ -183,11 +183,8 @@ func (s *Server) cancelAcquire(c echo.Context, name string) error {
 	})
 }
 
-func lockDelayed(name string, until int64) error {
-	left := time.Until(time.Unix(0, until)).Round(time.Millisecond)
-	if left < 0 {
-		left = 0
-	}
+func lockDelayed(name string, left time.Duration) error {
+	left = left.Round(time.Millisecond)
 	e := newError(http.StatusConflict, api.CodeLockDelayed, "lock %q is free but inside a lock-delay for %v", name, left)
 	e.body.AvailableIn = left.String()
 	return e

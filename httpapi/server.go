@@ -36,6 +36,7 @@ type Node interface {
 	Acquire(ctx context.Context, req cluster.AcquireRequest) (fsm.Result, error)
 	CancelAcquire(ctx context.Context, session fsm.SessionID, lock, attempt string) (fsm.Result, error)
 	Release(ctx context.Context, session fsm.SessionID, lock string, token uint64) (fsm.Result, error)
+	DelayLeft(name string, until int64) time.Duration
 	ReadBarrier(ctx context.Context) error
 	WatchLock(name string) <-chan struct{}
 	AddMember(ctx context.Context, id, raftAddr, httpAddr string) error
