@@ -67,6 +67,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		AdvertiseHTTP:      advHTTP,
 		InitialCluster:     cfg.InitialCluster,
 		PeerAddrs:          cfg.RaftPeerAddrs,
+		ClockOffset:        cfg.ClockOffset,
 		HeartbeatTimeout:   cfg.HeartbeatTimeout,
 		ElectionTimeout:    cfg.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,

@@ -25,6 +25,8 @@ type Config struct {
 	Join           []string
 	// RaftPeerAddrs overrides the address dialled for some peers (fault injection only).
 	RaftPeerAddrs map[string]string
+	// ClockOffset skews the wall-clock readings the node writes into commands (fault injection only).
+	ClockOffset time.Duration
 
 	LogLevel  string
 	LogFormat string
@@ -80,6 +82,8 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.StringSlice("join", nil, "HTTP address(es) of running members to join through (instead of --initial-cluster)")
 	fs.String("raft-peer-addrs", "", "fault injection: dial peers at these addresses instead, as id=addr,...")
 	_ = fs.MarkHidden("raft-peer-addrs")
+	fs.Duration("clock-offset", 0, "fault injection: add this to the wall-clock readings the node writes into commands")
+	_ = fs.MarkHidden("clock-offset")
 	fs.String("log-level", d.LogLevel, "log level: trace, debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "log format: text or json")
 	fs.Duration("heartbeat-timeout", d.HeartbeatTimeout, "Raft heartbeat timeout")
@@ -131,6 +135,7 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		SnapshotThreshold:  v.GetUint64("snapshot-threshold"),
 		SnapshotInterval:   v.GetDuration("snapshot-interval"),
 		TrailingLogs:       v.GetUint64("trailing-logs"),
+		ClockOffset:        v.GetDuration("clock-offset"),
 		MaxBodyBytes:       v.GetInt64("max-body-bytes"),
 		MaxSessions:        v.GetInt("max-sessions"),
 		MaxWaitersPerLock:  v.GetInt("max-waiters-per-lock"),

@@ -28,6 +28,14 @@ type Config struct {
 	Locks int
 	// TTL is the session TTL (API minimum 2s).
 	TTL time.Duration
+	// LockDelay is the lock-delay of half the workers' sessions (0: none).
+	LockDelay time.Duration
+	// CrashRatio is the probability that a worker crashes as it is granted a lock, leaving its
+	// session to expire (see workload.Config).
+	CrashRatio float64
+	// ClockSkew sets the nodes' wall clocks this far apart, one from the next (see
+	// cluster.Options), so that leader changes cross clocks that disagree.
+	ClockSkew time.Duration
 	// Quiet is the mean quiet time between faults.
 	Quiet time.Duration
 	// ElectionTimeout, HeartbeatTimeout and LeaderLeaseTimeout tune the agents' Raft.
@@ -65,6 +73,9 @@ func DefaultConfig() Config {
 		Workers:            8,
 		Locks:              3,
 		TTL:                2 * time.Second,
+		LockDelay:          time.Second,
+		CrashRatio:         0.01,
+		ClockSkew:          10 * time.Second,
 		Quiet:              2 * time.Second,
 		ElectionTimeout:    time.Second,
 		HeartbeatTimeout:   time.Second,
@@ -77,9 +88,10 @@ func DefaultConfig() Config {
 // CheckerConfig is the checker configuration that fits the run.
 func (c Config) CheckerConfig() checker.Config {
 	cc := checker.DefaultConfig(c.TTL)
-	// After a cluster fault: a new election, then every session timer restarts at the full TTL.
-	cc.Recovery = c.TTL + 2*c.ElectionTimeout + 3*time.Second
-	cc.LivenessBound = c.TTL + 2*c.ElectionTimeout + 10*time.Second
+	// After a cluster fault: a new election, then every session timer restarts at the full TTL,
+	// and every lock-delay at its full length.
+	cc.Recovery = c.TTL + c.LockDelay + 2*c.ElectionTimeout + 3*time.Second
+	cc.LivenessBound = c.TTL + c.LockDelay + 2*c.ElectionTimeout + 10*time.Second
 	if c.CheckTimeout > 0 {
 		cc.LinearizabilityTimeout = c.CheckTimeout
 	}
@@ -103,6 +115,15 @@ func (c Config) String() string {
 	}
 	s := fmt.Sprintf("nodes=%d time=%s nemesis=%s seed=%d workers=%d locks=%d ttl=%s election-timeout=%s heartbeat-timeout=%s leader-lease=%s",
 		c.Nodes, c.Time, faults, c.Seed, c.Workers, c.Locks, c.TTL, c.ElectionTimeout, c.HeartbeatTimeout, c.LeaderLeaseTimeout)
+	if c.LockDelay != 0 {
+		s += " lock-delay=" + c.LockDelay.String()
+	}
+	if c.CrashRatio != 0 {
+		s += fmt.Sprintf(" crash-ratio=%g", c.CrashRatio)
+	}
+	if c.ClockSkew != 0 {
+		s += " clock-skew=" + c.ClockSkew.String()
+	}
 	if c.LogStore != "" {
 		s += " log-store=" + c.LogStore
 	}
@@ -127,6 +148,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("jepsen: need at least one worker and one lock")
 	case c.TTL < 2*time.Second:
 		return fmt.Errorf("jepsen: --ttl %s is below the API minimum of 2s", c.TTL)
+	case c.CrashRatio < 0 || c.CrashRatio > 1:
+		return fmt.Errorf("jepsen: --crash-ratio %g is not a probability", c.CrashRatio)
+	case c.LockDelay < 0 || c.LockDelay > time.Minute:
+		return fmt.Errorf("jepsen: --lock-delay %s is outside the API's 0–60s", c.LockDelay)
 	case c.Time <= 0:
 		return fmt.Errorf("jepsen: --time must be positive")
 	case c.Dir == "":

@@ -62,6 +62,14 @@ func scenarios() []scenario {
 				t.Error("want several snapshots taken, and one installed by a node that fell behind")
 			}
 		}},
+		// Holders crash and leave their sessions to expire while leadership moves between nodes
+		// whose clocks are 10s apart (the default skew): lock-delays must last across it.
+		{"crash-churn", func(c *Config) {
+			c.Faults, c.Seed, c.CrashRatio, c.LockDelay = []string{nemesis.Churn}, 19, 0.05, 3*time.Second
+		}, func(t *testing.T, rep *Report, ops []history.Op) {
+			expectFault(nemesis.Churn)(t, rep, ops)
+			expectDelayedHandoffs(t, rep, "crashed holders")
+		}},
 		{"client-pause", func(c *Config) { c.Faults, c.Seed = []string{nemesis.ClientPause}, 14 },
 			func(t *testing.T, rep *Report, ops []history.Op) {
 				expectFault(nemesis.ClientPause)(t, rep, ops)
@@ -69,10 +77,7 @@ func scenarios() []scenario {
 				if !strings.Contains(f.Figures, " stale rejected") || strings.Contains(f.Figures, " 0 stale rejected") {
 					t.Errorf("client pauses must make the resource reject stale writes: %s", f.Line())
 				}
-				e, _ := rep.Result("expiry")
-				if strings.HasPrefix(e.Figures, "0 handoffs") {
-					t.Errorf("client pauses must hand locks over by expiry: %s", e.Line())
-				}
+				expectDelayedHandoffs(t, rep, "client pauses")
 			}},
 	}
 }
@@ -87,6 +92,16 @@ func expectFault(fault string) func(*testing.T, *Report, []history.Op) {
 		if countFault(ops, fault) == 0 {
 			t.Errorf("the %s fault was never injected", fault)
 		}
+	}
+}
+
+// expectDelayedHandoffs requires the expiry checker to have judged locks passing on by expiry,
+// some of them after a lock-delay.
+func expectDelayedHandoffs(t *testing.T, rep *Report, cause string) {
+	t.Helper()
+	e, _ := rep.Result("expiry")
+	if strings.HasPrefix(e.Figures, "0 handoffs") || strings.Contains(e.Figures, " 0 of them after a lock-delay") {
+		t.Errorf("%s must hand locks over by expiry, some after a lock-delay: %s", cause, e.Line())
 	}
 }
 
@@ -152,8 +167,8 @@ func buildBinary(t *testing.T, ctx context.Context) string {
 
 // TestScenarios runs the short end-to-end scenarios against a real 3-node cluster: kill, a
 // leader paused longer than the TTL, partitions, graceful restarts, the wal store, snapshots
-// every few entries, client pauses, and the self-test in which the resource ignores tokens and
-// fencing must fail. Two clusters run at a time.
+// every few entries, crashed holders under leadership churn, client pauses, and the self-test in
+// which the resource ignores tokens and fencing must fail. Two clusters run at a time.
 func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end runs take about 90 s; skipped with -short")

@@ -60,7 +60,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	c, err := cluster.Start(sctx, cluster.Options{Binary: binary, Dir: filepath.Join(cfg.Dir, "nodes"), Nodes: cfg.Nodes,
 		LogLevel: cfg.LogLevel, HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
-		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, ExtraArgs: agentArgs(cfg)})
+		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, ClockSkew: cfg.ClockSkew, ExtraArgs: agentArgs(cfg)})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("jepsen: start cluster: %w", err)
@@ -82,8 +82,8 @@ func runPhases(ctx context.Context, cfg Config, c *cluster.Cluster, rec *history
 		eps = append(eps, workload.Endpoint{ID: n.ID, Addr: n.HTTPAddr})
 	}
 	res := workload.NewResource(rec, cfg.IgnoreTokens)
-	wl := workload.New(workload.Config{Workers: cfg.Workers, Locks: cfg.LockNames(), TTL: cfg.TTL,
-		OpTimeout: cfg.OpTimeout, MaxWait: 2 * cfg.TTL, MaxHold: 200 * time.Millisecond, ReadRatio: 0.3,
+	wl := workload.New(workload.Config{Workers: cfg.Workers, Locks: cfg.LockNames(), TTL: cfg.TTL, LockDelay: cfg.LockDelay,
+		OpTimeout: cfg.OpTimeout, MaxWait: 2 * cfg.TTL, MaxHold: 200 * time.Millisecond, ReadRatio: 0.3, CrashRatio: cfg.CrashRatio,
 		Seed: cfg.Seed}, rec, eps, res)
 	nem := nemesis.New(nemesis.Config{Faults: cfg.Faults, Quiet: cfg.Quiet, TTL: cfg.TTL,
 		ElectionTimeout: cfg.ElectionTimeout, TargetLeader: cfg.TargetLeader, Seed: cfg.Seed, Log: out}, c, wl, rec)
@@ -101,7 +101,8 @@ func runPhases(ctx context.Context, cfg Config, c *cluster.Cluster, rec *history
 	}
 	close(stop)
 	wg.Wait()
-	fmt.Fprintf(out, "%8.3fs jepsen: workload stopped, faults healed\n", float64(rec.Now())/1e9)
+	fmt.Fprintf(out, "%8.3fs jepsen: workload stopped, faults healed; workers crashed holding a lock %d times\n",
+		float64(rec.Now())/1e9, wl.Crashes())
 
 	sctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	if err := c.WaitReady(sctx); err != nil {

@@ -59,6 +59,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.cfg.Workers, "workers", d.Workers, "concurrent clients, each with its own session")
 	fs.IntVar(&o.cfg.Locks, "locks", d.Locks, "number of locks the clients contend for")
 	fs.DurationVar(&o.cfg.TTL, "ttl", d.TTL, "session TTL (at least 2s)")
+	fs.DurationVar(&o.cfg.LockDelay, "lock-delay", d.LockDelay, "lock-delay of half the workers' sessions (0 for none)")
+	fs.Float64Var(&o.cfg.CrashRatio, "crash-ratio", d.CrashRatio, "probability that a worker crashes as it is granted a lock, leaving its session to expire")
+	fs.DurationVar(&o.cfg.ClockSkew, "clock-skew", d.ClockSkew, "set the nodes' wall clocks this far apart, one from the next (0: true time)")
 	fs.DurationVar(&o.cfg.Quiet, "quiet", d.Quiet, "mean quiet time between faults")
 	fs.DurationVar(&o.cfg.ElectionTimeout, "election-timeout", d.ElectionTimeout, "agents' Raft election timeout")
 	fs.DurationVar(&o.cfg.HeartbeatTimeout, "heartbeat-timeout", d.HeartbeatTimeout, "agents' Raft heartbeat timeout")
@@ -72,7 +75,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.cfg.CheckTimeout, "check-timeout", 0, "bound on the linearizability search (0: 5m); running out is a failure")
 	fs.BoolVar(&o.cfg.IgnoreTokens, "ignore-tokens", false, "the resource accepts stale tokens (must make fencing fail)")
 	fs.BoolVar(&o.selfTest, "self-test", false, "prove that the checkers flag broken histories, then exit")
-	fs.StringVar(&o.check, "check", "", "re-check a recorded history.jsonl instead of running (uses --ttl and --election-timeout)")
+	fs.StringVar(&o.check, "check", "", "re-check a recorded history.jsonl instead of running (uses --ttl, --lock-delay and --election-timeout)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

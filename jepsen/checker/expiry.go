@@ -21,8 +21,9 @@ type sighting struct {
 // sessionTimes indexes, per session, the times that bound its expiry.
 type sessionTimes struct {
 	ttl      map[string]time.Duration
-	alive    map[string][]int64 // invocations of ok creates and renewals: expiry >= each + TTL
-	attempts map[string][]int64 // completions of create/renew attempts that may have reached the leader
+	delay    map[string]time.Duration // lock-delays of the sessions that have one
+	alive    map[string][]int64       // invocations of ok creates and renewals: expiry >= each + TTL
+	attempts map[string][]int64       // completions of create/renew attempts that may have reached the leader
 	releases map[string][]history.Op
 	defTTL   time.Duration
 }
@@ -30,6 +31,7 @@ type sessionTimes struct {
 func indexSessions(ops []history.Op, cfg Config) sessionTimes {
 	st := sessionTimes{
 		ttl:      map[string]time.Duration{},
+		delay:    map[string]time.Duration{},
 		alive:    map[string][]int64{},
 		attempts: map[string][]int64{},
 		releases: map[string][]history.Op{},
@@ -42,6 +44,9 @@ func indexSessions(ops []history.Op, cfg Config) sessionTimes {
 		case history.CreateSession, history.Renew:
 			if op.Kind == history.CreateSession && op.Type == history.OK {
 				st.ttl[op.Session] = op.TTL()
+				if d := op.LockDelay(); d > 0 {
+					st.delay[op.Session] = d
+				}
 			}
 			if op.Type == history.OK {
 				st.alive[op.Session] = append(st.alive[op.Session], op.Invoke)
@@ -134,17 +139,19 @@ func nearFault(faults []history.Interval, from, to int64, recovery time.Duration
 	return false
 }
 
-// CheckExpiry checks the timing of expiries.
+// CheckExpiry checks the timing of expiries and lock-delays.
 //
 // Early: when a lock passes from s1 to another session without s1 trying to release it or
 // destroy itself, s1 expired before the new grant was seen. Every acknowledged renewal (or the
 // create) of s1 invoked at r reached the leader after r, so s1 may expire no earlier than
-// r + TTL·(1 − ClockRateError). This holds under every fault: a leader change only extends.
+// r + TTL·(1 − ClockRateError), and the lock go to another no earlier than that plus s1's
+// lock-delay·(1 − ClockRateError). This holds under every fault, and whatever the servers' wall
+// clocks say: a leader change only extends.
 //
 // Late: away from cluster faults, a holder that stopped renewing loses its lock by its last
 // renewal attempt + TTL·(1 + ClockRateError) + ExpiryBound: no op may see it holding later, and
 // a session already waiting for the lock when the holder's TTL ran out, with no other grant
-// seen in between, is granted it by then.
+// seen in between, is granted it by then, plus the holder's lock-delay·(1 + ClockRateError).
 func CheckExpiry(ops []history.Op, cfg Config) Result {
 	res := newResult("expiry")
 	e := expiryCheck{res: &res, cfg: cfg, st: indexSessions(ops, cfg), faults: history.Faults(ops),
@@ -168,8 +175,8 @@ func CheckExpiry(ops []history.Op, cfg Config) Result {
 	if e.handoffs > 0 {
 		margin = e.minMargin.Round(time.Millisecond).String()
 	}
-	res.Figures = fmt.Sprintf("%d handoffs by expiry (closest %s after TTL; rate error %.0f%%), %d waiters timed, %d sightings of holders checked against TTL+%s, %d near faults skipped",
-		e.handoffs, margin, cfg.ClockRateError*100, e.waiters, e.sightings, cfg.ExpiryBound, e.skipped)
+	res.Figures = fmt.Sprintf("%d handoffs by expiry, %d of them after a lock-delay (closest %s after TTL and lock-delay; rate error %.0f%%), %d waiters timed, %d sightings of holders checked against TTL+%s, %d near faults skipped",
+		e.handoffs, e.delayed, margin, cfg.ClockRateError*100, e.waiters, e.sightings, cfg.ExpiryBound, e.skipped)
 	return res
 }
 
@@ -181,8 +188,8 @@ type expiryCheck struct {
 	faults       []history.Interval
 	lostAcquires []history.Op
 
-	handoffs, waiters, sightings, skipped int
-	minMargin                             time.Duration
+	handoffs, delayed, waiters, sightings, skipped int
+	minMargin                                      time.Duration
 }
 
 // deadline is when a session whose last renewal attempt completed at last must have lost its locks.
@@ -200,14 +207,17 @@ func (e *expiryCheck) handoff(lock string, prev, next sighting) {
 		return
 	}
 	e.handoffs++
-	ttl := e.st.ttlOf(prev.session)
-	earliest := r + int64(float64(ttl)*(1-e.cfg.ClockRateError))
-	if m := time.Duration(next.seen - (r + int64(ttl))); m < e.minMargin {
+	ttl, delay := e.st.ttlOf(prev.session), e.st.delay[prev.session]
+	if delay > 0 {
+		e.delayed++
+	}
+	earliest := r + int64(float64(ttl+delay)*(1-e.cfg.ClockRateError))
+	if m := time.Duration(next.seen - (r + int64(ttl+delay))); m < e.minMargin {
 		e.minMargin = m
 	}
 	if next.seen < earliest {
-		e.res.violate("lock %q: session %s (token %d, TTL %s) renewed at %s, yet token %d went to %s by %s, %s before its TTL ran out:\n%s",
-			lock, shortID(prev.session), prev.token, ttl, secs(r), next.token, shortID(next.session),
+		e.res.violate("lock %q: session %s (token %d, TTL %s, lock-delay %s) renewed at %s, yet token %d went to %s by %s, %s before its TTL and lock-delay ran out:\n%s",
+			lock, shortID(prev.session), prev.token, ttl, delay, secs(r), next.token, shortID(next.session),
 			secs(next.seen), time.Duration(earliest-next.seen), next.op)
 	}
 	w := next.op
@@ -225,9 +235,9 @@ func (e *expiryCheck) handoff(lock string, prev, next sighting) {
 		return
 	}
 	e.waiters++
-	if d := e.deadline(prev.session, last); next.seen > d {
-		e.res.violate("lock %q: holder %s stopped renewing by %s (TTL %s); waiter %s got token %d only at %s, %s past TTL+%s:\n%s",
-			lock, shortID(prev.session), secs(last), ttl, shortID(next.session), next.token, secs(next.seen),
+	if d := e.deadline(prev.session, last) + int64(float64(delay)*(1+e.cfg.ClockRateError)); next.seen > d {
+		e.res.violate("lock %q: holder %s stopped renewing by %s (TTL %s, lock-delay %s); waiter %s got token %d only at %s, %s past TTL+lock-delay+%s:\n%s",
+			lock, shortID(prev.session), secs(last), ttl, delay, shortID(next.session), next.token, secs(next.seen),
 			time.Duration(next.seen-d), e.cfg.ExpiryBound, w)
 	}
 }

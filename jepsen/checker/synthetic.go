@@ -237,12 +237,22 @@ func paused() *syn {
 	return (&syn{}).create(s1, 0, 5).create(s2, 0, 5).acquire(s1, "a", 5, 10, 20).renew(s1, history.OK, 600, 610)
 }
 
+// pausedWithDelay is paused, with a lock-delay of 1s on s1: "a" may pass on from 3.6s.
+func pausedWithDelay() *syn {
+	b := paused()
+	b.ops[0].LockDelayNS = int64(time.Second)
+	return b
+}
+
 func expiryCases() []Case {
 	return []Case{
 		{"expiry: waiter granted after TTL", true, with(paused().waitAcquire(s2, "a", 10*time.Second, 9, 1000, 2800), CheckExpiry)},
 		{"expiry: lock handed on before TTL", false, with(paused().waitAcquire(s2, "a", 10*time.Second, 9, 1000, 1500), CheckExpiry)},
 		{"expiry: waiter granted long after TTL", false, with(paused().waitAcquire(s2, "a", 10*time.Second, 9, 1000, 8000), CheckExpiry)},
 		{"expiry: dead holder still holds", false, with(paused().read("a", s1, 5, 10000, 10010), CheckExpiry)},
+		{"expiry: waiter granted after TTL and lock-delay", true, with(pausedWithDelay().waitAcquire(s2, "a", 10*time.Second, 9, 1000, 3800), CheckExpiry)},
+		{"expiry: lock handed on inside the lock-delay", false, with(pausedWithDelay().waitAcquire(s2, "a", 10*time.Second, 9, 1000, 2800), CheckExpiry)},
+		{"expiry: waiter granted long after TTL and lock-delay", false, with(pausedWithDelay().waitAcquire(s2, "a", 10*time.Second, 9, 1000, 9000), CheckExpiry)},
 	}
 }
 

@@ -29,6 +29,9 @@ type Options struct {
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune Raft; zero keeps the
 	// agent's default.
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
+	// ClockSkew sets the nodes' wall clocks apart: node i (from 0) writes its clock plus
+	// (i − (Nodes−1)/2)·ClockSkew into commands, so that the middle node keeps the true time.
+	ClockSkew time.Duration
 	// ExtraArgs are appended to every agent's command line.
 	ExtraArgs []string
 }
@@ -117,8 +120,12 @@ func New(opts Options) (*Cluster, error) {
 	for _, n := range c.Nodes {
 		initial = append(initial, n.ID+"="+n.RaftAddr)
 	}
-	for _, n := range c.Nodes {
+	for i, n := range c.Nodes {
 		n.args = agentArgs(opts, n, strings.Join(initial, ","), c.Mesh.PeerAddrs(n.ID))
+		if opts.ClockSkew != 0 {
+			offset := time.Duration(float64(opts.ClockSkew) * (float64(i) - float64(opts.Nodes-1)/2))
+			n.args = append(n.args, "--clock-offset", offset.String())
+		}
 	}
 	return c, nil
 }

@@ -74,6 +74,8 @@ type Op struct {
 	Attempt string `json:"attempt,omitempty"`
 	WaitNS  int64  `json:"wait_ns,omitempty"`
 	TTLNS   int64  `json:"ttl_ns,omitempty"`
+	// LockDelayNS is the lock-delay of a created session.
+	LockDelayNS int64 `json:"lock_delay_ns,omitempty"`
 
 	// Outputs. For an ok acquire OutSession/OutToken are the grant; for a read or a lock_held
 	// refusal they are the holder.
@@ -96,6 +98,9 @@ func (o Op) Wait() time.Duration { return time.Duration(o.WaitNS) }
 
 // TTL is the TTL of a created session.
 func (o Op) TTL() time.Duration { return time.Duration(o.TTLNS) }
+
+// LockDelay is the lock-delay of a created session.
+func (o Op) LockDelay() time.Duration { return time.Duration(o.LockDelayNS) }
 
 // Duration is how long the operation was outstanding.
 func (o Op) Duration() time.Duration { return time.Duration(o.Complete - o.Invoke) }

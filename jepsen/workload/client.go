@@ -140,12 +140,15 @@ func classify(op *history.Op, status int, body []byte, out any) {
 	}
 }
 
-// CreateSession creates a session with the TTL; on ok, op.Session is its id.
-func (c *Client) CreateSession(ctx context.Context, ep Endpoint, process int, ttl time.Duration, phase, lock string) history.Op {
-	op := history.Op{Process: process, Kind: history.CreateSession, TTLNS: int64(ttl), Phase: phase, Lock: lock}
+// CreateSession creates a session with the TTL and lock-delay; on ok, op.Session is its id.
+func (c *Client) CreateSession(ctx context.Context, ep Endpoint, process int, ttl, lockDelay time.Duration, phase, lock string) history.Op {
+	op := history.Op{Process: process, Kind: history.CreateSession, TTLNS: int64(ttl), LockDelayNS: int64(lockDelay), Phase: phase, Lock: lock}
+	req := api.CreateSessionRequest{TTL: ttl.String(), Name: fmt.Sprintf("jepsen-%d", process)}
+	if lockDelay > 0 {
+		req.LockDelay = lockDelay.String()
+	}
 	var out api.Session
-	op = c.exec(ctx, ep, op, request{method: http.MethodPost, path: "/v1/sessions",
-		body: api.CreateSessionRequest{TTL: ttl.String(), Name: fmt.Sprintf("jepsen-%d", process)}, out: &out})
+	op = c.exec(ctx, ep, op, request{method: http.MethodPost, path: "/v1/sessions", body: req, out: &out})
 	if op.Type == history.OK {
 		op.Session = out.ID
 	}

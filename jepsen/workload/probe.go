@@ -32,7 +32,7 @@ func (wl *Workload) probe(ctx context.Context, process int, lock string, bound t
 	ttl := bound + 30*time.Second
 	var session string
 	for k := 0; session == "" && time.Now().Before(deadline) && ctx.Err() == nil; k++ {
-		op := wl.c.CreateSession(ctx, next(k), process, ttl, history.PhaseFinal, lock)
+		op := wl.c.CreateSession(ctx, next(k), process, ttl, 0, history.PhaseFinal, lock)
 		if op.Type == history.OK {
 			session = op.Session
 		} else {

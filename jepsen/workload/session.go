@@ -58,7 +58,7 @@ func (w *Worker) keepalive(ctx context.Context, s *session, process int, rng *ra
 // Sessions whose creation had an unknown outcome are left to expire.
 func (w *Worker) newSession(ctx context.Context, stop <-chan struct{}) *session {
 	for {
-		op := w.c.CreateSession(ctx, w.pick(w.rng), w.id, w.cfg.TTL, history.PhaseMain, "")
+		op := w.c.CreateSession(ctx, w.pick(w.rng), w.id, w.cfg.TTL, w.lockDelay(), history.PhaseMain, "")
 		if op.Type == history.OK {
 			kctx, cancel := context.WithCancel(ctx)
 			s := &session{id: op.Session, cancel: cancel, done: make(chan struct{})}
@@ -70,6 +70,14 @@ func (w *Worker) newSession(ctx context.Context, stop <-chan struct{}) *session 
 			return nil
 		}
 	}
+}
+
+// lockDelay is the lock-delay of this worker's sessions: half the workers use one.
+func (w *Worker) lockDelay() time.Duration {
+	if w.id%2 == 1 {
+		return w.cfg.LockDelay
+	}
+	return 0
 }
 
 // stopKeepalive ends the renewals and waits for the goroutine.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/raftlock/raftlock/api"
@@ -22,6 +23,8 @@ type Config struct {
 	Locks []string
 	// TTL is the session TTL (2–3 s in jepsen runs).
 	TTL time.Duration
+	// LockDelay is the lock-delay of the sessions of odd-numbered workers (the others have none).
+	LockDelay time.Duration
 	// OpTimeout bounds each request that does not wait.
 	OpTimeout time.Duration
 	// MaxWait is the longest wait of a blocking acquire; some acquires do not wait at all.
@@ -30,6 +33,9 @@ type Config struct {
 	MaxHold time.Duration
 	// ReadRatio is the probability a holder reads the lock before writing.
 	ReadRatio float64
+	// CrashRatio is the probability that a worker crashes as it is granted a lock: it drops
+	// its session, without releasing the lock or destroying the session, which then expires.
+	CrashRatio float64
 	// Seed makes each worker's choices reproducible.
 	Seed int64
 }
@@ -41,6 +47,8 @@ type Workload struct {
 	c      *Client
 	res    *Resource
 	pauses chan time.Duration
+	// crashes counts the workers that crashed holding a lock (see Config.CrashRatio).
+	crashes atomic.Int64
 }
 
 // New returns a workload over the endpoints, recording into rec and writing to res.
@@ -48,6 +56,9 @@ func New(cfg Config, rec *history.Recorder, endpoints []Endpoint, res *Resource)
 	return &Workload{cfg: cfg, rec: rec, c: NewClient(rec, endpoints, cfg.OpTimeout), res: res,
 		pauses: make(chan time.Duration, 1)}
 }
+
+// Crashes returns how many times a worker crashed holding a lock.
+func (wl *Workload) Crashes() int64 { return wl.crashes.Load() }
 
 // Client is the workload's HTTP client.
 func (wl *Workload) Client() *Client { return wl.c }
@@ -70,7 +81,7 @@ func (wl *Workload) PauseHolder(d time.Duration) bool {
 func (wl *Workload) Run(ctx context.Context, stop <-chan struct{}) {
 	var wg sync.WaitGroup
 	for i := 0; i < wl.cfg.Workers; i++ {
-		w := &Worker{id: i, cfg: wl.cfg, c: wl.c, res: wl.res, rec: wl.rec, pauses: wl.pauses,
+		w := &Worker{id: i, cfg: wl.cfg, c: wl.c, res: wl.res, rec: wl.rec, pauses: wl.pauses, crashes: &wl.crashes,
 			rng: rand.New(rand.NewSource(wl.cfg.Seed*1000 + int64(i)))}
 		wg.Add(1)
 		go func() {
@@ -83,14 +94,15 @@ func (wl *Workload) Run(ctx context.Context, stop <-chan struct{}) {
 
 // Worker is one client: a loop over sessions and locks.
 type Worker struct {
-	id     int
-	cfg    Config
-	c      *Client
-	res    *Resource
-	rec    *history.Recorder
-	pauses <-chan time.Duration
-	rng    *rand.Rand
-	tries  int // acquires sent, to name each one's attempt
+	id      int
+	cfg     Config
+	c       *Client
+	res     *Resource
+	rec     *history.Recorder
+	pauses  <-chan time.Duration
+	crashes *atomic.Int64
+	rng     *rand.Rand
+	tries   int // acquires sent, to name each one's attempt
 }
 
 // pick chooses the node for the next request.
@@ -153,6 +165,10 @@ func (w *Worker) run(ctx context.Context, stop <-chan struct{}) {
 		attempt := fmt.Sprintf("w%d-%d", w.id, w.tries)
 		op := w.c.Acquire(ctx, w.pick(w.rng), w.id, lock, s.id, attempt, wait, history.PhaseMain)
 		switch {
+		case op.Type == history.OK && w.rng.Float64() < w.cfg.CrashRatio:
+			s.stopKeepalive()
+			s = nil
+			w.crashes.Add(1)
 		case op.Type == history.OK:
 			if !w.hold(ctx, stop, s, lock, op.OutToken) {
 				w.abandon(ctx, s)
