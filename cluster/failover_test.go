@@ -312,3 +312,48 @@ func TestWritesCutOffByLeaderChangeAreRefusedOrUnknown(t *testing.T) {
 		t.Error("the writer's session did not survive two leader changes")
 	}
 }
+
+// A waiting request whose node lost and regained leadership during the wait must not remove
+// the session's queue entry when the wait ends: a newer request of the session, sent through
+// the leader of the meantime, may own it. The old request reports an unknown outcome instead,
+// and the newer one is granted in its turn.
+func TestWaitOutlivingALeaderChangeLeavesTheQueueEntry(t *testing.T) {
+	t.Parallel()
+	const oldWait = 8 * time.Second
+	c := newTestCluster(t, 3, nil)
+	_, first := c.waitLeader()
+	holder := createSession(t, first, "holder", longTTL, 0)
+	s := createSession(t, first, "waiter", longTTL, 0)
+	token := mustAcquire(t, first, holder, "q", "")
+	old := enqueue(t, first, s, "q", oldWait)
+
+	if err := first.TransferLeadership(opContext(t), ""); err != nil {
+		t.Fatal(err)
+	}
+	var second *cluster.Node
+	waitFor(t, leaderTimeout, "another leader", func() bool {
+		second = c.currentLeader()
+		return second != nil && second != first
+	})
+	// The client gave up on its first request and queues again through the new leader.
+	if res, err := second.CancelAcquire(opContext(t), s, "q", ""); err != nil || res.Status != fsm.StatusCancelled {
+		t.Fatalf("cancel: %+v, %v", res, err)
+	}
+	newer := enqueue(t, second, s, "q", time.Minute)
+	if err := second.TransferLeadership(opContext(t), first.ID()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, leaderTimeout, "the first leader to lead again", first.IsLeader)
+	notYet(t, old, "the old request (the machine is too slow for this test)")
+
+	if r := receive(t, old, oldWait+opTimeout); !errors.Is(r.err, cluster.ErrUnknownOutcome) {
+		t.Fatalf("the old request ended with %+v, %v; want an unknown outcome", r.res, r.err)
+	}
+	if !first.FSM().Queued("q", s) {
+		t.Fatal("the old request's end removed the queue entry of the newer request")
+	}
+	rel := mustRelease(t, first, holder, "q", token)
+	if r := receive(t, newer, opTimeout); r.err != nil || r.res.Status != fsm.StatusOK || r.res.Token != rel.Index {
+		t.Fatalf("newer request: %+v, %v; want a grant at the release's index %d", r.res, r.err, rel.Index)
+	}
+}

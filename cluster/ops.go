@@ -157,6 +157,7 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, err
 			return fsm.Result{}, fmt.Errorf("cluster: waiting for an earlier wait of the session to end: %w", ctx.Err())
 		}
 	}
+	term := n.raft.CurrentTerm()
 	res, err := n.propose(ctx, cmd)
 	if err != nil || res.Status != fsm.StatusQueued {
 		return res, err
@@ -180,6 +181,13 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, err
 		return n.lockState(req.Lock, 0), nil
 	}
 	defer removed()
+	if n.raft.CurrentTerm() != term {
+		// Leadership moved while this request waited, even if it came back: a newer request of
+		// the session may have queued it again through another leader, which this node's
+		// waiters do not show, and the entry would be that request's. Leave it, as when the
+		// removal fails.
+		return fsm.Result{}, fmt.Errorf("%w: leadership changed while waiting; the queue entry was left in place", ErrUnknownOutcome)
+	}
 	return n.cancelWait(req)
 }
 
