@@ -288,7 +288,8 @@ func TestTokensKeepGrowingAfterRestore(t *testing.T) {
 }
 
 // FuzzRestore feeds Restore arbitrary bytes, both as they come (the checksum stops nearly all)
-// and wrapped in a valid header and checksum so that the record decoder sees them. Restore
+// and wrapped in a valid header (of each format version) and checksum so that the record
+// decoder sees them. Restore
 // must never panic; a state it accepts must be consistent, and snapshot and restore again to
 // the same bytes.
 func FuzzRestore(f *testing.F) {
@@ -299,7 +300,9 @@ func FuzzRestore(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		restoreMustNotPanic(t, b)
 		if len(b) >= 7 {
-			restoreMustNotPanic(t, withChecksum(b[7:]))
+			for version := byte(1); version <= 3; version++ {
+				restoreMustNotPanic(t, withChecksum(version, b[7:]))
+			}
 		}
 	})
 }
@@ -329,8 +332,9 @@ func restoreMustNotPanic(t *testing.T, b []byte) {
 	}
 }
 
-// withChecksum wraps body in the snapshot header and appends its CRC-32C.
-func withChecksum(body []byte) []byte {
-	b := append([]byte("RLSNAP\x01"), body...)
+// withChecksum wraps body in the header of the given format version and appends its CRC-32C.
+func withChecksum(version byte, body []byte) []byte {
+	b := append([]byte("RLSNAP"), version)
+	b = append(b, body...)
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
 }
