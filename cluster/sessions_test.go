@@ -304,6 +304,45 @@ func TestLockDelayIgnoresClockSkewAcrossLeaderChange(t *testing.T) {
 	}
 }
 
+// A lock-delay in force when the whole cluster stops gracefully (each node snapshots its state)
+// lasts its whole length again after the restart, even though every node's clock then reads an
+// hour later: the snapshot keeps the delay's length, and the new leader runs it in full.
+func TestLockDelayOutlastsARestartIntoALaterClock(t *testing.T) {
+	t.Parallel()
+	const delay = 2 * time.Second
+	c := newTestCluster(t, 3, nil)
+	_, leader := c.waitLeader()
+	holder := createSession(t, leader, "holder", shortTTL, delay)
+	mustAcquire(t, leader, holder, "d", "")
+	b := createSession(t, leader, "b", longTTL, 0)
+	waitSessionGone(t, leader, holder, shortTTL+expirySlack+opTimeout)
+	until := leader.FSM().Lock("d").DelayUntil
+	if until == 0 {
+		t.Fatal("no lock-delay after the expiry")
+	}
+	c.waitConverged()
+
+	for i := range c.ids {
+		c.stop(i)
+	}
+	c.tune = func(cfg *cluster.Config) { cfg.ClockOffset = time.Hour }
+	restarted := time.Now()
+	c.restartAll()
+	_, leader = c.waitLeader()
+	res, err := leader.Acquire(opContext(t), cluster.AcquireRequest{Session: b, Lock: "d"})
+	if err != nil || res.Status != fsm.StatusLockDelayed || res.DelayUntil != until {
+		t.Fatalf("try-acquire after the restart: %+v, %v; want lock_delayed until %d", res, err, until)
+	}
+	granted := enqueue(t, leader, b, "d", 30*time.Second)
+	r := receive(t, granted, delay+expirySlack+opTimeout)
+	if r.err != nil || r.res.Status != fsm.StatusOK {
+		t.Fatalf("waiter: %+v, %v; want a grant", r.res, r.err)
+	}
+	if r.at.Before(restarted.Add(delay)) {
+		t.Fatalf("granted %v after the restart began, before the delay of %v could pass", r.at.Sub(restarted), delay)
+	}
+}
+
 // A lock-delay applies only to expiry: a lock released, or freed by destroying its session,
 // is granted again at once.
 func TestNoLockDelayAfterReleaseOrDestroy(t *testing.T) {
