@@ -82,7 +82,7 @@ func FuzzRequests(f *testing.F) {
 		{0, "/v1/cluster", "", ""},
 		{1, "/v1/cluster/members", "", `{"id":"","raft_addr":"::::","http_addr":""}`},
 		{3, "/v1/cluster/members/n9", "", ""},
-		{1, "/v1/cluster/transfer-leadership", "", `{"id":"n7"}`},
+		{1, "/v1/cluster/leadership-transfer", "", `{"id":"n7"}`},
 		{0, "/metrics", "", ""},
 		{4, "/v1/locks/a", "", "\x00\xff"},
 	} {

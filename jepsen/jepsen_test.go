@@ -62,12 +62,14 @@ func scenarios() []scenario {
 				t.Error("want several snapshots taken, and one installed by a node that fell behind")
 			}
 		}},
-		// Holders crash and leave their sessions to expire while leadership moves between nodes
-		// whose clocks are 10s apart (the default skew): lock-delays must last across it.
-		{"crash-churn", func(c *Config) {
-			c.Faults, c.Seed, c.CrashRatio, c.LockDelay = []string{nemesis.Churn}, 19, 0.05, 3*time.Second
+		// Holders crash and leave their sessions to expire; while a lock-delay is in force,
+		// leadership moves to a node whose clock is 10s off (the default skew): the delay must
+		// last across it. A build whose new leader ended delays by its wall clock failed here in
+		// two of three runs.
+		{"crash-clock", func(c *Config) {
+			c.Faults, c.Seed, c.CrashRatio, c.LockDelay = []string{nemesis.Clock}, 19, 0.05, 3*time.Second
 		}, func(t *testing.T, rep *Report, ops []history.Op) {
-			expectFault(nemesis.Churn)(t, rep, ops)
+			expectFault(nemesis.Clock)(t, rep, ops)
 			expectDelayedHandoffs(t, rep, "crashed holders")
 		}},
 		{"client-pause", func(c *Config) { c.Faults, c.Seed = []string{nemesis.ClientPause}, 14 },
@@ -167,7 +169,7 @@ func buildBinary(t *testing.T, ctx context.Context) string {
 
 // TestScenarios runs the short end-to-end scenarios against a real 3-node cluster: kill, a
 // leader paused longer than the TTL, partitions, graceful restarts, the wal store, snapshots
-// every few entries, crashed holders under leadership churn, client pauses, and the self-test in
+// every few entries, crashed holders and leaders with skewed clocks, client pauses, and the self-test in
 // which the resource ignores tokens and fencing must fail. Two clusters run at a time.
 func TestScenarios(t *testing.T) {
 	if testing.Short() {

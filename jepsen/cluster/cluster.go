@@ -43,6 +43,8 @@ type Cluster struct {
 	// Mesh carries every node's Raft traffic to its peers.
 	Mesh *proxy.Mesh
 
+	offsets map[string]time.Duration // each node's --clock-offset
+
 	hc *http.Client
 }
 
@@ -120,11 +122,13 @@ func New(opts Options) (*Cluster, error) {
 	for _, n := range c.Nodes {
 		initial = append(initial, n.ID+"="+n.RaftAddr)
 	}
+	c.offsets = map[string]time.Duration{}
 	for i, n := range c.Nodes {
 		n.args = agentArgs(opts, n, strings.Join(initial, ","), c.Mesh.PeerAddrs(n.ID))
 		if opts.ClockSkew != 0 {
 			offset := time.Duration(float64(opts.ClockSkew) * (float64(i) - float64(opts.Nodes-1)/2))
 			n.args = append(n.args, "--clock-offset", offset.String())
+			c.offsets[n.ID] = offset
 		}
 	}
 	return c, nil
@@ -161,6 +165,9 @@ func agentArgs(opts Options, n *Node, initial, peers string) []string {
 	}
 	return append(args, opts.ExtraArgs...)
 }
+
+// ClockOffset is how far the node's wall clock is set from the true time (see Options.ClockSkew).
+func (c *Cluster) ClockOffset(id string) time.Duration { return c.offsets[id] }
 
 // Start lays out the cluster, starts every node and waits until all are ready.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {

@@ -171,10 +171,11 @@ func (c *Cluster) WaitLeader(ctx context.Context) (*Node, error) {
 	return leader, err
 }
 
-// TransferLeadership asks the node to hand leadership over (forwarded to the leader).
-func (c *Cluster) TransferLeadership(ctx context.Context, n *Node) (string, error) {
+// TransferLeadership asks the node to hand leadership over (forwarded to the leader), to the
+// node named to, or to any if to is empty.
+func (c *Cluster) TransferLeadership(ctx context.Context, n *Node, to string) (string, error) {
 	var out api.TransferResponse
-	_, err := c.call(ctx, n, http.MethodPost, "/v1/cluster/leadership-transfer", api.TransferRequest{}, &out)
+	_, err := c.call(ctx, n, http.MethodPost, "/v1/cluster/leadership-transfer", api.TransferRequest{ID: to}, &out)
 	return out.Leader, err
 }
 
@@ -204,15 +205,23 @@ func (c *Cluster) States(ctx context.Context) []checker.NodeState {
 	return states
 }
 
+// Locks reads the node's own lock table (every held, awaited or delayed lock), without asking
+// the leader.
+func (c *Cluster) Locks(ctx context.Context, n *Node) ([]api.Lock, error) {
+	var locks api.LockList
+	_, err := c.call(ctx, n, http.MethodGet, "/v1/locks?consistency=stale", nil, &locks)
+	return locks.Locks, err
+}
+
 func (c *Cluster) readStates(ctx context.Context) []checker.NodeState {
 	out := make([]checker.NodeState, len(c.Nodes))
 	for i, n := range c.Nodes {
 		s := checker.NodeState{Node: n.ID}
 		before, err := c.Info(ctx, n)
-		var locks api.LockList
+		var locks []api.Lock
 		var sessions api.SessionList
 		if err == nil {
-			_, err = c.call(ctx, n, http.MethodGet, "/v1/locks?consistency=stale", nil, &locks)
+			locks, err = c.Locks(ctx, n)
 		}
 		if err == nil {
 			_, err = c.call(ctx, n, http.MethodGet, "/v1/sessions?consistency=stale", nil, &sessions)
@@ -227,7 +236,7 @@ func (c *Cluster) readStates(ctx context.Context) []checker.NodeState {
 		case before.AppliedIndex != after.AppliedIndex:
 			s.Err = fmt.Sprintf("cluster: %s applied %d..%d while being read", n.ID, before.AppliedIndex, after.AppliedIndex)
 		}
-		s.AppliedIndex, s.Locks, s.Sessions = after.AppliedIndex, locks.Locks, sessions.Sessions
+		s.AppliedIndex, s.Locks, s.Sessions = after.AppliedIndex, locks, sessions.Sessions
 		out[i] = s
 	}
 	return out

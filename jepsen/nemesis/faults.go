@@ -220,7 +220,7 @@ func (n *Nemesis) churn(ctx context.Context) {
 		detail := "no leader to transfer from"
 		if err == nil {
 			var to string
-			to, err = n.c.TransferLeadership(ctx, l)
+			to, err = n.c.TransferLeadership(ctx, l, "")
 			if to == "" && err == nil {
 				to = n.newLeader(ctx, l.ID)
 			}
@@ -230,4 +230,49 @@ func (n *Nemesis) churn(ctx context.Context) {
 		hold(ctx, n.between(700*time.Millisecond, 1500*time.Millisecond))
 	}
 	n.record(Churn, history.ActionStop, id, n.rec.Now(), "done", nil)
+}
+
+// clock waits for a lock under a lock-delay, then hands leadership to the node whose wall
+// clock is furthest ahead of the leader's (or, when the leader's is, the next one behind it),
+// so that a delay started under one clock is ended under another. It needs --clock-skew.
+func (n *Nemesis) clock(ctx context.Context) {
+	id := n.rec.NewFaultID()
+	deadline := time.Now().Add(3 * n.cfg.TTL)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		l, _, err := n.c.Leader(ctx)
+		if err != nil {
+			hold(ctx, 50*time.Millisecond)
+			continue
+		}
+		locks, err := n.c.Locks(ctx, l)
+		delayed := ""
+		for _, lk := range locks {
+			if !lk.Held { // a listed lock that nobody holds is under a lock-delay
+				delayed = lk.Name
+				break
+			}
+		}
+		if err != nil || delayed == "" {
+			hold(ctx, 50*time.Millisecond)
+			continue
+		}
+		var to *cluster.Node
+		for _, node := range n.c.Nodes {
+			if node != l && node.State() == cluster.Running &&
+				(to == nil || n.c.ClockOffset(node.ID) > n.c.ClockOffset(to.ID)) {
+				to = node
+			}
+		}
+		if to == nil {
+			break
+		}
+		detail := fmt.Sprintf("%s under a lock-delay: transfer from %s (clock %v) to %s (clock %v)",
+			delayed, l.ID, n.c.ClockOffset(l.ID), to.ID, n.c.ClockOffset(to.ID))
+		n.record(Clock, history.ActionStart, id, n.rec.Now(), detail, nil)
+		inv := n.rec.Now()
+		_, err = n.c.TransferLeadership(ctx, l, to.ID)
+		n.record(Clock, history.ActionStop, id, inv, "leader "+n.newLeader(ctx, l.ID), err)
+		return
+	}
+	n.logf("%s: no lock-delay seen within %s", Clock, 3*n.cfg.TTL)
 }

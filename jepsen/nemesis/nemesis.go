@@ -23,10 +23,11 @@ const (
 	Partition   = "partition"
 	ClientPause = workload.FaultClientPause
 	Churn       = "churn"
+	Clock       = "clock"
 )
 
 // All lists every fault, in the order "all" expands to.
-var All = []string{Kill, Restart, RestartAll, Pause, Partition, ClientPause, Churn}
+var All = []string{Kill, Restart, RestartAll, Pause, Partition, ClientPause, Churn, Clock}
 
 // ErrUnknownFault is returned for a fault name that is not in All.
 var ErrUnknownFault = errors.New("nemesis: unknown fault")
@@ -163,6 +164,8 @@ func (n *Nemesis) inject(ctx context.Context, stop <-chan struct{}, fault string
 		n.clientPause(stop)
 	case Churn:
 		n.churn(ctx)
+	case Clock:
+		n.clock(ctx)
 	}
 }
 
