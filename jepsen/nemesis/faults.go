@@ -264,7 +264,8 @@ func (n *Nemesis) clock(ctx context.Context) {
 			}
 		}
 		if to == nil {
-			break
+			n.logf("%s: no running node to hand leadership to", Clock)
+			return
 		}
 		detail := fmt.Sprintf("%s under a lock-delay: transfer from %s (clock %v) to %s (clock %v)",
 			delayed, l.ID, n.c.ClockOffset(l.ID), to.ID, n.c.ClockOffset(to.ID))
