@@ -242,6 +242,38 @@ func TestLockDelayHoldsLockAfterExpiry(t *testing.T) {
 	}
 }
 
+// delayAfterExpiry puts lock "d" under a lock-delay on the leader: a session with that delay
+// holds it and expires. It returns a live session b and the delay's end as the state has it.
+func delayAfterExpiry(t *testing.T, leader *cluster.Node, delay time.Duration) (b fsm.SessionID, until int64) {
+	t.Helper()
+	holder := createSession(t, leader, "holder", shortTTL, delay)
+	mustAcquire(t, leader, holder, "d", "")
+	b = createSession(t, leader, "b", longTTL, 0)
+	waitSessionGone(t, leader, holder, shortTTL+expirySlack+opTimeout)
+	if until = leader.FSM().Lock("d").DelayUntil; until == 0 {
+		t.Fatal("no lock-delay after the expiry")
+	}
+	return b, until
+}
+
+// grantedNoSoonerThan checks that "d" is still delayed on the leader n, then that b, queued for
+// it, is granted, not before earliest.
+func grantedNoSoonerThan(t *testing.T, n *cluster.Node, b fsm.SessionID, until int64, earliest time.Time, what string) {
+	t.Helper()
+	res, err := n.Acquire(opContext(t), cluster.AcquireRequest{Session: b, Lock: "d"})
+	if err != nil || res.Status != fsm.StatusLockDelayed || res.DelayUntil != until {
+		t.Fatalf("try-acquire %s: %+v, %v; want lock_delayed until %d", what, res, err, until)
+	}
+	granted := enqueue(t, n, b, "d", 30*time.Second)
+	r := receive(t, granted, time.Until(earliest)+expirySlack+opTimeout)
+	if r.err != nil || r.res.Status != fsm.StatusOK {
+		t.Fatalf("waiter: %+v, %v; want a grant", r.res, r.err)
+	}
+	if r.at.Before(earliest) {
+		t.Fatalf("granted %v before the delay could have passed %s", earliest.Sub(r.at), what)
+	}
+}
+
 // A lock-delay lasts its full length whatever the servers' wall clocks say. The delay starts
 // under n1; then n2, whose clock is an hour ahead of n1's (or behind it), takes over. The new
 // leader keeps the lock delayed for the whole delay from when it took over: with the ahead
@@ -266,14 +298,7 @@ func TestLockDelayIgnoresClockSkewAcrossLeaderChange(t *testing.T) {
 				waitFor(t, leaderTimeout, "n1 to lead", func() bool { return c.node(0).IsLeader() })
 				leader = c.node(0)
 			}
-			holder := createSession(t, leader, "holder", shortTTL, delay)
-			mustAcquire(t, leader, holder, "d", "")
-			b := createSession(t, leader, "b", longTTL, 0)
-			waitSessionGone(t, leader, holder, shortTTL+expirySlack+opTimeout)
-			until := leader.FSM().Lock("d").DelayUntil
-			if until == 0 {
-				t.Fatal("no lock-delay after the expiry")
-			}
+			b, until := delayAfterExpiry(t, leader, delay)
 
 			handover := time.Now()
 			if err := leader.TransferLeadership(opContext(t), "n2"); err != nil {
@@ -284,22 +309,10 @@ func TestLockDelayIgnoresClockSkewAcrossLeaderChange(t *testing.T) {
 				next = c.currentLeader()
 				return next != nil && next.ID() != "n1"
 			})
-			res, err := next.Acquire(opContext(t), cluster.AcquireRequest{Session: b, Lock: "d"})
-			if err != nil || res.Status != fsm.StatusLockDelayed || res.DelayUntil != until {
-				t.Fatalf("try-acquire on the new leader: %+v, %v; want lock_delayed until %d", res, err, until)
-			}
 			if left, least := next.DelayLeft("d", until), delay-time.Since(handover); left < least {
 				t.Fatalf("the new leader ends the delay in %v, sooner than the %v it must last", left, least)
 			}
-			granted := enqueue(t, next, b, "d", 30*time.Second)
-			r := receive(t, granted, delay+expirySlack+opTimeout)
-			if r.err != nil || r.res.Status != fsm.StatusOK {
-				t.Fatalf("waiter: %+v, %v; want a grant", r.res, r.err)
-			}
-			if r.at.Before(handover.Add(delay)) {
-				t.Fatalf("granted %v after the new leader was asked to take over, before the delay of %v could pass there",
-					r.at.Sub(handover), delay)
-			}
+			grantedNoSoonerThan(t, next, b, until, handover.Add(delay), "after the hand-over to "+next.ID())
 		})
 	}
 }
@@ -312,14 +325,7 @@ func TestLockDelayOutlastsARestartIntoALaterClock(t *testing.T) {
 	const delay = 2 * time.Second
 	c := newTestCluster(t, 3, nil)
 	_, leader := c.waitLeader()
-	holder := createSession(t, leader, "holder", shortTTL, delay)
-	mustAcquire(t, leader, holder, "d", "")
-	b := createSession(t, leader, "b", longTTL, 0)
-	waitSessionGone(t, leader, holder, shortTTL+expirySlack+opTimeout)
-	until := leader.FSM().Lock("d").DelayUntil
-	if until == 0 {
-		t.Fatal("no lock-delay after the expiry")
-	}
+	b, until := delayAfterExpiry(t, leader, delay)
 	c.waitConverged()
 
 	for i := range c.ids {
@@ -329,18 +335,7 @@ func TestLockDelayOutlastsARestartIntoALaterClock(t *testing.T) {
 	restarted := time.Now()
 	c.restartAll()
 	_, leader = c.waitLeader()
-	res, err := leader.Acquire(opContext(t), cluster.AcquireRequest{Session: b, Lock: "d"})
-	if err != nil || res.Status != fsm.StatusLockDelayed || res.DelayUntil != until {
-		t.Fatalf("try-acquire after the restart: %+v, %v; want lock_delayed until %d", res, err, until)
-	}
-	granted := enqueue(t, leader, b, "d", 30*time.Second)
-	r := receive(t, granted, delay+expirySlack+opTimeout)
-	if r.err != nil || r.res.Status != fsm.StatusOK {
-		t.Fatalf("waiter: %+v, %v; want a grant", r.res, r.err)
-	}
-	if r.at.Before(restarted.Add(delay)) {
-		t.Fatalf("granted %v after the restart began, before the delay of %v could pass", r.at.Sub(restarted), delay)
-	}
+	grantedNoSoonerThan(t, leader, b, until, restarted.Add(delay), "after the restart")
 }
 
 // A lock-delay applies only to expiry: a lock released, or freed by destroying its session,
