@@ -17,8 +17,9 @@ import (
 // runFlags are the flags shared by lock and elect.
 type runFlags struct {
 	clientFlags
-	ttl   time.Duration
-	grace time.Duration
+	ttl       time.Duration
+	grace     time.Duration
+	lockDelay time.Duration
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -27,6 +28,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 		"session TTL: how long the lock outlives this process if it dies (2s to 24h)")
 	cmd.Flags().DurationVar(&f.grace, "grace", 0,
 		"time between SIGTERM and SIGKILL when the lock is lost (default TTL/10, which ends before the server can grant the lock elsewhere)")
+	cmd.Flags().DurationVar(&f.lockDelay, "lock-delay", 0,
+		"if this process dies or loses the cluster, keep the lock from everyone else this long after the TTL runs out, for commands whose writes cannot be fenced (0 to 60s)")
 	// Everything after NAME belongs to the command, even without "--".
 	cmd.Flags().SetInterspersed(false)
 }
@@ -43,6 +46,7 @@ func (f *runFlags) newSession(ctx context.Context, c *client.Client, kind, name 
 	host, _ := os.Hostname()
 	return c.NewSession(ctx,
 		client.WithTTL(f.ttl),
+		client.WithLockDelay(f.lockDelay),
 		client.WithSessionName(fmt.Sprintf("raftlock %s on %s pid %d", kind, host, os.Getpid())),
 		client.WithOnDanger(func(remaining time.Duration) {
 			fmt.Fprintf(stderr, "raftlock: warning: cannot renew the session; %q is lost in %s unless the cluster answers\n",

@@ -249,3 +249,30 @@ while :; do sleep 0.05; done`
 	}
 	waitFor(t, 5*time.Second, "the command's child to die", func() bool { return processGone(grandchild) })
 }
+
+func TestLockDelayFlagReachesTheSession(t *testing.T) {
+	c := testClient(t)
+	name := testLock(t)
+	dir := t.TempDir()
+	t.Setenv("DIR", dir)
+	script := `echo "$RAFTLOCK_SESSION" > "$DIR/session.tmp"; mv "$DIR/session.tmp" "$DIR/session"
+while [ ! -e "$DIR/done" ]; do sleep 0.05; done`
+	cmd, stdout, stderr := startCLI(t, "lock", "--lock-delay", "7s", name, "--", "sh", "-c", script)
+	session := waitForFile(t, filepath.Join(dir, "session"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := c.GetSession(ctx, session)
+	if err := os.WriteFile(filepath.Join(dir, "done"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := finish(t, cmd, stdout, stderr, 20*time.Second); r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if err != nil || info.LockDelay != "7s" {
+		t.Fatalf("the command's session: %+v, %v; want a lock-delay of 7s", info, err)
+	}
+	r := runCLI(t, "lock", "--lock-delay", "61s", name, "--", "true")
+	if r.code == 0 || !strings.Contains(r.stderr, "lock_delay") {
+		t.Fatalf("--lock-delay 61s: exit %d, stderr %q; want the server's refusal", r.code, r.stderr)
+	}
+}
