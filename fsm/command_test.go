@@ -139,11 +139,7 @@ func TestDecodeRefusesMalformedCommands(t *testing.T) {
 }
 
 func TestDecodeErrorsReturnResultErr(t *testing.T) {
-	h := newHarness(t)
-	a := sid(1)
-	h.create(a)
-	h.acquire(a, "L", "v")
-	before := snapshotBytes(t, h.f)
+	h, _, before := oneHolder(t, "L", "v")
 	h.rec.take()
 	for i, b := range [][]byte{nil, {1}, {1, byte(fsm.TypeDestroySession), 1, 2}, {1, byte(fsm.TypeCancelWait)}} {
 		index := uint64(100 + i)
@@ -168,11 +164,7 @@ func TestDecodeErrorsReturnResultErr(t *testing.T) {
 // flag) stops the node instead of being skipped: the nodes of that version apply it, and a node
 // that skipped it would go on from a different state.
 func TestEntryFromANewerVersionStopsTheNode(t *testing.T) {
-	h := newHarness(t)
-	a := sid(1)
-	h.create(a)
-	h.acquire(a, "L", "v")
-	before := snapshotBytes(t, h.f)
+	h, a, before := oneHolder(t, "L", "v")
 	newFlag := (&fsm.Command{Type: fsm.TypeAcquire, Session: a, Lock: "L"}).Encode(nil)
 	newFlag[2+16+1+1] |= 0x80
 	for i, b := range [][]byte{{2, byte(fsm.TypeRelease)}, {1, byte(fsm.TypeRemoveMember) + 1}, newFlag} {

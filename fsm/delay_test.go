@@ -123,11 +123,7 @@ func TestDelayEndedBeforeTimeIsRefused(t *testing.T) {
 }
 
 func TestDelayEndedOnLockWithoutDelayDoesNothing(t *testing.T) {
-	h := newHarness(t)
-	a := sid(1)
-	h.create(a)
-	h.acquire(a, "held", "")
-	before := snapshotBytes(t, h.f)
+	h, _, before := oneHolder(t, "held", "")
 	mustStatus(t, h.delayEnded("held", now0), fsm.StatusOK)
 	mustStatus(t, h.delayEnded("absent", now0), fsm.StatusOK)
 	if string(snapshotBytes(t, h.f)) != string(before) {

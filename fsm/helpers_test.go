@@ -65,6 +65,17 @@ func newHarness(t testing.TB) *harness {
 	return &harness{t: t, f: fsm.New(rec), rec: rec}
 }
 
+// oneHolder returns a harness in which session 1 holds lock (with value), the session, and
+// the state's snapshot, against which a test checks that something changed nothing.
+func oneHolder(t testing.TB, lock, value string) (h *harness, a fsm.SessionID, before []byte) {
+	t.Helper()
+	h = newHarness(t)
+	a = sid(1)
+	h.create(a)
+	h.acquire(a, lock, value)
+	return h, a, snapshotBytes(t, h.f)
+}
+
 func (h *harness) apply(c fsm.Command) fsm.Result {
 	h.t.Helper()
 	h.index++

@@ -21,11 +21,7 @@ func TestUnknownSessionIsSessionNotFound(t *testing.T) {
 		{Type: fsm.TypeDestroySession, Session: ghost},
 		{Type: fsm.TypeExpireSession, Session: ghost, Now: now0},
 	} {
-		h := newHarness(t)
-		a := sid(1)
-		h.create(a)
-		h.acquire(a, "L", "")
-		before := snapshotBytes(t, h.f)
+		h, _, before := oneHolder(t, "L", "")
 		h.rec.take()
 		mustStatus(t, h.apply(c), fsm.StatusSessionNotFound)
 		if got := snapshotBytes(t, h.f); string(got) != string(before) {
