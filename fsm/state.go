@@ -88,8 +88,9 @@ type waiter struct {
 	value   string
 }
 
-// lockDelay is a lock-delay in force, started by the expiry of the lock's holder; only a
-// DelayEnded command ends it.
+// lockDelay is a lock-delay in force, started by the expiry of the lock's holder. A DelayEnded
+// command ends it (so does an acquire in a log entry from before leaders left the clock reading
+// out of acquires; see Command.Now).
 type lockDelay struct {
 	until  int64         // the expiring leader's clock reading plus length, Unix ns; never 0
 	length time.Duration // the session's lock-delay; 0 if restored from a snapshot without it
