@@ -12,8 +12,11 @@
 //   - sessions: N sessions kept alive at TTL/3 by a pool of workers (not one goroutine per
 //     session, so the bench's own footprint stays small). Figures: creation rate, renewals/s,
 //     lost sessions (must be 0), the leader's CPU and RSS from its /metrics process metrics.
-//   - failover (in-process clusters only): kill the leader and time until an acquire succeeds
-//     again, over several trials, restarting the killed node between trials.
+//   - failover: kill the leader and time until an acquire succeeds again, over several trials,
+//     bringing the killed node back between trials. The nodes run in this process (--dev), or
+//     as processes on this machine: the leader's is the process that listens on both its HTTP
+//     and its Raft address (read from /proc); it gets SIGKILL and is started again with the
+//     command line, directory and environment it had, unless a supervisor restarts it.
 //
 // The report says what the figures were measured on, because on a shared virtual machine they
 // move with it: the processor, the load average, the CPU time the hypervisor gave to other
@@ -26,9 +29,10 @@
 // recorded holds that overlap are a real double grant, never a false alarm.
 //
 // The package may import client, api, agent (to drive an in-process cluster: StartDev, Kill,
-// Restart) and the standard library; it reads the servers' /metrics over plain HTTP and never
-// imports a server package otherwise. Its tests also import config, only to shorten the
-// election timeouts of their in-process cluster through agent.DevOptions.Tune.
+// Restart), prometheus/procfs and the standard library; it reads the servers' /metrics over
+// plain HTTP and never imports a server package otherwise. Its tests also import config, only
+// to shorten the election timeouts of their in-process cluster through agent.DevOptions.Tune,
+// and jepsen/cluster, to run a cluster of processes.
 //
 // FIFO order cannot be checked exactly from outside (clients do not see the order in which the
 // server queued them), so the contended workload reports FIFO inversions by send time, a

@@ -20,11 +20,12 @@ const (
 
 // FailoverResult holds the figures of the failover workload.
 type FailoverResult struct {
-	// Skipped says why the workload did not run (it needs an in-process cluster).
+	// Skipped says why the workload did not run (it kills nodes: they must run in this
+	// process with --dev, or as processes on this machine).
 	Skipped string          `json:"skipped,omitempty"`
 	Trials  []FailoverTrial `json:"trials,omitempty"`
 	// Recovery summarises the time from the kill until an acquire succeeded again, Election
-	// the time until a surviving node led (and had passed its Barrier).
+	// the time until a surviving node led and served.
 	Recovery Latency `json:"recovery"`
 	Election Latency `json:"election"`
 	Failed   int     `json:"failed"`
@@ -39,17 +40,49 @@ type FailoverTrial struct {
 	// Attempts is the number of acquire attempts until one succeeded.
 	Attempts int    `json:"attempts"`
 	Error    string `json:"error,omitempty"`
+	// KilledPID is the killed node's process, RestartedPID the one the bench started in its
+	// place (0 when a supervisor restarted it), RestartLog where that one writes its output;
+	// all three only for a cluster of processes.
+	KilledPID    int    `json:"killed_pid,omitempty"`
+	RestartedPID int    `json:"restarted_pid,omitempty"`
+	RestartLog   string `json:"restart_log,omitempty"`
+}
+
+// failoverNodes are the nodes the failover workload kills and brings back: the in-process
+// cluster of --dev, or the processes of a cluster that runs on this machine.
+type failoverNodes interface {
+	// endpoints returns the nodes' HTTP base URLs; ids their ids, in the same order.
+	endpoints() []string
+	ids() []string
+	// leader waits until a node leads and serves, and returns its index.
+	leader(ctx context.Context) (int, error)
+	// kill stops node i at once, as a crash would, and returns when it did.
+	kill(i int, tr *FailoverTrial) (time.Time, error)
+	// restart brings node i back, or waits until something else did; it does not wait for
+	// the node to serve.
+	restart(ctx context.Context, i int, tr *FailoverTrial) error
 }
 
 func (r *runner) failover(ctx context.Context) (FailoverResult, error) {
 	var res FailoverResult
-	d := r.opts.Dev
-	if d == nil {
-		res.Skipped = "needs an in-process cluster (--dev) to kill the leader"
-		return res, nil
+	var nodes failoverNodes
+	if r.opts.Dev != nil {
+		nodes = devNodes{r.opts.Dev}
+	} else {
+		pn, skip, err := findProcNodes(ctx, r.opts.Endpoints, r.opts.Supervised)
+		if err != nil {
+			return res, err
+		}
+		if skip != "" {
+			res.Skipped = skip
+			return res, nil
+		}
+		defer pn.close()
+		nodes = pn
 	}
-	clients := make([]*client.Client, d.Size())
-	for i, ep := range d.Endpoints() {
+	eps := nodes.endpoints()
+	clients := make([]*client.Client, len(eps))
+	for i, ep := range eps {
 		c, err := client.New([]string{ep}, client.WithRetryTimeout(0), client.WithRequestTimeout(failoverAttemptTimeout))
 		if err != nil {
 			return res, fmt.Errorf("bench: %w", err)
@@ -62,12 +95,14 @@ func (r *runner) failover(ctx context.Context) (FailoverResult, error) {
 		stop := r.progress(func(time.Time) string {
 			return fmt.Sprintf("failover: trial %d/%d", trial+1, r.opts.FailoverTrials)
 		})
-		tr, err := r.failoverTrial(ctx, d, clients, trial)
+		tr, err := r.failoverTrial(ctx, nodes, clients, trial)
 		stop()
+		if tr.Killed != "" {
+			res.Trials = append(res.Trials, tr)
+		}
 		if err != nil {
 			return res, err
 		}
-		res.Trials = append(res.Trials, tr)
 		if tr.Error != "" {
 			res.Failed++
 			continue
@@ -76,21 +111,22 @@ func (r *runner) failover(ctx context.Context) (FailoverResult, error) {
 		election = append(election, time.Duration(tr.ElectionMs*float64(time.Millisecond)))
 	}
 	res.Recovery, res.Election = summarize(recovery), summarize(election)
-	return res, nil
+	// Leave the cluster whole: the last killed node serves again before the bench goes on.
+	return res, waitHealthy(ctx, nodes, clients)
 }
 
 // failoverTrial kills the leader of a healthy cluster, polls every survivor with acquires
-// until one is granted, and restarts the killed node.
-func (r *runner) failoverTrial(ctx context.Context, d *agent.Dev, clients []*client.Client, trial int) (FailoverTrial, error) {
+// until one is granted, and brings the killed node back.
+func (r *runner) failoverTrial(ctx context.Context, nodes failoverNodes, clients []*client.Client, trial int) (FailoverTrial, error) {
 	var tr FailoverTrial
-	if err := waitHealthy(ctx, d, clients); err != nil {
+	if err := waitHealthy(ctx, nodes, clients); err != nil {
 		return tr, err
 	}
-	li, err := d.WaitLeader(ctx)
+	li, err := nodes.leader(ctx)
 	if err != nil {
 		return tr, fmt.Errorf("bench: failover: %w", err)
 	}
-	tr.Killed = d.Agent(li).Node().ID()
+	ids := nodes.ids()
 	lc := clients[li]
 	s, err := lc.CreateSession(ctx, api.CreateSessionRequest{TTL: workerSessionTTL.String(), Name: "bench-failover"})
 	if err != nil {
@@ -103,15 +139,16 @@ func (r *runner) failoverTrial(ctx context.Context, d *agent.Dev, clients []*cli
 			_, _ = c.GetLock(ctx, name, client.Stale())
 		}
 	}
-	killed := time.Now()
-	if err := d.Kill(li); err != nil {
-		return tr, fmt.Errorf("bench: failover: %w", err)
+	killed, err := nodes.kill(li, &tr)
+	if err != nil {
+		return tr, fmt.Errorf("bench: failover: killing the leader %s: %w", ids[li], err)
 	}
+	tr.Killed = ids[li]
 	elected := make(chan time.Duration, 1)
 	ectx, cancel := context.WithTimeout(ctx, failoverLimit)
 	defer cancel()
 	go func() {
-		if _, err := d.WaitLeader(ectx); err == nil {
+		if _, err := nodes.leader(ectx); err == nil {
 			elected <- time.Since(killed)
 		}
 		close(elected)
@@ -139,31 +176,31 @@ func (r *runner) failoverTrial(ctx context.Context, d *agent.Dev, clients []*cli
 		tr.Error = fmt.Sprintf("no acquire succeeded within %s of the kill", failoverLimit)
 	} else {
 		_, _ = clients[granted].DestroySession(ctx, s.ID)
-		if nl, err := d.WaitLeader(ctx); err == nil {
-			tr.NewLeader = d.Agent(nl).Node().ID()
+		if nl, err := nodes.leader(ctx); err == nil {
+			tr.NewLeader = ids[nl]
 		}
 	}
-	if err := d.Restart(ctx, li); err != nil {
-		return tr, fmt.Errorf("bench: failover: restarting %s: %w", tr.Killed, err)
+	if err := nodes.restart(ctx, li, &tr); err != nil {
+		return tr, fmt.Errorf("bench: failover: bringing %s back: %w", tr.Killed, err)
 	}
 	return tr, nil
 }
 
-// waitHealthy waits until every node runs, a leader leads, and every node answers ready.
-func waitHealthy(ctx context.Context, d *agent.Dev, clients []*client.Client) error {
+// waitHealthy waits until every node answers ready and a leader leads.
+func waitHealthy(ctx context.Context, nodes failoverNodes, clients []*client.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, failoverLimit)
 	defer cancel()
-	eps := d.Endpoints()
+	eps := nodes.endpoints()
 	for {
 		ok := true
 		for i := range clients {
-			if d.Agent(i) == nil || clients[i].Ready(ctx, eps[i]) != nil {
+			if clients[i].Ready(ctx, eps[i]) != nil {
 				ok = false
 				break
 			}
 		}
 		if ok {
-			if _, err := d.WaitLeader(ctx); err == nil {
+			if _, err := nodes.leader(ctx); err == nil {
 				return nil
 			}
 		}
@@ -171,4 +208,30 @@ func waitHealthy(ctx context.Context, d *agent.Dev, clients []*client.Client) er
 			return fmt.Errorf("bench: failover: cluster not healthy: %w", ctx.Err())
 		}
 	}
+}
+
+// devNodes are the nodes of an in-process cluster.
+type devNodes struct{ d *agent.Dev }
+
+func (n devNodes) endpoints() []string { return n.d.Endpoints() }
+
+func (n devNodes) ids() []string {
+	ids := make([]string, n.d.Size())
+	for i := range ids {
+		if a := n.d.Agent(i); a != nil { // every node runs while a trial reads them
+			ids[i] = a.Node().ID()
+		}
+	}
+	return ids
+}
+
+func (n devNodes) leader(ctx context.Context) (int, error) { return n.d.WaitLeader(ctx) }
+
+func (n devNodes) kill(i int, _ *FailoverTrial) (time.Time, error) {
+	at := time.Now()
+	return at, n.d.Kill(i)
+}
+
+func (n devNodes) restart(ctx context.Context, i int, _ *FailoverTrial) error {
+	return n.d.Restart(ctx, i)
 }

@@ -65,7 +65,8 @@ func ParseWorkloads(s string) ([]string, error) {
 type Options struct {
 	// Endpoints of the cluster, e.g. "http://127.0.0.1:7001". Required.
 	Endpoints []string
-	// Dev is the in-process cluster behind Endpoints, if any; failover needs it.
+	// Dev is the in-process cluster behind Endpoints, if any. Without it, the failover workload
+	// kills the leader's process, which must run on this machine.
 	Dev *agent.Dev
 	// Duration of each measurement; default 10s.
 	Duration time.Duration
@@ -87,6 +88,9 @@ type Options struct {
 	SessionWorkers int
 	// FailoverTrials is the number of leader kills; default 5.
 	FailoverTrials int
+	// Supervised says that something else (systemd, say) restarts the killed processes of a
+	// cluster outside this process: failover waits for that instead of starting the node again.
+	Supervised bool
 	// Via says which node requests go to first: ViaLeader (default), ViaFollower or ViaGiven.
 	Via string
 	// Version is the version of the running binary, reported with the figures.

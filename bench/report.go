@@ -185,8 +185,15 @@ func (r *Report) writeNotes(out io.Writer) {
 				notes = append(notes, fmt.Sprintf("failover trial %d: killed %s: %s", i+1, t.Killed, t.Error))
 				continue
 			}
-			notes = append(notes, fmt.Sprintf("failover trial %d: killed %s, %s led after %s, acquire granted after %s (%d attempts)",
-				i+1, t.Killed, t.NewLeader, msStr(t.ElectionMs), msStr(t.RecoveryMs), t.Attempts))
+			note := fmt.Sprintf("failover trial %d: killed %s, %s led after %s, acquire granted after %s (%d attempts)",
+				i+1, t.Killed, t.NewLeader, msStr(t.ElectionMs), msStr(t.RecoveryMs), t.Attempts)
+			switch {
+			case t.RestartedPID != 0:
+				note += fmt.Sprintf("; pid %d, restarted as pid %d writing to %s", t.KilledPID, t.RestartedPID, t.RestartLog)
+			case t.KilledPID != 0:
+				note += fmt.Sprintf("; pid %d, restarted by its supervisor", t.KilledPID)
+			}
+			notes = append(notes, note)
 		}
 	}
 	for _, s := range r.errorSamples() {

@@ -99,10 +99,10 @@ func (r *runner) runWorkload(ctx context.Context, w string, rep *Report) error {
 		rep.Sessions = &res
 	case Failover:
 		res, err := r.failover(ctx)
+		rep.Failover = &res // the trials so far, even after an error: they name the nodes it killed
 		if err != nil {
 			return err
 		}
-		rep.Failover = &res
 	}
 	return nil
 }

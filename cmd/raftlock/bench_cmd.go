@@ -31,6 +31,7 @@ type benchFlags struct {
 	sessionTTL     time.Duration
 	sessionWorkers int
 	trials         int
+	supervised     bool
 	via            string
 	jsonFile       string
 	cpuProfile     string
@@ -54,7 +55,11 @@ started in this process with --dev, each for --duration after --warmup:
                no two grants overlap and that tokens only grow, and fails if they do
   sessions     --sessions sessions (TTL 10s) renewed at TTL/3: creation rate, renewals/s,
                lost sessions (must be 0), the leader's CPU and RSS from its /metrics
-  failover     (--dev only) kill the leader, time until an acquire succeeds, several trials
+  failover     kill the leader (SIGKILL), time until an acquire succeeds, several trials;
+               with --endpoints the nodes must run on this machine: the bench finds the
+               leader's process by its ports and starts it again after each trial with the
+               same command line, directory and environment (--supervised: waits for a
+               supervisor such as systemd to do that instead)
 
 A live progress line is shown when stdout is a terminal; the figures end in a table, and
 --json FILE writes them with the environment. With --dev every node and the bench share one
@@ -82,6 +87,7 @@ process, so CPU and RSS figures are of all of them. Exit status 1 on a violation
 	fl.DurationVar(&f.sessionTTL, "session-ttl", 10*time.Second, "TTL of the sessions of the sessions workload")
 	fl.IntVar(&f.sessionWorkers, "session-workers", 4, "goroutines that renew the sessions, each in batches")
 	fl.IntVar(&f.trials, "failover-trials", 5, "leader kills of the failover workload")
+	fl.BoolVar(&f.supervised, "supervised", false, "failover with --endpoints: a supervisor restarts killed nodes; wait for it instead of restarting them")
 	fl.StringVar(&f.via, "via", bench.ViaLeader, "send requests first to: leader, follower (measures forwarding) or given (endpoint order)")
 	fl.StringVar(&f.jsonFile, "json", "", "also write the figures and the environment as JSON to this file")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --dev: servers and bench) to this file")
@@ -108,6 +114,7 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
 		SessionTTL:     f.sessionTTL,
 		SessionWorkers: f.sessionWorkers,
 		FailoverTrials: f.trials,
+		Supervised:     f.supervised,
 		Via:            f.via,
 		Version:        version,
 	}
