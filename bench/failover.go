@@ -80,16 +80,11 @@ func (r *runner) failover(ctx context.Context) (FailoverResult, error) {
 		defer pn.close()
 		nodes = pn
 	}
-	eps := nodes.endpoints()
-	clients := make([]*client.Client, len(eps))
-	for i, ep := range eps {
-		c, err := client.New([]string{ep}, client.WithRetryTimeout(0), client.WithRequestTimeout(failoverAttemptTimeout))
-		if err != nil {
-			return res, fmt.Errorf("bench: %w", err)
-		}
-		defer c.Close()
-		clients[i] = c
+	clients, err := nodeClients(nodes.endpoints())
+	if err != nil {
+		return res, err
 	}
+	defer closeClients(clients)
 	var recovery, election []time.Duration
 	for trial := range r.opts.FailoverTrials {
 		stop := r.progress(func(time.Time) string {
@@ -139,11 +134,11 @@ func (r *runner) failoverTrial(ctx context.Context, nodes failoverNodes, clients
 			_, _ = c.GetLock(ctx, name, client.Stale())
 		}
 	}
+	tr.Killed = ids[li]
 	killed, err := nodes.kill(li, &tr)
 	if err != nil {
-		return tr, fmt.Errorf("bench: failover: killing the leader %s: %w", ids[li], err)
+		return tr, fmt.Errorf("bench: failover: killing the leader %s: %w", tr.Killed, err)
 	}
-	tr.Killed = ids[li]
 	elected := make(chan time.Duration, 1)
 	ectx, cancel := context.WithTimeout(ctx, failoverLimit)
 	defer cancel()
@@ -184,6 +179,27 @@ func (r *runner) failoverTrial(ctx context.Context, nodes failoverNodes, clients
 		return tr, fmt.Errorf("bench: failover: bringing %s back: %w", tr.Killed, err)
 	}
 	return tr, nil
+}
+
+// nodeClients returns a client for each endpoint that asks only that node, once, and gives up
+// after failoverAttemptTimeout.
+func nodeClients(eps []string) ([]*client.Client, error) {
+	clients := make([]*client.Client, 0, len(eps))
+	for _, ep := range eps {
+		c, err := client.New([]string{ep}, client.WithRetryTimeout(0), client.WithRequestTimeout(failoverAttemptTimeout))
+		if err != nil {
+			closeClients(clients)
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		clients = append(clients, c)
+	}
+	return clients, nil
+}
+
+func closeClients(clients []*client.Client) {
+	for _, c := range clients {
+		c.Close()
+	}
 }
 
 // waitHealthy waits until every node answers ready and a leader leads.

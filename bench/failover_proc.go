@@ -70,14 +70,10 @@ func findProcNodes(ctx context.Context, endpoints []string, supervised bool) (p 
 	}
 	p = &procNodes{fs: fs, members: cl.Members, supervised: supervised, killed: map[int]procSpec{}}
 	for _, m := range cl.Members {
-		c, err := client.New([]string{scheme + "://" + m.HTTPAddr},
-			client.WithRetryTimeout(0), client.WithRequestTimeout(failoverAttemptTimeout))
-		if err != nil {
-			p.close()
-			return nil, "", fmt.Errorf("bench: %w", err)
-		}
 		p.eps = append(p.eps, scheme+"://"+m.HTTPAddr)
-		p.clients = append(p.clients, c)
+	}
+	if p.clients, err = nodeClients(p.eps); err != nil {
+		return nil, "", err
 	}
 	for i, m := range cl.Members {
 		pid, err := p.find(i)
@@ -114,11 +110,7 @@ func publishedMembers(ctx context.Context, c *client.Client) (*api.Cluster, erro
 	}
 }
 
-func (p *procNodes) close() {
-	for _, c := range p.clients {
-		c.Close()
-	}
-}
+func (p *procNodes) close() { closeClients(p.clients) }
 
 func (p *procNodes) endpoints() []string { return p.eps }
 
@@ -231,6 +223,9 @@ func (p *procNodes) find(i int) (int, error) {
 	if httpPID != raftPID {
 		return 0, fmt.Errorf("its HTTP address %s and Raft address %s belong to different processes (%d and %d)",
 			m.HTTPAddr, m.RaftAddr, httpPID, raftPID)
+	}
+	if httpPID == 1 { // init holding the sockets for the node (socket activation): never kill it
+		return 0, errors.New("its sockets belong to process 1")
 	}
 	return httpPID, nil
 }
