@@ -75,6 +75,7 @@ func findProcNodes(ctx context.Context, endpoints []string, supervised bool) (p 
 	if p.clients, err = nodeClients(p.eps); err != nil {
 		return nil, "", err
 	}
+	byPID := map[int]string{}
 	for i, m := range cl.Members {
 		pid, err := p.find(i)
 		switch {
@@ -82,11 +83,14 @@ func findProcNodes(ctx context.Context, endpoints []string, supervised bool) (p 
 			skip = fmt.Sprintf("it kills the leader's process, which it cannot find for %s: %v (run it where the nodes run, as their user, or use --dev)", m.ID, err)
 		case pid == os.Getpid():
 			skip = fmt.Sprintf("%s runs in this process; use --dev to kill and restart nodes in it", m.ID)
+		case byPID[pid] != "":
+			skip = fmt.Sprintf("%s and %s run in the same process (%d, a `raftlock dev`?): killing one would kill both; use --dev", byPID[pid], m.ID, pid)
 		}
 		if skip != "" {
 			p.close()
 			return nil, skip, nil
 		}
+		byPID[pid] = m.ID
 	}
 	return p, "", nil
 }

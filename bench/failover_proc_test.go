@@ -3,8 +3,12 @@
 package bench_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,10 +16,77 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/bench"
 	"github.com/raftlock/raftlock/client"
 	jcluster "github.com/raftlock/raftlock/jepsen/cluster"
 )
+
+// devChildEnv makes the test binary serve a dev cluster instead of running tests (see
+// TestFailoverNeverKillsASharedProcess).
+const devChildEnv = "RAFTLOCK_BENCH_TEST_DEV_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(devChildEnv) != "" {
+		os.Exit(serveDevChild())
+	}
+	os.Exit(m.Run())
+}
+
+// serveDevChild starts a dev cluster, prints its endpoints on a line, and serves until its
+// standard input closes (when the test that started it ends).
+func serveDevChild() int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dev, err := agent.StartDev(ctx, agent.DevOptions{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer dev.Close()
+	fmt.Println(strings.Join(dev.Endpoints(), ","))
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// TestFailoverNeverKillsASharedProcess points the failover workload at a dev cluster in
+// another process: its nodes share that process, so killing the leader's would kill them all.
+func TestFailoverNeverKillsASharedProcess(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	child := exec.CommandContext(ctx, os.Args[0])
+	child.Env = append(os.Environ(), devChildEnv+"=1")
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		child.Wait()
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the child's endpoints: %v", err)
+	}
+	rep, err := bench.Run(ctx, bench.Options{Endpoints: strings.Split(strings.TrimSpace(line), ","), Workloads: []string{bench.Failover}})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if f := rep.Failover; f == nil || len(f.Trials) != 0 || !strings.Contains(f.Skipped, "run in the same process") {
+		t.Errorf("failover against nodes that share a process should be skipped, got %+v", f)
+	}
+	if !alive(child.Process.Pid) {
+		t.Error("the dev cluster's process died")
+	}
+}
 
 // TestFailoverOfAClusterOfProcesses runs the failover workload against three `raftlock agent`
 // processes, as `raftlock bench --endpoints` does: first with a supervisor that restarts
