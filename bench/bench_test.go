@@ -151,7 +151,7 @@ func TestFailoverNeverKillsItsOwnProcess(t *testing.T) {
 		t.Fatalf("starting a cluster: %v", err)
 	}
 	defer dev.Close()
-	rep, err := bench.Run(ctx, bench.Options{Endpoints: dev.Endpoints(), Workloads: []string{bench.Failover}})
+	rep, err := bench.Run(ctx, bench.Options{Endpoints: dev.Endpoints(), Workloads: []string{bench.Failover}, KillProcesses: true})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}

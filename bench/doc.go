@@ -16,7 +16,8 @@
 //     bringing the killed node back between trials. The nodes run in this process (--dev), or
 //     as processes on this machine: the leader's is the process that listens on both its HTTP
 //     and its Raft address (read from /proc); it gets SIGKILL and is started again with the
-//     command line, directory and environment it had, unless a supervisor restarts it.
+//     command line, directory and environment it had, unless a supervisor restarts it. That
+//     needs Options.KillProcesses: measuring a cluster never kills its nodes unasked.
 //
 // The report says what the figures were measured on, because on a shared virtual machine they
 // move with it: the processor, the load average, the CPU time the hypervisor gave to other

@@ -66,9 +66,13 @@ type failoverNodes interface {
 func (r *runner) failover(ctx context.Context) (FailoverResult, error) {
 	var res FailoverResult
 	var nodes failoverNodes
-	if r.opts.Dev != nil {
+	switch {
+	case r.opts.Dev != nil:
 		nodes = devNodes{r.opts.Dev}
-	} else {
+	case !r.opts.KillProcesses:
+		res.Skipped = "it kills the leader's process; name it in --workload to let it (the nodes must run on this machine)"
+		return res, nil
+	default:
 		pn, skip, err := findProcNodes(ctx, r.opts.Endpoints, r.opts.Supervised)
 		if err != nil {
 			return res, err

@@ -76,7 +76,8 @@ func TestFailoverNeverKillsASharedProcess(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading the child's endpoints: %v", err)
 	}
-	rep, err := bench.Run(ctx, bench.Options{Endpoints: strings.Split(strings.TrimSpace(line), ","), Workloads: []string{bench.Failover}})
+	rep, err := bench.Run(ctx, bench.Options{Endpoints: strings.Split(strings.TrimSpace(line), ","),
+		Workloads: []string{bench.Failover}, KillProcesses: true})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -109,7 +110,24 @@ func TestFailoverOfAClusterOfProcesses(t *testing.T) {
 	for _, a := range c.HTTPAddrs() {
 		endpoints = append(endpoints, "http://"+a)
 	}
-	opts := bench.Options{Endpoints: endpoints, Workloads: []string{bench.Failover}, FailoverTrials: 2, Version: "test"}
+	opts := bench.Options{Endpoints: endpoints, Workloads: []string{bench.Failover}, FailoverTrials: 2, KillProcesses: true, Version: "test"}
+
+	t.Run("not asked to kill", func(t *testing.T) {
+		unasked := opts
+		unasked.KillProcesses = false
+		rep, err := bench.Run(ctx, unasked)
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if f := rep.Failover; f == nil || len(f.Trials) != 0 || !strings.Contains(f.Skipped, "name it") {
+			t.Errorf("failover without KillProcesses should be skipped, got %+v", f)
+		}
+		for _, id := range c.IDs() {
+			if n := c.Node(id); n.State() != jcluster.Running {
+				t.Errorf("%s is %s", id, n.State())
+			}
+		}
+	})
 
 	t.Run("supervised", func(t *testing.T) {
 		pids := map[string]int{}

@@ -88,6 +88,10 @@ type Options struct {
 	SessionWorkers int
 	// FailoverTrials is the number of leader kills; default 5.
 	FailoverTrials int
+	// KillProcesses lets the failover workload SIGKILL and restart the nodes' processes when
+	// they do not run in this process (Dev is nil); without it that workload is skipped, so
+	// that measuring a cluster never kills its nodes unasked.
+	KillProcesses bool
 	// Supervised says that something else (systemd, say) restarts the killed processes of a
 	// cluster outside this process: failover waits for that instead of starting the node again.
 	Supervised bool

@@ -56,10 +56,10 @@ started in this process with --dev, each for --duration after --warmup:
   sessions     --sessions sessions (TTL 10s) renewed at TTL/3: creation rate, renewals/s,
                lost sessions (must be 0), the leader's CPU and RSS from its /metrics
   failover     kill the leader (SIGKILL), time until an acquire succeeds, several trials;
-               with --endpoints the nodes must run on this machine: the bench finds the
-               leader's process by its ports and starts it again after each trial with the
-               same command line, directory and environment (--supervised: waits for a
-               supervisor such as systemd to do that instead)
+               with --endpoints only when named (not by "all"), and the nodes must run on
+               this machine: the bench finds the leader's process by its ports and starts it
+               again after each trial with the same command line, directory and environment
+               (--supervised: waits for a supervisor such as systemd to do that instead)
 
 A live progress line is shown when stdout is a terminal; the figures end in a table, and
 --json FILE writes them with the environment. With --dev every node and the bench share one
@@ -115,8 +115,10 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
 		SessionWorkers: f.sessionWorkers,
 		FailoverTrials: f.trials,
 		Supervised:     f.supervised,
-		Via:            f.via,
-		Version:        version,
+		// Killing the processes of a cluster it did not start needs asking by name, not "all".
+		KillProcesses: strings.Contains(strings.ToLower(f.workload), bench.Failover),
+		Via:           f.via,
+		Version:       version,
 	}
 	if f.warmup == 0 {
 		opts.Warmup = -1 // zero means the default to bench.Options
