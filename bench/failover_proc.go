@@ -75,6 +75,7 @@ func findProcNodes(ctx context.Context, endpoints []string, supervised bool) (p 
 	if p.clients, err = nodeClients(p.eps); err != nil {
 		return nil, "", err
 	}
+	pids := make([]int, len(cl.Members))
 	byPID := map[int]string{}
 	for i, m := range cl.Members {
 		pid, err := p.find(i)
@@ -90,7 +91,15 @@ func findProcNodes(ctx context.Context, endpoints []string, supervised bool) (p 
 			p.close()
 			return nil, skip, nil
 		}
-		byPID[pid] = m.ID
+		pids[i], byPID[pid] = pid, m.ID
+	}
+	if !supervised { // else a supervisor starts them again, not the bench
+		for i, pid := range pids {
+			if err := p.restartable(pid); err != nil {
+				p.close()
+				return nil, fmt.Sprintf("it starts a killed node again, but cannot start %s: %v", cl.Members[i].ID, err), nil
+			}
+		}
 	}
 	return p, "", nil
 }
@@ -293,6 +302,21 @@ func isLocalIP(ip net.IP) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// restartable checks that the bench can start process pid again once it has killed it.
+func (p *procNodes) restartable(pid int) error {
+	s, err := p.spec(pid)
+	if err != nil {
+		return err
+	}
+	if strings.Contains(s.exe, string(filepath.Separator)+"go-build") {
+		return fmt.Errorf("it runs %s, a binary of `go run` that goes away with it; start the nodes from a built binary, or restart them with a supervisor (--supervised)", s.exe)
+	}
+	if _, err := os.Stat(s.exe); err != nil {
+		return fmt.Errorf("its binary: %w", err)
+	}
+	return nil
 }
 
 // spec reads how process pid was started.
