@@ -25,7 +25,9 @@ type FailoverResult struct {
 	Skipped string          `json:"skipped,omitempty"`
 	Trials  []FailoverTrial `json:"trials,omitempty"`
 	// Recovery summarises the time from the kill until an acquire succeeded again, Election
-	// the time until a surviving node led and served.
+	// the time until a surviving node led and served (for a cluster of processes, as polling
+	// the survivors' GET /v1/cluster every few milliseconds sees it, so it can come a little
+	// after the first grant).
 	Recovery Latency `json:"recovery"`
 	Election Latency `json:"election"`
 	Failed   int     `json:"failed"`

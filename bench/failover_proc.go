@@ -148,7 +148,7 @@ func (p *procNodes) leader(ctx context.Context) (int, error) {
 				return j, nil
 			}
 		}
-		if !sleep(ctx, 5*failoverPoll) {
+		if !sleep(ctx, failoverPoll) {
 			return -1, fmt.Errorf("no node leads: %w", ctx.Err())
 		}
 	}
