@@ -26,9 +26,6 @@ import (
 // tcpListen is the state of a listening socket in /proc/net/tcp.
 const tcpListen = 0x0a
 
-// errNoListener says that nothing on this machine listens on an address.
-var errNoListener = errors.New("nothing listens there")
-
 // procNodes are the nodes of a cluster that runs as processes on this machine. A node's
 // process is the one that listens on both its HTTP and its Raft address.
 type procNodes struct {
@@ -269,7 +266,7 @@ func (p *procNodes) listener(addr string) (int, error) {
 		}
 	}
 	if len(inodes) == 0 {
-		return 0, errNoListener
+		return 0, errors.New("nothing listens there")
 	}
 	procs, err := p.fs.AllProcs()
 	if err != nil {
