@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptrace"
 	"slices"
 	"strconv"
 	"sync"
@@ -40,8 +41,8 @@ type ContendedResult struct {
 	Fairness  float64 `json:"fairness_max_over_min"`
 	// FIFOInversions counts grants to a client that asked more than fifoSlack after another
 	// client that was still waiting (and was granted later). Clients cannot see the order in
-	// which the server queued them, only when they sent their requests, so a rare inversion
-	// can come from scheduling; a steady count means the queue is not FIFO.
+	// which the server queued them, only when they wrote their requests to their connections,
+	// so a rare inversion can come from scheduling; a steady count means the queue is not FIFO.
 	FIFOInversions int `json:"fifo_inversions"`
 	// Overlaps counts grants received while another client still held the lock, and
 	// TokenRegressions grants whose token did not exceed the previous grant's. Both must be 0.
@@ -58,7 +59,7 @@ type ContendedResult struct {
 type hold struct {
 	client       int
 	token        uint64
-	asked        time.Time // the acquire that was granted was sent
+	asked        time.Time // the acquire that was granted was written to its connection
 	granted      time.Time // the grant arrived
 	releaseSent  time.Time // just before the release was sent
 	releaseAcked time.Time // the release was acknowledged
@@ -157,8 +158,8 @@ func contendedLoop(ctx, actx context.Context, c *client.Client, session, name st
 	w window, mon *monitor, grants *atomic.Int64, errs *errorLog) []hold {
 	var holds []hold
 	for actx.Err() == nil {
-		asked := time.Now()
-		resp, err := c.Acquire(actx, name, api.AcquireRequest{Session: session, Wait: contendedWait})
+		asked, wrote := time.Now(), new(atomic.Int64)
+		resp, err := c.Acquire(traceWrite(actx, wrote), name, api.AcquireRequest{Session: session, Wait: contendedWait})
 		granted := time.Now()
 		if err != nil {
 			if actx.Err() != nil {
@@ -181,6 +182,9 @@ func contendedLoop(ctx, actx context.Context, c *client.Client, session, name st
 		if err := c.Release(ctx, name, session, resp.Token); err != nil {
 			errs.add(fmt.Errorf("release: %w", err))
 			break
+		}
+		if t := wrote.Load(); t != 0 {
+			asked = time.Unix(0, t)
 		}
 		holds = append(holds, hold{client: idx, token: resp.Token, asked: asked, granted: granted,
 			releaseSent: sent, releaseAcked: time.Now()})
@@ -228,6 +232,16 @@ func (res *ContendedResult) analyze(holds []hold, w window) {
 		}
 	}
 	res.FIFOInversions = fifoInversions(holds, fifoSlack)
+}
+
+// traceWrite returns a context whose HTTP request records, in wrote, when the transport first
+// wrote it out to its connection (Unix nanoseconds). The time before the call would also
+// include the hand-over to the transport's goroutine, which on a loaded machine reorders the
+// clients' requests by more than the network does.
+func traceWrite(ctx context.Context, wrote *atomic.Int64) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.CompareAndSwap(0, time.Now().UnixNano()) },
+	})
 }
 
 // fifoSlack is how much later a client must have asked than a waiting one for its earlier

@@ -36,6 +36,7 @@
 // and jepsen/cluster, to run a cluster of processes.
 //
 // FIFO order cannot be checked exactly from outside (clients do not see the order in which the
-// server queued them), so the contended workload reports FIFO inversions by send time, a
-// heuristic; overlaps and token regressions, which it can check soundly, fail the run.
+// server queued them), so the contended workload reports FIFO inversions by the time each
+// request was written to its connection, a heuristic; overlaps and token regressions, which it
+// can check soundly, fail the run.
 package bench

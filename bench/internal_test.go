@@ -1,7 +1,11 @@
 package bench
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -129,5 +133,36 @@ func TestWindow(t *testing.T) {
 	}
 	if got := windowStatus("x", w, w.start.Add(500*time.Millisecond), 50, "ops"); !strings.Contains(got, "100/s") {
 		t.Errorf("status = %q", got)
+	}
+}
+
+// TestTraceWriteRecordsTheFirstWrite checks that a request made with traceWrite's context
+// records when it was written, and only the first time: a retry keeps the first write, the
+// one that may have queued the session.
+func TestTraceWriteRecordsTheFirstWrite(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	var wrote atomic.Int64
+	ctx := traceWrite(context.Background(), &wrote)
+	get := func() {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	before := time.Now().UnixNano()
+	get()
+	first, after := wrote.Load(), time.Now().UnixNano()
+	if first < before || first > after {
+		t.Errorf("write recorded at %d, want within the request (%d to %d)", first, before, after)
+	}
+	get()
+	if w := wrote.Load(); w != first {
+		t.Errorf("a second request moved the write from %d to %d", first, w)
 	}
 }
