@@ -56,8 +56,9 @@ type failoverNodes interface {
 	// endpoints returns the nodes' HTTP base URLs; ids their ids, in the same order.
 	endpoints() []string
 	ids() []string
-	// leader waits until a node leads and serves, and returns its index.
-	leader(ctx context.Context) (int, error)
+	// leader waits until a node leads and serves, and returns its index; clients has a client
+	// per node, asking only that node.
+	leader(ctx context.Context, clients []*client.Client) (int, error)
 	// kill stops node i at once, as a crash would, and returns when it did.
 	kill(i int, tr *FailoverTrial) (time.Time, error)
 	// restart brings node i back, or waits until something else did; it does not wait for
@@ -83,7 +84,6 @@ func (r *runner) failover(ctx context.Context) (FailoverResult, error) {
 			res.Skipped = skip
 			return res, nil
 		}
-		defer pn.close()
 		nodes = pn
 	}
 	clients, err := nodeClients(nodes.endpoints())
@@ -123,7 +123,7 @@ func (r *runner) failoverTrial(ctx context.Context, nodes failoverNodes, clients
 	if err := waitHealthy(ctx, nodes, clients); err != nil {
 		return tr, err
 	}
-	li, err := nodes.leader(ctx)
+	li, err := nodes.leader(ctx, clients)
 	if err != nil {
 		return tr, fmt.Errorf("bench: failover: %w", err)
 	}
@@ -149,7 +149,7 @@ func (r *runner) failoverTrial(ctx context.Context, nodes failoverNodes, clients
 	ectx, cancel := context.WithTimeout(ctx, failoverLimit)
 	defer cancel()
 	go func() {
-		if _, err := nodes.leader(ectx); err == nil {
+		if _, err := nodes.leader(ectx, clients); err == nil {
 			elected <- time.Since(killed)
 		}
 		close(elected)
@@ -177,7 +177,7 @@ func (r *runner) failoverTrial(ctx context.Context, nodes failoverNodes, clients
 		tr.Error = fmt.Sprintf("no acquire succeeded within %s of the kill", failoverLimit)
 	} else {
 		_, _ = clients[granted].DestroySession(ctx, s.ID)
-		if nl, err := nodes.leader(ctx); err == nil {
+		if nl, err := nodes.leader(ctx, clients); err == nil {
 			tr.NewLeader = ids[nl]
 		}
 	}
@@ -222,7 +222,7 @@ func waitHealthy(ctx context.Context, nodes failoverNodes, clients []*client.Cli
 			}
 		}
 		if ok {
-			if _, err := nodes.leader(ctx); err == nil {
+			if _, err := nodes.leader(ctx, clients); err == nil {
 				return nil
 			}
 		}
@@ -247,7 +247,9 @@ func (n devNodes) ids() []string {
 	return ids
 }
 
-func (n devNodes) leader(ctx context.Context) (int, error) { return n.d.WaitLeader(ctx) }
+func (n devNodes) leader(ctx context.Context, _ []*client.Client) (int, error) {
+	return n.d.WaitLeader(ctx)
+}
 
 func (n devNodes) kill(i int, _ *FailoverTrial) (time.Time, error) {
 	at := time.Now()

@@ -32,7 +32,6 @@ type procNodes struct {
 	fs         procfs.FS
 	members    []api.Member
 	eps        []string
-	clients    []*client.Client // one per node, asking only that node
 	supervised bool
 	killed     map[int]procSpec // how to start each killed node again
 }
@@ -69,9 +68,6 @@ func findProcNodes(ctx context.Context, endpoints []string, supervised bool) (p 
 	for _, m := range cl.Members {
 		p.eps = append(p.eps, scheme+"://"+m.HTTPAddr)
 	}
-	if p.clients, err = nodeClients(p.eps); err != nil {
-		return nil, "", err
-	}
 	pids := make([]int, len(cl.Members))
 	byPID := map[int]string{}
 	for i, m := range cl.Members {
@@ -85,7 +81,6 @@ func findProcNodes(ctx context.Context, endpoints []string, supervised bool) (p 
 			skip = fmt.Sprintf("%s and %s run in the same process (%d, a `raftlock dev`?): killing one would kill both; use --dev", byPID[pid], m.ID, pid)
 		}
 		if skip != "" {
-			p.close()
 			return nil, skip, nil
 		}
 		pids[i], byPID[pid] = pid, m.ID
@@ -93,7 +88,6 @@ func findProcNodes(ctx context.Context, endpoints []string, supervised bool) (p 
 	if !supervised { // else a supervisor starts them again, not the bench
 		for i, pid := range pids {
 			if err := p.restartable(pid); err != nil {
-				p.close()
 				return nil, fmt.Sprintf("it starts a killed node again, but cannot start %s: %v", cl.Members[i].ID, err), nil
 			}
 		}
@@ -120,8 +114,6 @@ func publishedMembers(ctx context.Context, c *client.Client) (*api.Cluster, erro
 	}
 }
 
-func (p *procNodes) close() { closeClients(p.clients) }
-
 func (p *procNodes) endpoints() []string { return p.eps }
 
 func (p *procNodes) ids() []string {
@@ -133,15 +125,15 @@ func (p *procNodes) ids() []string {
 }
 
 // leader waits until a node names a leader that answers ready.
-func (p *procNodes) leader(ctx context.Context) (int, error) {
+func (p *procNodes) leader(ctx context.Context, clients []*client.Client) (int, error) {
 	ids := p.ids()
 	for {
-		for _, c := range p.clients {
+		for _, c := range clients {
 			cl, err := c.Cluster(ctx, client.Stale()) // that node's own view
 			if err != nil || cl.Leader == "" {
 				continue
 			}
-			if j := slices.Index(ids, cl.Leader); j >= 0 && p.clients[j].Ready(ctx, p.eps[j]) == nil {
+			if j := slices.Index(ids, cl.Leader); j >= 0 && clients[j].Ready(ctx, p.eps[j]) == nil {
 				return j, nil
 			}
 		}

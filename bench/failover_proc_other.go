@@ -10,5 +10,3 @@ type procNodes struct{ failoverNodes }
 func findProcNodes(context.Context, []string, bool) (*procNodes, string, error) {
 	return nil, "it finds the leader's process through Linux's /proc; use --dev here", nil
 }
-
-func (*procNodes) close() {}
