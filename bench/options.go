@@ -66,7 +66,7 @@ type Options struct {
 	// Endpoints of the cluster, e.g. "http://127.0.0.1:7001". Required.
 	Endpoints []string
 	// Dev is the in-process cluster behind Endpoints, if any. Without it, the failover workload
-	// kills the leader's process, which must run on this machine.
+	// kills the leader's process, which must run on this machine, and only with KillProcesses.
 	Dev *agent.Dev
 	// Duration of each measurement; default 10s.
 	Duration time.Duration
