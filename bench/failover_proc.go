@@ -214,66 +214,77 @@ func (p *procNodes) restart(ctx context.Context, i int, tr *FailoverTrial) error
 // find returns the process that listens on both of node i's addresses.
 func (p *procNodes) find(i int) (int, error) {
 	m := p.members[i]
-	httpPID, err := p.listener(m.HTTPAddr)
+	addrs := []string{m.HTTPAddr, m.RaftAddr}
+	pids, err := p.listeners(addrs)
 	if err != nil {
-		return 0, fmt.Errorf("HTTP address %s: %w", m.HTTPAddr, err)
+		return 0, err
 	}
-	raftPID, err := p.listener(m.RaftAddr)
-	if err != nil {
-		return 0, fmt.Errorf("Raft address %s: %w", m.RaftAddr, err)
-	}
-	if httpPID != raftPID {
+	if pids[0] != pids[1] {
 		return 0, fmt.Errorf("its HTTP address %s and Raft address %s belong to different processes (%d and %d)",
-			m.HTTPAddr, m.RaftAddr, httpPID, raftPID)
+			m.HTTPAddr, m.RaftAddr, pids[0], pids[1])
 	}
-	if httpPID == 1 { // init holding the sockets for the node (socket activation): never kill it
+	if pids[0] == 1 { // init holding the sockets for the node (socket activation): never kill it
 		return 0, errors.New("its sockets belong to process 1")
 	}
-	return httpPID, nil
+	return pids[0], nil
 }
 
-// listener returns the process that listens on addr, a host:port of this machine.
-func (p *procNodes) listener(addr string) (int, error) {
-	ta, err := net.ResolveTCPAddr("tcp", addr)
-	if err != nil {
-		return 0, err
-	}
-	local, err := isLocalIP(ta.IP)
-	if err != nil {
-		return 0, err
-	}
-	if !local {
-		return 0, fmt.Errorf("%s is not an address of this machine", ta.IP)
-	}
-	inodes := map[string]bool{}
+// listeners returns the process that listens on each of addrs, host:ports of this machine,
+// reading the socket tables and the processes' descriptors once.
+func (p *procNodes) listeners(addrs []string) ([]int, error) {
+	var tables procfs.NetTCP
 	for _, read := range []func() (procfs.NetTCP, error){p.fs.NetTCP, p.fs.NetTCP6} {
 		lines, err := read()
 		if err != nil && !errors.Is(err, os.ErrNotExist) { // no tcp6 without IPv6
-			return 0, fmt.Errorf("read listening sockets: %w", err)
+			return nil, fmt.Errorf("read listening sockets: %w", err)
 		}
-		for _, l := range lines {
+		tables = append(tables, lines...)
+	}
+	owner := map[string]int{} // "socket:[inode]" of a listener of addrs[i] -> i
+	for i, addr := range addrs {
+		ta, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		local, err := isLocalIP(ta.IP)
+		if err != nil {
+			return nil, err
+		}
+		if !local {
+			return nil, fmt.Errorf("address %s: %s is not an address of this machine", addr, ta.IP)
+		}
+		n := len(owner)
+		for _, l := range tables {
 			if l.St == tcpListen && l.LocalPort == uint64(ta.Port) && (l.LocalAddr.Equal(ta.IP) || l.LocalAddr.IsUnspecified()) {
-				inodes["socket:["+strconv.FormatUint(l.Inode, 10)+"]"] = true
+				owner["socket:["+strconv.FormatUint(l.Inode, 10)+"]"] = i
 			}
 		}
-	}
-	if len(inodes) == 0 {
-		return 0, errors.New("nothing listens there")
+		if len(owner) == n {
+			return nil, fmt.Errorf("address %s: nothing listens there", addr)
+		}
 	}
 	procs, err := p.fs.AllProcs()
 	if err != nil {
-		return 0, fmt.Errorf("list processes: %w", err)
+		return nil, fmt.Errorf("list processes: %w", err)
 	}
+	pids := make([]int, len(addrs))
 	for _, proc := range procs {
 		targets, err := proc.FileDescriptorTargets()
 		if err != nil {
 			continue // gone, or another user's
 		}
-		if slices.ContainsFunc(targets, func(t string) bool { return inodes[t] }) {
-			return proc.PID, nil
+		for _, t := range targets {
+			if i, ok := owner[t]; ok && pids[i] == 0 {
+				pids[i] = proc.PID
+			}
 		}
 	}
-	return 0, errors.New("a socket listens there, but no process this user can see owns it")
+	for i, pid := range pids {
+		if pid == 0 {
+			return nil, fmt.Errorf("address %s: a socket listens there, but no process this user can see owns it", addrs[i])
+		}
+	}
+	return pids, nil
 }
 
 // isLocalIP reports whether ip is an address of this machine.

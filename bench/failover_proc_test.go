@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/bench"
 	"github.com/raftlock/raftlock/client"
@@ -249,13 +251,12 @@ func checkWhole(ctx context.Context, t *testing.T, endpoints []string) {
 
 // alive reports whether process pid runs (not a zombie).
 func alive(pid int) bool {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	proc, err := procfs.NewProc(pid)
 	if err != nil {
 		return false
 	}
-	s := string(b)
-	state := strings.Fields(s[strings.LastIndex(s, ")")+1:])[0]
-	return state != "Z" && state != "X"
+	st, err := proc.Stat()
+	return err == nil && st.State != "Z" && st.State != "X"
 }
 
 // sleepCtx waits d, reporting false if ctx ended first.
