@@ -3,17 +3,27 @@ package cluster
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
 
-// confirmer shares leadership confirmations among concurrent callers. A caller joins the next
-// round, and a round starts only after the previous one finished, so every caller is answered
-// by a confirmation that began after it arrived — which is what makes a renewal or a read safe
-// — while a burst of N callers costs about two rounds of heartbeats, not N.
+// confirmer confirms this node's leadership for requests that arrived at a given moment: a
+// renewal (a deposed leader must not acknowledge one) and a linearizable read (a deposed
+// leader's state may miss writes a newer leader acknowledged).
+//
+// The proof is a majority of voters that accepted, in this leader's term, AppendEntries sent
+// after the request arrived (see ackTransport for why that, and not raft's VerifyLeader,
+// is the proof). Replication under load often provides it already; otherwise the confirmer
+// runs a VerifyLeader round, which makes raft send heartbeats to every follower at once, and
+// looks again. Rounds are shared: a caller joins the next round, which starts only after the
+// previous one finished, so a burst of N callers costs about two rounds of heartbeats, not N.
 type confirmer struct {
-	r       *raft.Raft
-	stop    <-chan struct{} // closed when the node closes
+	r    *raft.Raft
+	self raft.ServerID
+	acks *ackTransport
+	stop <-chan struct{} // closed when the node closes
+
 	mu      sync.Mutex
 	next    *round
 	running bool
@@ -24,12 +34,49 @@ type round struct {
 	err  error
 }
 
-func newConfirmer(r *raft.Raft, stop <-chan struct{}) *confirmer {
-	return &confirmer{r: r, stop: stop}
+// maxConfirmRounds bounds the rounds one confirmation runs. Each round after the first finds
+// every heartbeat that was in flight when the request arrived answered, so a second round
+// is nearly always enough; more means peers keep accepting only old messages, which no live
+// majority does for long.
+const maxConfirmRounds = 8
+
+func newConfirmer(r *raft.Raft, self raft.ServerID, acks *ackTransport, stop <-chan struct{}) *confirmer {
+	return &confirmer{r: r, self: self, acks: acks, stop: stop}
 }
 
-// confirm returns nil once a majority confirmed this node's leadership after the call began.
-func (c *confirmer) confirm(ctx context.Context) error {
+// confirm returns nil once a majority of voters accepted this node's leadership in messages
+// sent at or after since, which must not be earlier than the arrival of the request it
+// confirms.
+func (c *confirmer) confirm(ctx context.Context, since time.Time) error {
+	for i := 0; ; i++ {
+		if c.confirmedSince(since) {
+			return nil
+		}
+		if i == maxConfirmRounds {
+			return verifyError(errNotConfirmed)
+		}
+		if err := c.round(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// confirmedSince reports whether this node leads and a majority of voters accepted its
+// current term in messages sent at or after since.
+func (c *confirmer) confirmedSince(since time.Time) bool {
+	if c.r.State() != raft.Leader {
+		return false
+	}
+	term := c.r.CurrentTerm()
+	f := c.r.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	return c.acks.quorumSince(f.Configuration(), c.self, term, since) && c.r.CurrentTerm() == term
+}
+
+// round joins the next VerifyLeader round and waits for its outcome.
+func (c *confirmer) round(ctx context.Context) error {
 	c.mu.Lock()
 	if c.next == nil {
 		c.next = &round{done: make(chan struct{})}
@@ -65,8 +112,9 @@ func (c *confirmer) run(r *round) {
 	}
 }
 
-// verify asks raft to confirm the leadership once. Raft may buffer the request and then shut
-// down without ever answering it, so the wait also ends when the node closes.
+// verify asks raft to confirm the leadership once, which also sends heartbeats to every
+// follower at once. Raft may buffer the request and then shut down without ever answering it,
+// so the wait also ends when the node closes.
 func (c *confirmer) verify() error {
 	if done, err := awaitUntil(c.stop, c.r.VerifyLeader()); done {
 		return err

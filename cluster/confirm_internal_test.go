@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // A leadership confirmation asked of a closed node fails at once with ErrShutdown. Raft can take
@@ -15,6 +16,28 @@ import (
 // random between its shutdown channel and that buffer), so the confirmer must not wait on raft's
 // answer alone: it would wait out every caller's deadline, and never confirm again.
 func TestConfirmOnAClosedNodeFailsAtOnce(t *testing.T) {
+	n := newSingleNode(t)
+	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.verify.confirm(wctx, time.Now()); err != nil {
+		t.Fatalf("confirm on the live leader: %v", err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 16 { // each call has even odds of being buffered and dropped by raft
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := n.verify.confirm(ctx, time.Now())
+		cancel()
+		if !errors.Is(err, ErrShutdown) {
+			t.Fatalf("call %d: confirm on a closed node = %v, want ErrShutdown", i, err)
+		}
+	}
+}
+
+// newSingleNode starts a one-node cluster and waits until it leads; it is closed with the test.
+func newSingleNode(t *testing.T) *Node {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -28,23 +51,42 @@ func TestConfirmOnAClosedNodeFailsAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, _, err := n.WaitLeader(wctx); err != nil {
+	if _, _, err := n.WaitLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.verify.confirm(wctx); err != nil {
-		t.Fatalf("confirm on the live leader: %v", err)
+	return n
+}
+
+// Only voters count towards a confirmation, only in the leader's term, and only for messages
+// sent at or after the moment asked about; the leader counts itself when it is a voter.
+func TestQuorumSinceCountsVotersOfTheTermAfterTheMoment(t *testing.T) {
+	at := time.Now()
+	before, after := at.Add(-time.Millisecond), at.Add(time.Millisecond)
+	voter := func(id string) raft.Server { return raft.Server{ID: raft.ServerID(id), Suffrage: raft.Voter} }
+	five := raft.Configuration{Servers: []raft.Server{voter("n1"), voter("n2"), voter("n3"), voter("n4"), voter("n5"),
+		{ID: "l1", Suffrage: raft.Nonvoter}, {ID: "l2", Suffrage: raft.Nonvoter}}}
+	cases := []struct {
+		name string
+		acks map[raft.ServerID]peerAck
+		want bool
+	}{
+		{"two voters after", map[raft.ServerID]peerAck{"n2": {7, after}, "n3": {7, at}}, true},
+		{"one voter after", map[raft.ServerID]peerAck{"n2": {7, after}, "n3": {7, before}}, false},
+		{"non-voters do not count", map[raft.ServerID]peerAck{"n2": {7, after}, "l1": {7, after}, "l2": {7, after}}, false},
+		{"an older term does not count", map[raft.ServerID]peerAck{"n2": {7, after}, "n3": {6, after}}, false},
 	}
-	if err := n.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 16 { // each call has even odds of being buffered and dropped by raft
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := n.verify.confirm(ctx)
-		cancel()
-		if !errors.Is(err, ErrShutdown) {
-			t.Fatalf("call %d: confirm on a closed node = %v, want ErrShutdown", i, err)
+	for _, tc := range cases {
+		tr := &ackTransport{acks: tc.acks}
+		if got := tr.quorumSince(five, "n1", 7, at); got != tc.want {
+			t.Errorf("%s: quorumSince = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+	// A leader that is not a voter (being removed) does not count itself.
+	tr := &ackTransport{acks: map[raft.ServerID]peerAck{"n2": {7, after}, "n3": {7, after}}}
+	if tr.quorumSince(five, "l1", 7, at) {
+		t.Error("a non-voting leader counted itself")
 	}
 }

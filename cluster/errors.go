@@ -24,6 +24,10 @@ var (
 	ErrShutdown = errors.New("cluster: node is shut down")
 )
 
+// errNotConfirmed means rounds of heartbeats kept failing to show a majority that accepted
+// this leader's term after a request arrived.
+var errNotConfirmed = errors.New("cluster: leadership not confirmed by messages sent after the request arrived")
+
 // applyError classifies a raft error: definite refusals become ErrNotLeader, everything after
 // the command may have entered the log becomes ErrUnknownOutcome.
 func applyError(err error) error {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/raftlock/raftlock/fsm"
 )
 
@@ -30,7 +32,7 @@ func (n *Node) monitorLeadership() {
 				cancel = nil
 				<-done
 			}
-			n.ready.Store(false)
+			n.readyTerm.Store(0)
 			n.timers.deactivate()
 			if leading {
 				var ctx context.Context
@@ -45,7 +47,13 @@ func (n *Node) monitorLeadership() {
 	}
 }
 
+// establishLeadership makes this node serve as the leader of the term it won: once that term's
+// Barrier is applied (so the state machine holds every entry of earlier terms), it arms the
+// timers for the term and marks the node ready in it. A node deposed and elected again before
+// this ran serves nothing of the old term: IsLeader compares the ready term with raft's, and
+// the next term gets its own Barrier and timers when its leadership event arrives.
 func (n *Node) establishLeadership(ctx context.Context) {
+	term := n.raft.CurrentTerm()
 	for {
 		// Raft may never answer this barrier: with BatchApplyCh it sits in a buffer that raft
 		// drops, unanswered, when it shuts down. Wait on ctx too, which Close cancels.
@@ -63,12 +71,12 @@ func (n *Node) establishLeadership(ctx context.Context) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	if ctx.Err() != nil {
-		return
+	if ctx.Err() != nil || n.raft.State() != raft.Leader || n.raft.CurrentTerm() != term {
+		return // deposed meanwhile: the events that follow start over
 	}
-	n.timers.activate()
-	n.ready.Store(true)
-	n.log.Info("leading", "term", n.raft.CurrentTerm(), "applied_index", n.raft.AppliedIndex())
+	n.timers.activate(term)
+	n.readyTerm.Store(term)
+	n.log.Info("leading", "term", term, "applied_index", n.raft.AppliedIndex())
 	n.publishSelf(ctx)
 }
 
@@ -84,8 +92,13 @@ func (n *Node) publishSelf(ctx context.Context) {
 	}
 }
 
-// expireSession proposes the expiry of a session whose timer ran out.
-func (n *Node) expireSession(id fsm.SessionID) {
+// expireSession proposes the expiry of a session whose timer, armed in term, ran out. It
+// proposes nothing unless this node still leads in that term with that term's timers: a timer
+// or retry of an earlier leadership must not expire a session that a leader in between renewed.
+func (n *Node) expireSession(id fsm.SessionID, term uint64) {
+	if !n.leadsIn(term) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout*2)
 	defer cancel()
 	res, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeExpireSession, Session: id, Now: n.wallNow()})
@@ -99,9 +112,14 @@ func (n *Node) expireSession(id fsm.SessionID) {
 	default:
 		n.log.Warn("session expiry not committed; will retry", "session", id, "error", err)
 		if _, ok := n.fsm.Session(id); ok {
-			n.timers.retryExpiry(id)
+			n.timers.retryExpiry(id, term)
 		}
 	}
+}
+
+// leadsIn reports whether this node is the ready leader of term with that term's timers.
+func (n *Node) leadsIn(term uint64) bool {
+	return n.readyTerm.Load() == term && n.IsLeader() && n.timers.current(term)
 }
 
 // wallNow is the wall-clock reading, in Unix nanoseconds, that this node writes into commands.
@@ -126,13 +144,16 @@ func (n *Node) DelayLeft(name string, until int64) time.Duration {
 // this leader's timer has run for the whole delay. The command carries this node's clock reading,
 // or until if that is later: the delay has lasted its full length on the monotonic clock, and a
 // wall clock behind the one that started it must not make it last longer.
-func (n *Node) endDelay(name string, until int64) {
+func (n *Node) endDelay(name string, until int64, term uint64) {
+	if !n.leadsIn(term) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout*2)
 	defer cancel()
 	_, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeDelayEnded, Lock: name, Now: max(n.wallNow(), until)})
 	// Without an error the delay ended, or the lock is under a newer delay, which has its own
 	// timer.
 	if err != nil && n.fsm.Lock(name).DelayUntil == until {
-		n.timers.rearmDelay(name, until)
+		n.timers.rearmDelay(name, until, term)
 	}
 }

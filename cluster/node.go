@@ -24,13 +24,15 @@ type Node struct {
 	fsm    *fsm.FSM
 	store  logStore
 	trans  *raft.NetworkTransport
+	acks   *ackTransport // trans, recording what each peer accepted (see confirmer)
 	events *notifier
 	timers *leaderTimers
 	verify *confirmer
 	stats  counters
 
-	// ready is set while this node leads and has passed the Barrier of its term.
-	ready atomic.Bool
+	// readyTerm is the term in which this node leads and has passed the Barrier, with that
+	// term's timers armed; 0 when it does not lead.
+	readyTerm atomic.Uint64
 
 	leaderCh    chan bool
 	stop        chan struct{}
@@ -63,7 +65,7 @@ func New(cfg Config) (*Node, error) {
 		n.closeResources()
 		return nil, err
 	}
-	n.verify = newConfirmer(n.raft, n.stop)
+	n.verify = newConfirmer(n.raft, raft.ServerID(cfg.ID), n.acks, n.stop)
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancelLoops = cancel
 	n.wg.Add(2)
@@ -107,6 +109,7 @@ func (n *Node) open() error {
 		tcfg.ServerAddressProvider = peerOverrides(cfg.PeerAddrs)
 	}
 	n.trans = raft.NewNetworkTransportWithConfig(tcfg)
+	n.acks = newAckTransport(n.trans)
 
 	store, err := openLogStore(cfg.LogStore, cfg.DataDir, cfg.WALSegmentSize, cfg.Logger)
 	if err != nil {
@@ -152,7 +155,7 @@ func (n *Node) open() error {
 			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(addr)})
 		}
 		sortServers(servers)
-		if err := raft.BootstrapCluster(rc, logs, store, snaps, n.trans, raft.Configuration{Servers: servers}); err != nil {
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, n.acks, raft.Configuration{Servers: servers}); err != nil {
 			return fmt.Errorf("cluster: bootstrap: %w", err)
 		}
 		n.log.Info("bootstrapped a new cluster", "members", len(servers))
@@ -164,7 +167,7 @@ func (n *Node) open() error {
 		machine = gatedFSM{FSM: n.fsm, restore: restore}
 	}
 	replay.startFilling() // NewRaft reads the log after the snapshot; it is applied soon after
-	r, err := raft.NewRaft(rc, machine, logs, store, snaps, n.trans)
+	r, err := raft.NewRaft(rc, machine, logs, store, snaps, n.acks)
 	replay.stopFilling()
 	if err != nil {
 		if restore != nil {
@@ -278,8 +281,12 @@ func (n *Node) FSM() *fsm.FSM { return n.fsm }
 // Raft returns the underlying raft instance, for embedders that need more than Node offers.
 func (n *Node) Raft() *raft.Raft { return n.raft }
 
-// IsLeader reports whether this node is the leader and ready to serve leader-only requests.
-func (n *Node) IsLeader() bool { return n.ready.Load() && n.raft.State() == raft.Leader }
+// IsLeader reports whether this node is the leader and ready to serve leader-only requests: it
+// leads in the very term whose Barrier it passed and whose timers it armed.
+func (n *Node) IsLeader() bool {
+	term := n.readyTerm.Load()
+	return term != 0 && n.raft.State() == raft.Leader && n.raft.CurrentTerm() == term
+}
 
 // Leader returns the id of the current leader and its published HTTP address; both are empty
 // when no leader is known, and the address is empty until the leader has published it.

@@ -96,6 +96,8 @@ type RenewResult struct {
 // Renew, it answers only after a confirmation that began after the renewals arrived; an error
 // applies to all of them.
 func (n *Node) RenewMany(ctx context.Context, ids []fsm.SessionID) ([]RenewResult, error) {
+	// Taken before the leases restart: the confirmation rests on messages sent after it.
+	arrived := time.Now()
 	if err := n.leaderOnly(); err != nil {
 		return nil, err
 	}
@@ -115,7 +117,7 @@ func (n *Node) RenewMany(ctx context.Context, ids []fsm.SessionID) ([]RenewResul
 		// would answer from a state that misses newer sessions), which the confirmation
 		// below settles for every session at once.
 	}
-	if err := n.verify.confirm(ctx); err != nil {
+	if err := n.verify.confirm(ctx, arrived); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -260,7 +262,9 @@ func (n *Node) Release(ctx context.Context, session fsm.SessionID, lock string, 
 }
 
 // ReadBarrier makes the local state machine linearizable for a read that follows it: it
-// confirms, in a round that began after the call, that this node still leads.
+// confirms that this node still leads, with a majority of voters that accepted its term in
+// messages sent after the call began (see ackTransport). So no newer leader had been elected
+// when the call began, and none can have acknowledged a write this node's state lacks.
 //
 // No wait for an applied index is needed after that, for two reasons that hold on a ready
 // leader: it became ready only once the Barrier of its term was applied by its state machine,
@@ -270,10 +274,11 @@ func (n *Node) Release(ctx context.Context, session fsm.SessionID, lock string, 
 // on anyway: raft advances it when it hands entries to the state machine, not when they are
 // applied.)
 func (n *Node) ReadBarrier(ctx context.Context) error {
+	arrived := time.Now()
 	if err := n.leaderOnly(); err != nil {
 		return err
 	}
-	return n.verify.confirm(ctx)
+	return n.verify.confirm(ctx, arrived)
 }
 
 // WatchLock returns a channel closed at the next applied change of the named lock. Take it

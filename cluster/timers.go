@@ -24,8 +24,13 @@ type sessionTimer struct {
 type leaderTimers struct {
 	n *Node
 
-	mu       sync.Mutex
-	active   bool
+	mu     sync.Mutex
+	active bool
+	// term is the leadership term the timers belong to. Every callback carries the term that
+	// armed it and acts only while the timers are still that term's: a retry armed before a
+	// leadership was lost must not expire a session that the leader in between renewed, after
+	// this node leads again.
+	term     uint64
 	sessions map[fsm.SessionID]*sessionTimer
 	delays   map[string]*delayTimer
 }
@@ -40,13 +45,14 @@ func newLeaderTimers(n *Node) *leaderTimers {
 	return &leaderTimers{n: n}
 }
 
-// activate starts a timer at the full TTL for every session, and one for the full length of
-// every lock-delay: a leader change can only lengthen a delay, and no wall clock, ahead or
-// behind, shortens it. The state machine must be current (called after a Barrier).
-func (lt *leaderTimers) activate() {
+// activate starts, for the leadership of term, a timer at the full TTL for every session, and
+// one for the full length of every lock-delay: a leader change can only lengthen a delay, and
+// no wall clock, ahead or behind, shortens it. The state machine must be current (called after
+// the term's Barrier).
+func (lt *leaderTimers) activate(term uint64) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
-	lt.active = true
+	lt.active, lt.term = true, term
 	lt.sessions = make(map[fsm.SessionID]*sessionTimer)
 	lt.delays = make(map[string]*delayTimer)
 	// Events applied from here on arm their own timers (observe takes lt.mu after the FSM lock is
@@ -61,6 +67,13 @@ func (lt *leaderTimers) activate() {
 		}
 		lt.armDelayLocked(d.Name, d.Until, after)
 	}
+}
+
+// current reports whether the timers are active and belong to term.
+func (lt *leaderTimers) current(term uint64) bool {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	return lt.active && lt.term == term
 }
 
 // deactivate stops and forgets every timer; called when leadership is lost.
@@ -145,18 +158,16 @@ func (lt *leaderTimers) fire(id fsm.SessionID, st *sessionTimer) {
 		return
 	}
 	delete(lt.sessions, id)
+	term := lt.term
 	lt.mu.Unlock()
-	go lt.n.expireSession(id)
+	go lt.n.expireSession(id, term)
 }
 
-// retryExpiry proposes the expiry again later, for a proposal that failed while leading.
-func (lt *leaderTimers) retryExpiry(id fsm.SessionID) {
+// retryExpiry proposes the expiry again later, for a proposal that failed while leading in term.
+func (lt *leaderTimers) retryExpiry(id fsm.SessionID, term uint64) {
 	time.AfterFunc(expiryRetry, func() {
-		lt.mu.Lock()
-		active := lt.active
-		lt.mu.Unlock()
-		if active {
-			lt.n.expireSession(id)
+		if lt.current(term) {
+			lt.n.expireSession(id, term)
 		}
 	})
 }
@@ -168,26 +179,27 @@ func (lt *leaderTimers) armDelayLocked(name string, until int64, after time.Dura
 		dt.t.Stop()
 	}
 	dt := &delayTimer{deadline: time.Now().Add(after)}
+	term := lt.term
 	dt.t = time.AfterFunc(after, func() {
 		lt.mu.Lock()
-		active := lt.active && lt.delays[name] == dt
+		active := lt.active && lt.term == term && lt.delays[name] == dt
 		if active {
 			delete(lt.delays, name)
 		}
 		lt.mu.Unlock()
 		if active {
-			go lt.n.endDelay(name, until)
+			go lt.n.endDelay(name, until, term)
 		}
 	})
 	lt.delays[name] = dt
 }
 
 // rearmDelay proposes the end of a lock-delay again later, for a proposal that failed while
-// leading.
-func (lt *leaderTimers) rearmDelay(name string, until int64) {
+// leading in term.
+func (lt *leaderTimers) rearmDelay(name string, until int64, term uint64) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
-	if lt.active {
+	if lt.active && lt.term == term {
 		lt.armDelayLocked(name, until, expiryRetry)
 	}
 }

@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// ackTransport is raft's network transport that also records, for each peer, when the newest
+// AppendEntries that the peer accepted was sent, and in which term.
+//
+// A leadership confirmation must rest on replies to messages sent after the request it
+// confirms arrived: only then does a majority prove that no newer leader had been elected by
+// that moment (each of them accepted this leader's term after it, so none had yet voted in a
+// later term, and every later election needs one of their votes). raft's VerifyLeader is
+// weaker: it also counts the reply to a heartbeat that was already in flight when it began,
+// which may have been sent up to the transport's timeout earlier, and it counts non-voters.
+// So the confirmer checks this record after a VerifyLeader round, and runs another round
+// until a majority of voters acknowledged messages sent after the request arrived.
+type ackTransport struct {
+	*raft.NetworkTransport
+
+	mu   sync.Mutex
+	acks map[raft.ServerID]peerAck
+}
+
+// peerAck is the newest accepted AppendEntries sent to one peer.
+type peerAck struct {
+	term uint64
+	sent time.Time
+}
+
+func newAckTransport(t *raft.NetworkTransport) *ackTransport {
+	return &ackTransport{NetworkTransport: t, acks: make(map[raft.ServerID]peerAck)}
+}
+
+// AppendEntries sends the request and records its send time if the peer accepted it in the
+// request's term (heartbeats, and appends whose log matched).
+func (t *ackTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	sent := time.Now()
+	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+	if err == nil && resp.Success && resp.Term == args.Term {
+		t.mu.Lock()
+		if a := t.acks[id]; args.Term > a.term || args.Term == a.term && sent.After(a.sent) {
+			t.acks[id] = peerAck{term: args.Term, sent: sent}
+		}
+		t.mu.Unlock()
+	}
+	return err
+}
+
+// AppendEntriesPipeline refuses pipelining, so that every append passes through
+// AppendEntries and is recorded. (The transport is configured with one RPC in flight, which
+// turns pipelining off anyway; see Node.open.)
+func (t *ackTransport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
+// quorumSince reports whether a majority of the voters of cfg, counting self, accepted in
+// term an AppendEntries sent at or after since.
+func (t *ackTransport) quorumSince(cfg raft.Configuration, self raft.ServerID, term uint64, since time.Time) bool {
+	voters, acked := 0, 0
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range cfg.Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		voters++
+		if s.ID == self {
+			acked++
+			continue
+		}
+		if a, ok := t.acks[s.ID]; ok && a.term == term && !a.sent.Before(since) {
+			acked++
+		}
+	}
+	return voters > 0 && acked >= voters/2+1
+}
