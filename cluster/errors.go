@@ -20,6 +20,9 @@ var (
 	ErrSessionNotFound = errors.New("cluster: session not found")
 	// ErrUnknownMember means no member has the given id.
 	ErrUnknownMember = errors.New("cluster: unknown member")
+	// ErrNotProposed means the request ended (its context) before its command was proposed;
+	// nothing was applied.
+	ErrNotProposed = errors.New("cluster: not proposed")
 	// ErrShutdown means the node is shutting down.
 	ErrShutdown = errors.New("cluster: node is shut down")
 )

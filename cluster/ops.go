@@ -151,39 +151,77 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, err
 	}
 	// Register before proposing, so that a grant applied at any point after is seen.
 	w := n.events.waitGrant(req.Lock, req.Session)
-	defer n.events.cancel(w)
+	term := n.raft.CurrentTerm()
 	if w.ready != nil {
 		select {
 		case <-w.ready:
 		case <-ctx.Done():
+			// This request proposed nothing, but an earlier one of the session may have left
+			// the queue entry to it: leave the wait as any request whose wait ends.
+			_, _ = n.leaveWait(w, req, term, 0)
 			return fsm.Result{}, fmt.Errorf("cluster: waiting for an earlier wait of the session to end: %w", ctx.Err())
 		}
 	}
-	term := n.raft.CurrentTerm()
 	res, err := n.propose(ctx, cmd)
 	if err != nil || res.Status != fsm.StatusQueued {
+		if err == nil && res.Status == fsm.StatusOK {
+			n.events.cancel(w)
+		} else {
+			_, _ = n.leaveWait(w, req, term, 0)
+		}
 		return res, err
 	}
 	timer := time.NewTimer(req.Wait)
 	defer timer.Stop()
-	select {
-	case token := <-w.granted:
-		return n.grantResult(req, token), nil
-	case <-w.ended:
-		if _, ok := n.fsm.Session(req.Session); !ok {
-			return fsm.Result{Status: fsm.StatusSessionNotFound}, nil
+	for {
+		select {
+		case token := <-w.granted:
+			// Only a grant after this request queued the session is its grant: an older one
+			// (released meanwhile) would make the caller believe it holds a lock it does not.
+			if token > res.Index {
+				n.events.cancel(w)
+				return n.grantResult(req, token), nil
+			}
+			if g, ok := n.grantAfter(req, res.Index); ok {
+				n.events.cancel(w)
+				return g, nil
+			}
+			continue
+		case <-w.ended:
+			if _, ok := n.fsm.Session(req.Session); !ok {
+				n.events.cancel(w)
+				return fsm.Result{Status: fsm.StatusSessionNotFound}, nil
+			}
+			// The state was replaced (snapshot restore) or the node is closing: settle it below.
+		case <-timer.C:
+		case <-ctx.Done():
 		}
-		// The state was replaced (snapshot restore) or the node is closing: settle it below.
-	case <-timer.C:
-	case <-ctx.Done():
+		return n.leaveWait(w, req, term, res.Index)
 	}
+}
+
+// leaveWait ends the wait of an acquire that was not granted, or that failed before or while
+// proposing (index is then 0). A grant to the session under a token above index that raced
+// with the end is reported as the grant. Otherwise the last request of the session to leave
+// the lock's wait removes the session's queue entry — also one that proposed nothing, since
+// an earlier request may have left the entry to it — and the result says why there was no
+// grant.
+func (n *Node) leaveWait(w *grantWait, req AcquireRequest, term, index uint64) (fsm.Result, error) {
 	removed := n.events.leave(w)
-	if removed == nil {
-		// Another request of this session waits for this lock: leave it the queue entry.
-		return n.lockState(req.Lock, 0), nil
+	if removed != nil {
+		defer removed()
 	}
-	defer removed()
-	if n.raft.CurrentTerm() != term {
+	if index > 0 {
+		if g, ok := n.grantAfter(req, index); ok {
+			return g, nil
+		}
+	}
+	if removed == nil || !n.fsm.Queued(req.Lock, req.Session) {
+		// Another request of this session waits for this lock and owns the entry, or there is
+		// no entry to remove.
+		return n.lockState(req, 0), nil
+	}
+	if n.raft.CurrentTerm() != term || !n.IsLeader() {
 		// Leadership moved while this request waited, even if it came back: a newer request of
 		// the session may have queued it again through another leader, which this node's
 		// waiters do not show, and the entry would be that request's. Leave it, as when the
@@ -191,6 +229,15 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, err
 		return fsm.Result{}, fmt.Errorf("%w: leadership changed while waiting; the queue entry was left in place", ErrUnknownOutcome)
 	}
 	return n.cancelWait(req)
+}
+
+// grantAfter returns the session's grant of the lock if it holds it under a token above index.
+func (n *Node) grantAfter(req AcquireRequest, index uint64) (fsm.Result, bool) {
+	l := n.fsm.Lock(req.Lock)
+	if !l.Held || l.Holder != req.Session || l.Token <= index {
+		return fsm.Result{}, false
+	}
+	return fsm.Result{Status: fsm.StatusOK, Index: l.Token, Token: l.Token, Value: l.Value}, true
 }
 
 // CancelAcquire takes the session out of the lock's queue, for a client that gave up waiting
@@ -224,19 +271,21 @@ func (n *Node) cancelWait(req AcquireRequest) (fsm.Result, error) {
 	case fsm.StatusOK, fsm.StatusSessionNotFound:
 		return res, nil
 	}
-	return n.lockState(req.Lock, res.Index), nil
+	return n.lockState(req, res.Index), nil
 }
 
-// lockState describes why a wait for the lock ended without a grant.
-func (n *Node) lockState(name string, index uint64) fsm.Result {
-	l := n.fsm.Lock(name)
-	if l.Held {
+// lockState describes why a wait for the lock ended without a grant to req's session.
+func (n *Node) lockState(req AcquireRequest, index uint64) fsm.Result {
+	l := n.fsm.Lock(req.Lock)
+	if l.Held && l.Holder != req.Session {
 		return fsm.Result{Status: fsm.StatusLockHeld, Index: index, Holder: l.Holder, Token: l.Token}
 	}
-	if l.DelayUntil != 0 {
+	if !l.Held && l.DelayUntil != 0 {
 		return fsm.Result{Status: fsm.StatusLockDelayed, Index: index, DelayUntil: l.DelayUntil}
 	}
-	// Free and undelayed, yet not ours: only a grant-and-release race gets here.
+	// Free and undelayed, or held by the session under a grant older than this request's (a
+	// grant-and-release race, or a leftover request): not this request's grant, and no other
+	// session to name.
 	return fsm.Result{Status: fsm.StatusLockHeld, Index: index}
 }
 

@@ -14,6 +14,11 @@ func (n *Node) propose(ctx context.Context, c *fsm.Command) (fsm.Result, error) 
 	if n.closed.Load() {
 		return fsm.Result{}, fmt.Errorf("%w: %w", ErrNotLeader, ErrShutdown)
 	}
+	if err := ctx.Err(); err != nil {
+		// The request ended (its client left, or it waited too long): proposing it now would
+		// apply a command nobody waits for, such as an acquire whose client already gave up.
+		return fsm.Result{}, fmt.Errorf("%w: the request ended before it was proposed: %w", ErrNotProposed, context.Cause(ctx))
+	}
 	f := n.raft.Apply(c.Encode(nil), n.cfg.ApplyTimeout)
 	switch done, err := await(ctx, f); {
 	case !done:

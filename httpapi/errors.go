@@ -61,6 +61,14 @@ func fromClusterError(err error) *apiError {
 		return newError(http.StatusNotFound, api.CodeSessionNotFound, "the session does not exist or has expired")
 	case errors.Is(err, cluster.ErrUnknownMember):
 		return newError(http.StatusNotFound, api.CodeNotFound, "%v", err)
+	case errors.Is(err, cluster.ErrNotProposed):
+		// Its client left or its time ran out before the command was proposed: nothing was
+		// applied, and nobody may be left to read the answer.
+		e := newError(http.StatusServiceUnavailable, api.CodeTimeout,
+			"the request ended before its command was proposed; nothing was applied")
+		e.retryAfter = "1"
+		e.internalErr = err
+		return e
 	// Unknown before not-leader: an unknown outcome may have a not-leader cause, and saying
 	// "nothing was applied" about it would be a lie.
 	case errors.Is(err, cluster.ErrUnknownOutcome), errors.Is(err, context.DeadlineExceeded):

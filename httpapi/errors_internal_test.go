@@ -19,6 +19,7 @@ func TestUnknownOutcomeIsNeverReportedAsNothingApplied(t *testing.T) {
 		{fmt.Errorf("%w: %v", cluster.ErrUnknownOutcome, cluster.ErrNotLeader), api.CodeTimeout},
 		{fmt.Errorf("%w: %w", cluster.ErrUnknownOutcome, context.Canceled), api.CodeTimeout},
 		{context.DeadlineExceeded, api.CodeTimeout},
+		{fmt.Errorf("%w: %w", cluster.ErrNotProposed, context.Canceled), api.CodeTimeout},
 		{fmt.Errorf("%w: x", cluster.ErrNotLeader), api.CodeNoLeader},
 		{cluster.ErrSessionNotFound, api.CodeSessionNotFound},
 		{fmt.Errorf("%w %q", cluster.ErrUnknownMember, "n9"), api.CodeNotFound},
