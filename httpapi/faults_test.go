@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/raftlock/raftlock/api"
@@ -139,4 +140,36 @@ func TestTooManyWaiters(t *testing.T) {
 	if g1.Session != w1 || g2 != g1 {
 		t.Fatalf("grants %+v and %+v", g1, g2)
 	}
+}
+
+// A linearizable blocking query confirms the leadership again after its wait: the node that
+// lost its majority while the query waited must not answer from a state that a newer leader
+// may have moved on from.
+func TestBlockingQueryConfirmsLeadershipAfterItsWait(t *testing.T) {
+	t.Parallel()
+	d := ownCluster(t, nil)
+	li, err := d.WaitLeader(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := d.Endpoints()[li]
+	name := lockName(t)
+	l := getLock(t, ep, name, "")
+	ch := goDo(t.Context(), http.MethodGet, ep+"/v1/locks/"+name+"?index="+strconv.FormatUint(max(l.ModifyIndex, 1), 10)+"&wait=3s", nil)
+	eventually(t, "the query waits", func() string {
+		r := do(t, http.MethodGet, ep+"/metrics", nil)
+		if !strings.Contains(string(r.body), "\nraftlock_blocking_queries 1\n") {
+			return "no blocking query waits yet"
+		}
+		return ""
+	})
+	for i := range d.Size() { // the leader loses its majority while the query waits
+		if i != li {
+			if err := d.Kill(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r := await(t, ch, "the blocking query")
+	apiError(t, r, http.StatusServiceUnavailable, api.CodeNoLeader)
 }

@@ -228,6 +228,15 @@ func (s *Server) getLock(c echo.Context, name string) error {
 		info := s.node.FSM().Lock(name)
 		if q.block && info.ModifyIndex <= q.index && q.wait > 0 {
 			info = s.waitLockChange(c, name, q)
+			if !q.stale {
+				// The barrier before the wait proved this node led then; it may have been
+				// deposed since, and its state would then miss what a newer leader changed.
+				// Confirm again, and answer from the state as of now.
+				if err := s.readBarrier(c); err != nil {
+					return err
+				}
+				info = s.node.FSM().Lock(name)
+			}
 		}
 		return c.JSON(http.StatusOK, lockBody(info))
 	})
@@ -236,6 +245,8 @@ func (s *Server) getLock(c echo.Context, name string) error {
 // waitLockChange holds a blocking query until the lock's modify index exceeds q.index, the
 // wait elapses or the client leaves, and returns the lock's state then.
 func (s *Server) waitLockChange(c echo.Context, name string, q query) fsm.LockInfo {
+	s.metrics.blocking.Inc()
+	defer s.metrics.blocking.Dec()
 	timer := time.NewTimer(q.wait)
 	defer timer.Stop()
 	for {

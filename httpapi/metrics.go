@@ -16,6 +16,8 @@ import (
 type metrics struct {
 	reg     *prometheus.Registry
 	latency *prometheus.HistogramVec
+	// blocking counts the blocking queries waiting on this node.
+	blocking prometheus.Gauge
 }
 
 func newMetrics(node Node) *metrics {
@@ -25,6 +27,8 @@ func newMetrics(node Node) *metrics {
 		Help:    "Latency of HTTP requests by route, method and status code.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"route", "method", "code"})
+	m.blocking = prometheus.NewGauge(prometheus.GaugeOpts{Name: "raftlock_blocking_queries",
+		Help: "Blocking queries (GET with ?index) waiting on this node for a change."})
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
@@ -42,6 +46,7 @@ func newMetrics(node Node) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.latency,
+		m.blocking,
 		gauge("raftlock_raft_leader", "1 if this node is the Raft leader, else 0.", func() float64 {
 			if l, _, _, _ := status(); l {
 				return 1

@@ -222,13 +222,21 @@ func (s *Server) read(c echo.Context, q query, fn func() error) error {
 		return fn()
 	}
 	return s.atLeader(c, func() error {
-		ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.CommandTimeout)
-		defer cancel()
-		if err := s.node.ReadBarrier(ctx); err != nil {
-			return fromClusterError(err)
+		if err := s.readBarrier(c); err != nil {
+			return err
 		}
 		return fn()
 	})
+}
+
+// readBarrier confirms, for a linearizable read on this leader, that it still leads.
+func (s *Server) readBarrier(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.CommandTimeout)
+	defer cancel()
+	if err := s.node.ReadBarrier(ctx); err != nil {
+		return fromClusterError(err)
+	}
+	return nil
 }
 
 // commandContext bounds a write by the command timeout plus extra (a blocking acquire's wait).
