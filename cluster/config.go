@@ -15,8 +15,10 @@ type Config struct {
 	ID string
 	// DataDir holds the log and stable store (see LogStore) and the snapshots.
 	DataDir string
-	// LogStore names the Raft log and stable store: LogStoreBoltDB (the default; raft.db)
-	// or LogStoreWAL (a wal/ directory). A data directory keeps the store it was made with.
+	// LogStore names the Raft log and stable store of a new data directory: LogStoreWAL (a
+	// wal/ directory) or LogStoreBoltDB (raft.db); empty means DefaultLogStore. A data
+	// directory keeps the store it was made with: empty opens whichever it holds, and naming
+	// the other one is refused.
 	LogStore string
 	// WALSegmentSize is the size at which LogStoreWAL starts a new segment file; 0 keeps
 	// raft-wal's 64 MiB. Compaction deletes whole segments only, so older entries stay
@@ -87,9 +89,6 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
-	if c.LogStore == "" {
-		c.LogStore = LogStoreBoltDB
-	}
 }
 
 func (c *Config) validate() error {
@@ -105,7 +104,7 @@ func (c *Config) validate() error {
 	if c.AdvertiseHTTP == "" {
 		return errors.New("cluster: config: AdvertiseHTTP is required")
 	}
-	if c.LogStore != LogStoreBoltDB && c.LogStore != LogStoreWAL {
+	if c.LogStore != "" && c.LogStore != LogStoreBoltDB && c.LogStore != LogStoreWAL {
 		return fmt.Errorf("cluster: config: log store %q is not %q or %q", c.LogStore, LogStoreBoltDB, LogStoreWAL)
 	}
 	if len(c.InitialCluster) > 0 {

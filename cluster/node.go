@@ -51,6 +51,11 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
+	kind, err := resolveLogStore(cfg.LogStore, cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	cfg.LogStore = kind
 	n := &Node{
 		cfg:      cfg,
 		log:      cfg.Logger.Named("cluster"),

@@ -42,9 +42,51 @@ func storePaths(dataDir string) map[string]string {
 	}
 }
 
-// openLogStore opens the store kind names in dataDir. It refuses a data directory that holds
-// the other kind: opening an empty store there would look like a new node, which could
-// bootstrap a second cluster or vote with a forgotten log.
+// DefaultLogStore is the log store of a new data directory when none is named.
+const DefaultLogStore = LogStoreWAL
+
+// detectLogStore returns the kind of log store dataDir holds, or "" if it holds none yet.
+func detectLogStore(dataDir string) (string, error) {
+	var found []string
+	for _, kind := range []string{LogStoreBoltDB, LogStoreWAL} {
+		_, err := os.Stat(storePaths(dataDir)[kind])
+		switch {
+		case err == nil:
+			found = append(found, kind)
+		case !errors.Is(err, fs.ErrNotExist):
+			return "", fmt.Errorf("cluster: inspect data dir: %w", err)
+		}
+	}
+	if len(found) > 1 {
+		return "", fmt.Errorf("cluster: data dir %s holds both a %q and a %q log store; remove the one this node did not use", dataDir, found[0], found[1])
+	}
+	if len(found) == 0 {
+		return "", nil
+	}
+	return found[0], nil
+}
+
+// resolveLogStore returns the store a node opens in dataDir: the one the directory holds, or
+// for a new directory the one named (DefaultLogStore if none). Naming a store that differs from
+// the one the directory holds is refused: opening an empty store there would look like a new
+// node, which could bootstrap a second cluster or vote with a forgotten log.
+func resolveLogStore(named, dataDir string) (string, error) {
+	have, err := detectLogStore(dataDir)
+	switch {
+	case err != nil:
+		return "", err
+	case have == "" && named == "":
+		return DefaultLogStore, nil
+	case have == "":
+		return named, nil
+	case named != "" && named != have:
+		return "", fmt.Errorf("cluster: data dir %s holds a %q log store (%s), not %q; use --log-store %s (or leave it out)",
+			dataDir, have, storePaths(dataDir)[have], named, have)
+	}
+	return have, nil
+}
+
+// openLogStore opens the store kind names in dataDir, which resolveLogStore chose.
 func openLogStore(kind, dataDir string, walSegmentSize int, logger hclog.Logger) (logStore, error) {
 	paths := storePaths(dataDir)
 	for other, p := range paths {
