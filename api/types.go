@@ -122,10 +122,13 @@ type AcquireResponse struct {
 	Value   string `json:"value"`
 }
 
-// ReleaseRequest is the body of POST /v1/locks/{name}/release. Both fields are required.
+// ReleaseRequest is the body of POST /v1/locks/{name}/release. Session and Token are required.
 type ReleaseRequest struct {
 	Session string  `json:"session"`
 	Token   *uint64 `json:"token"`
+	// Attempt, if set, is the attempt of the acquire that won the lock: the release fences it,
+	// so its requests still in flight are refused with attempt_cancelled.
+	Attempt string `json:"attempt,omitempty"`
 }
 
 // ReleaseResponse is the body of a successful release.

@@ -292,7 +292,7 @@ func TestWritesCutOffByLeaderChangeAreRefusedOrUnknown(t *testing.T) {
 	_, refused["create session"] = closed.CreateSession(ctx, "late", longTTL, 0)
 	_, refused["acquire"] = closed.Acquire(ctx, cluster.AcquireRequest{Session: s, Lock: "late"})
 	_, refused["acquire with wait"] = closed.Acquire(ctx, cluster.AcquireRequest{Session: s, Lock: "late", Wait: time.Second})
-	_, refused["release"] = closed.Release(ctx, s, "transfer/0/0", 1)
+	_, refused["release"] = closed.Release(ctx, s, "transfer/0/0", 1, "")
 	_, refused["renew"] = closed.Renew(ctx, s)
 	_, refused["destroy session"] = closed.DestroySession(ctx, s)
 	refused["read barrier"] = closed.ReadBarrier(ctx)

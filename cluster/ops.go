@@ -302,12 +302,13 @@ func (n *Node) grantResult(req AcquireRequest, token uint64) fsm.Result {
 }
 
 // Release releases a lock held by the session under token; the first waiter, if any, is granted
-// in the same command.
-func (n *Node) Release(ctx context.Context, session fsm.SessionID, lock string, token uint64) (fsm.Result, error) {
+// in the same command. A non-empty attempt is fenced too, held or not: the try that won the
+// lock has ended, and its requests still in flight must not take it again.
+func (n *Node) Release(ctx context.Context, session fsm.SessionID, lock string, token uint64, attempt string) (fsm.Result, error) {
 	if err := n.leaderOnly(); err != nil {
 		return fsm.Result{}, err
 	}
-	return n.propose(ctx, &fsm.Command{Type: fsm.TypeRelease, Session: session, Lock: lock, Token: token})
+	return n.propose(ctx, &fsm.Command{Type: fsm.TypeRelease, Session: session, Lock: lock, Token: token, Attempt: attempt})
 }
 
 // ReadBarrier makes the local state machine linearizable for a read that follows it: it

@@ -400,7 +400,7 @@ func mustAcquire(t testing.TB, n *cluster.Node, session fsm.SessionID, lock, val
 // returns the Result (whose Index is the token of a waiter granted by the release).
 func mustRelease(t testing.TB, n *cluster.Node, session fsm.SessionID, lock string, token uint64) fsm.Result {
 	t.Helper()
-	res, err := n.Release(opContext(t), session, lock, token)
+	res, err := n.Release(opContext(t), session, lock, token, "")
 	if err != nil || res.Status != fsm.StatusOK {
 		t.Fatalf("release %q token %d: status %v, err %v", lock, token, res.Status, err)
 	}

@@ -164,6 +164,7 @@ func (a *applier) release(c *Command) Result {
 	if ss == nil {
 		return Result{Status: StatusSessionNotFound}
 	}
+	ss = a.fence(ss, c.Lock, c.Attempt)
 	l := a.st.locks[c.Lock]
 	if l == nil || !l.held || l.holder != c.Session || l.token != c.Token {
 		return Result{Status: StatusNotHolder}
@@ -175,16 +176,23 @@ func (a *applier) release(c *Command) Result {
 	return Result{}
 }
 
+// fence records that the session's attempt for lock has ended, so that its later acquires
+// are refused; an empty attempt records nothing. It returns the session as it is now.
+func (a *applier) fence(ss *session, lock, attempt string) *session {
+	if attempt != "" && !ss.fenced(lock, attempt) {
+		ss = a.st.ownSession(ss)
+		ss.fences = ss.withFence(fence{lock, attempt})
+	}
+	return ss
+}
+
 func (a *applier) cancelWait(c *Command) Result {
 	ss := a.st.sessions[c.Session]
 	if ss == nil {
 		return Result{Status: StatusSessionNotFound}
 	}
-	if c.Attempt != "" && !ss.fenced(c.Lock, c.Attempt) {
-		// Recorded whatever the queue holds: the request to fence may not be proposed yet.
-		ss = a.st.ownSession(ss)
-		ss.fences = ss.withFence(fence{c.Lock, c.Attempt})
-	}
+	// Recorded whatever the queue holds: the request to fence may not be proposed yet.
+	ss = a.fence(ss, c.Lock, c.Attempt)
 	l := a.st.locks[c.Lock]
 	if l == nil {
 		return Result{Status: StatusNotQueued}

@@ -62,8 +62,10 @@ type Command struct {
 	SetValue bool
 	// Queue makes an acquire join the wait queue instead of failing when the lock is unavailable.
 	Queue bool
-	// Attempt names the client's try for the lock (acquire, cancel-wait): one Lock call, all of
-	// whose requests carry it. A cancel-wait with an attempt refuses later acquires with it.
+	// Attempt names the client's try for the lock (acquire, cancel-wait, release): one Lock
+	// call, all of whose requests carry it. A cancel-wait or release with an attempt refuses
+	// later acquires with it, so a request of a finished try delayed in the network cannot
+	// queue or grant the session again.
 	Attempt string
 	// Token is the fencing token a release presents.
 	Token uint64
@@ -114,6 +116,9 @@ func (c *Command) Encode(dst []byte) []byte {
 		dst = append(dst, c.Session[:]...)
 		dst = appendString(dst, c.Lock)
 		dst = binary.AppendUvarint(dst, c.Token)
+		if c.Attempt != "" { // optional and last: releases written before it existed lack it
+			dst = appendString(dst, c.Attempt)
+		}
 	case TypeCancelWait:
 		dst = append(dst, c.Session[:]...)
 		dst = appendString(dst, c.Lock)
@@ -176,6 +181,9 @@ func DecodeCommand(b []byte) (Command, error) {
 		c.Session = d.sessionID()
 		c.Lock = d.string()
 		c.Token = d.uvarint()
+		if len(d.buf) > 0 {
+			c.Attempt = d.attempt()
+		}
 	case TypeCancelWait:
 		c.Session = d.sessionID()
 		c.Lock = d.string()

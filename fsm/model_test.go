@@ -114,9 +114,11 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 	case fsm.TypeAcquire:
 		return m.acquire(c)
 	case fsm.TypeRelease:
-		if m.sessions[c.Session] == nil {
+		s := m.sessions[c.Session]
+		if s == nil {
 			return fsm.Result{Status: fsm.StatusSessionNotFound}
 		}
+		s.fence(c.Lock, c.Attempt)
 		l := m.lock(c.Lock)
 		if !l.held || l.holder != c.Session || l.token != c.Token {
 			return fsm.Result{Status: fsm.StatusNotHolder}
@@ -129,12 +131,7 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 		if s == nil {
 			return fsm.Result{Status: fsm.StatusSessionNotFound}
 		}
-		if f := (refFence{c.Lock, c.Attempt}); c.Attempt != "" && !slices.Contains(s.cancelled, f) {
-			s.cancelled = append(s.cancelled, f)
-			if len(s.cancelled) > 16 {
-				s.cancelled = s.cancelled[1:]
-			}
-		}
+		s.fence(c.Lock, c.Attempt)
 		l := m.lock(c.Lock)
 		if l.held && l.holder == c.Session {
 			return fsm.Result{Token: l.token, Value: l.value}
@@ -165,6 +162,16 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 		return fsm.Result{}
 	}
 	panic("model: unknown command")
+}
+
+// fence records the end of an attempt: the last 16 are kept, oldest first.
+func (s *refSession) fence(lock, attempt string) {
+	if f := (refFence{lock, attempt}); attempt != "" && !slices.Contains(s.cancelled, f) {
+		s.cancelled = append(s.cancelled, f)
+		if len(s.cancelled) > 16 {
+			s.cancelled = s.cancelled[1:]
+		}
+	}
 }
 
 func (m *refModel) acquire(c fsm.Command) fsm.Result {
@@ -412,6 +419,7 @@ func (g *gen) next() (uint64, fsm.Command) {
 		}
 	case p < 72:
 		c.Type, c.Lock = fsm.TypeRelease, g.lockName()
+		c.Attempt = g.attempt()
 		l := g.m.locks[c.Lock]
 		if l != nil && l.held && g.rng.Intn(10) < 7 {
 			c.Session, c.Token = l.holder, l.token // mostly the real holder and token

@@ -451,6 +451,36 @@ func TestCancelledAttemptRefusesItsLaterAcquires(t *testing.T) {
 	mustStatus(t, h.acquire(a, "L", ""), fsm.StatusOK)
 }
 
+// A release that names the attempt which won the lock fences it: a request of that try that
+// is applied after the release (it was stranded on its way) neither grants nor queues, so the
+// session cannot hold the lock again without knowing it. A release that fails still fences.
+func TestReleaseFencesTheAttemptThatWon(t *testing.T) {
+	h := newHarness(t)
+	a, b := sid(1), sid(2)
+	h.create(a)
+	h.create(b)
+	try := func(id fsm.SessionID, attempt string, queue bool) fsm.Result {
+		return h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: id, Lock: "L", Queue: queue, Attempt: attempt, Now: now0})
+	}
+	g := try(a, "a1", false)
+	mustStatus(t, g, fsm.StatusOK)
+	mustStatus(t, h.apply(fsm.Command{Type: fsm.TypeRelease, Session: a, Lock: "L", Token: g.Token, Attempt: "a1"}), fsm.StatusOK)
+	before := h.f.Lock("L")
+	mustStatus(t, try(a, "a1", false), fsm.StatusAttemptCancelled)
+	mustStatus(t, try(a, "a1", true), fsm.StatusAttemptCancelled)
+	wantLock(t, h.f, before)
+	// Another holder now: a stale release with another attempt is refused and fences that one.
+	gb := try(b, "b1", false)
+	mustStatus(t, gb, fsm.StatusOK)
+	mustStatus(t, h.apply(fsm.Command{Type: fsm.TypeRelease, Session: a, Lock: "L", Token: g.Token, Attempt: "a2"}), fsm.StatusNotHolder)
+	mustStatus(t, try(a, "a2", true), fsm.StatusAttemptCancelled)
+	if l := h.f.Lock("L"); l.Holder != b || l.Waiters != 0 {
+		t.Fatalf("lock after the fenced tries: %+v", l)
+	}
+	// A new try of the session still queues.
+	mustStatus(t, try(a, "a3", true), fsm.StatusQueued)
+}
+
 // A session remembers its last maxFences (16) cancelled attempts; the oldest goes first.
 func TestSessionKeepsItsLastSixteenCancelledAttempts(t *testing.T) {
 	h := newHarness(t)

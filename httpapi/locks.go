@@ -202,10 +202,13 @@ func (s *Server) release(c echo.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	if err := attempt(req.Attempt); err != nil {
+		return err
+	}
 	return s.atLeader(c, func() error {
 		ctx, cancel := s.commandContext(c, 0)
 		defer cancel()
-		res, err := s.node.Release(ctx, id, name, *req.Token)
+		res, err := s.node.Release(ctx, id, name, *req.Token, req.Attempt)
 		if err != nil {
 			return fromClusterError(err)
 		}

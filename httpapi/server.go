@@ -35,7 +35,7 @@ type Node interface {
 	RenewMany(ctx context.Context, ids []fsm.SessionID) ([]cluster.RenewResult, error)
 	Acquire(ctx context.Context, req cluster.AcquireRequest) (fsm.Result, error)
 	CancelAcquire(ctx context.Context, session fsm.SessionID, lock, attempt string) (fsm.Result, error)
-	Release(ctx context.Context, session fsm.SessionID, lock string, token uint64) (fsm.Result, error)
+	Release(ctx context.Context, session fsm.SessionID, lock string, token uint64, attempt string) (fsm.Result, error)
 	DelayLeft(name string, until int64) time.Duration
 	ReadBarrier(ctx context.Context) error
 	WatchLock(name string) <-chan struct{}

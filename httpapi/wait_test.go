@@ -264,11 +264,22 @@ func TestCancelledAttemptIsRefused(t *testing.T) {
 	if g.Session != w {
 		t.Fatalf("a new try answered %+v", g)
 	}
+	// Released with its attempt: a request of that try still on its way neither grants nor
+	// queues, so the session cannot end up holding a lock it believes free.
+	ok(t, do(t, http.MethodPost, leader+"/v1/locks/"+name+"/release",
+		api.ReleaseRequest{Session: w, Token: &g.Token, Attempt: "w-3"}), http.StatusOK, nil)
+	apiError(t, do(t, http.MethodPost, acquireURL(followers[0]), try(w, "", "w-3")), http.StatusConflict, api.CodeAttemptCancelled)
+	apiError(t, do(t, http.MethodPost, acquireURL(leader), try(w, "30s", "w-3")), http.StatusConflict, api.CodeAttemptCancelled)
+	if l := getLock(t, leader, name, ""); l.Held || l.Waiters != 0 {
+		t.Fatalf("a request of a released try changed the lock: %+v", l)
+	}
 
 	for _, bad := range []string{strings.Repeat("a", 65), "a b", "a/b", "é"} {
 		apiError(t, do(t, http.MethodPost, acquireURL(leader), try(h, "", bad)), http.StatusBadRequest, api.CodeInvalidArgument)
 		apiError(t, do(t, http.MethodDelete, acquireURL(leader)+"?session="+h+"&attempt="+url.QueryEscape(bad), nil),
 			http.StatusBadRequest, api.CodeInvalidArgument)
+		apiError(t, do(t, http.MethodPost, leader+"/v1/locks/"+name+"/release",
+			api.ReleaseRequest{Session: h, Token: &gh.Token, Attempt: bad}), http.StatusBadRequest, api.CodeInvalidArgument)
 	}
 }
 
