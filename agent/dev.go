@@ -25,7 +25,8 @@ type DevOptions struct {
 	BasePort int
 	// Logger receives every node's logs; default discards.
 	Logger hclog.Logger
-	// LogStore is every node's Raft log store ("boltdb" or "wal"); default boltdb.
+	// LogStore is every new node's Raft log store ("wal" or "boltdb"); empty means what the
+	// data dir holds, and wal for a new one.
 	LogStore string
 	// Tune, if set, adjusts each node's config before it starts (tests shorten timeouts).
 	Tune func(*config.Config)

@@ -89,17 +89,6 @@ func resolveLogStore(named, dataDir string) (string, error) {
 // openLogStore opens the store kind names in dataDir, which resolveLogStore chose.
 func openLogStore(kind, dataDir string, walSegmentSize int, logger hclog.Logger) (logStore, error) {
 	paths := storePaths(dataDir)
-	for other, p := range paths {
-		if other == kind {
-			continue
-		}
-		if _, err := os.Stat(p); err == nil {
-			return nil, fmt.Errorf("cluster: data dir %s holds a %q log store (%s), not %q; use --log-store %s",
-				dataDir, other, p, kind, other)
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("cluster: inspect data dir: %w", err)
-		}
-	}
 	switch kind {
 	case LogStoreWAL:
 		if err := os.MkdirAll(paths[kind], 0o750); err != nil {

@@ -125,6 +125,8 @@ func (c *testCluster) config(i int, ln net.Listener) cluster.Config {
 		LeaderLeaseTimeout: testLease,
 		CommitTimeout:      5 * time.Millisecond,
 		Logger:             testLogger(c.ids[i]),
+		// Empty is the default store; CI also runs these tests with boltdb.
+		LogStore: os.Getenv("RAFTLOCK_TEST_LOG_STORE"),
 	}
 	if c.tune != nil {
 		c.tune(&cfg)

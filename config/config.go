@@ -49,7 +49,7 @@ type Config struct {
 func Default() Config {
 	return Config{
 		ID:                 "n1",
-		LogStore:           "boltdb",
+		LogStore:           "",
 		HTTPAddr:           "127.0.0.1:7001",
 		RaftAddr:           "127.0.0.1:7101",
 		LogLevel:           "info",
@@ -73,7 +73,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("config", "", "optional config file (YAML, TOML or JSON) whose keys are these flag names")
 	fs.String("id", d.ID, "unique, stable id of this node")
 	fs.String("data-dir", "", "directory for the Raft log, stable store and snapshots (required)")
-	fs.String("log-store", d.LogStore, "Raft log store: boltdb (raft-boltdb, two syncs per commit) or wal (raft-wal, one sync per append); a data dir keeps the one it was made with")
+	fs.String("log-store", d.LogStore, "Raft log store of a new data dir: wal (raft-wal, one sync per append; the default) or boltdb (raft-boltdb, two syncs per commit); an existing data dir keeps the one it holds")
 	fs.String("http-addr", d.HTTPAddr, "address to serve the HTTP API on")
 	fs.String("raft-addr", d.RaftAddr, "address for Raft traffic between nodes")
 	fs.String("advertise-http", "", "HTTP address other machines reach this node at (default: --http-addr)")
@@ -211,8 +211,8 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		bad("--data-dir is required")
 	}
-	if c.LogStore != "boltdb" && c.LogStore != "wal" {
-		bad("--log-store %q must be boltdb or wal", c.LogStore)
+	if c.LogStore != "" && c.LogStore != "boltdb" && c.LogStore != "wal" {
+		bad("--log-store %q must be wal or boltdb (or empty: what the data dir holds, wal for a new one)", c.LogStore)
 	}
 	for flag, addr := range map[string]string{"http-addr": c.HTTPAddr, "raft-addr": c.RaftAddr} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {

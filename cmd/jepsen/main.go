@@ -70,7 +70,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cfg.Dir, "dir", "", "artifact directory (default: a new temporary directory)")
 	fs.StringVar(&o.cfg.Binary, "binary", "", "prebuilt raftlock binary (default: go build ./cmd/raftlock)")
 	fs.StringVar(&o.cfg.LogLevel, "log-level", d.LogLevel, "agents' log level")
-	fs.StringVar(&o.cfg.LogStore, "log-store", "", "agents' Raft log store: boltdb or wal (default: the agent's, boltdb)")
+	fs.StringVar(&o.cfg.LogStore, "log-store", "", "agents' Raft log store: wal or boltdb (default: the agent's, wal)")
 	fs.Uint64Var(&o.cfg.SnapshotEvery, "snapshot-every", 0, "agents snapshot after this many log entries and keep as many behind it, so lagging nodes install snapshots (0: agents' defaults)")
 	fs.DurationVar(&o.cfg.CheckTimeout, "check-timeout", 0, "bound on the linearizability search (0: 5m); running out is a failure")
 	fs.BoolVar(&o.cfg.IgnoreTokens, "ignore-tokens", false, "the resource accepts stale tokens (must make fencing fail)")

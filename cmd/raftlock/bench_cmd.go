@@ -77,7 +77,7 @@ process, so CPU and RSS figures are of all of them. Exit status 1 on a violation
 		"comma-separated HTTP endpoints of the cluster (default $"+endpointsEnv+", else "+defaultEndpoints+")")
 	fl.BoolVar(&f.dev, "dev", false, "start a three-node cluster in this process (random ports) and measure it")
 	fl.StringVar(&f.dataDir, "data-dir", "", "with --dev: keep the nodes' data here (default: a temporary directory)")
-	fl.StringVar(&f.logStore, "log-store", "boltdb", "with --dev: the nodes' Raft log store, boltdb or wal")
+	fl.StringVar(&f.logStore, "log-store", "", "with --dev: the nodes' Raft log store, wal or boltdb (default wal)")
 	fl.StringVar(&f.logLevel, "log-level", "off", "with --dev: log level of the nodes (off, error, warn, info, debug, trace)")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measurement time of each workload")
 	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "warm-up before each measurement")

@@ -95,7 +95,7 @@ to use them. Stop with Ctrl-C.`,
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the nodes' data here (default: a temporary directory, removed on exit)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "log level: trace, debug, info, warn or error")
-	cmd.Flags().StringVar(&logStore, "log-store", "boltdb", "the nodes' Raft log store: boltdb or wal")
+	cmd.Flags().StringVar(&logStore, "log-store", "", "the nodes' Raft log store of a new data dir: wal or boltdb (default wal)")
 	return cmd
 }
 
