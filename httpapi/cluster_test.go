@@ -34,7 +34,7 @@ func TestClusterView(t *testing.T) {
 			if err := json.Unmarshal(r.body, &c); err != nil {
 				t.Fatal(err)
 			}
-			if c.Version != agent.Version || c.Leader != leaderID || c.Term == 0 || c.CommitIndex == 0 || c.AppliedIndex == 0 || c.LogStore != "boltdb" {
+			if c.Version != agent.Version || c.Leader != leaderID || c.Term == 0 || c.CommitIndex == 0 || c.AppliedIndex == 0 || c.LogStore != "wal" {
 				t.Fatalf("cluster via node %d: %s", i, r.body)
 			}
 			checkMembers(t, d, c.Members, leaderID)
