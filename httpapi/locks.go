@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +19,10 @@ import (
 // the action is the last segment, which is why names may not end in one. DELETE on acquire
 // cancels a session's wait (an addition to v1).
 func (s *Server) lockRoute(c echo.Context) error {
-	path := c.Param("*")
+	path, err := lockPath(c.Request())
+	if err != nil {
+		return err
+	}
 	name, action := path, ""
 	if i := strings.LastIndexByte(path, '/'); i >= 0 && reservedActions[path[i+1:]] {
 		name, action = path[:i], path[i+1:]
@@ -51,6 +55,18 @@ func (s *Server) lockRoute(c echo.Context) error {
 		return s.check(c, name)
 	}
 	return s.getLock(c, name)
+}
+
+// lockPath is the request path after /v1/locks/, percent-decoded exactly once from what arrived
+// on the wire, so that a name whose slashes come encoded (jobs%2Fnightly) names the same lock as
+// the plain path, and an encoded '%' stays a '%' (which the name rules refuse).
+func lockPath(r *http.Request) (string, error) {
+	esc := strings.TrimPrefix(r.URL.EscapedPath(), "/v1/locks/")
+	p, err := url.PathUnescape(esc)
+	if err != nil {
+		return "", invalid("lock path %q is not valid percent-encoding", esc)
+	}
+	return p, nil
 }
 
 func (s *Server) acquire(c echo.Context, name string) error {

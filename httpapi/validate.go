@@ -83,6 +83,13 @@ func (l *Limits) lockName(name string) error {
 			return invalid("lock name %q has a character outside [A-Za-z0-9._:/-] at byte %d", name, i)
 		}
 	}
+	// Names are matched byte for byte, by policies too; an empty, "." or ".." segment is one
+	// that a proxy or client library cleaning paths would change, so it is refused.
+	for seg := range strings.SplitSeq(name, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return invalid("lock name %q has an empty, \".\" or \"..\" segment; names are never normalised", name)
+		}
+	}
 	last := name[strings.LastIndexByte(name, '/')+1:]
 	if reservedActions[last] {
 		return invalid("lock name %q ends in the reserved segment %q", name, last)

@@ -42,6 +42,21 @@ func TestLockNames(t *testing.T) {
 		"t/x/check",
 		"acquire",
 		"",
+		// Empty, "." and ".." segments, plain or percent-encoded: refused, never normalised.
+		"t//x",
+		"/t/x",
+		"t/x/",
+		"./t",
+		"t/.",
+		"t/./x",
+		"jobs/../db/x",
+		"t/..",
+		"..",
+		"t%2F%2Fx",
+		"t%2F..%2Fx",
+		"t/%2E%2E/x",
+		"t/%2e/x",
+		"%2Ft",
 	}
 	var zero uint64
 	for _, name := range bad {
@@ -224,5 +239,33 @@ func TestWrongMethod(t *testing.T) {
 			continue
 		}
 		apiError(t, r, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed)
+	}
+}
+
+// TestEncodedNames checks that a name whose slashes arrive percent-encoded, as generated clients
+// send it, is decoded once and names the same lock as the plain path.
+func TestEncodedNames(t *testing.T) {
+	d := sharedCluster(t)
+	ep := d.Endpoints()[1]
+	s := session(t, ep)
+	name := lockName(t) + "/jobs/nightly"
+	encoded := strings.ReplaceAll(name, "/", "%2F")
+
+	var g api.AcquireResponse
+	ok(t, do(t, http.MethodPost, ep+"/v1/locks/"+encoded+"/acquire", acquireReq(s, "", nil)), http.StatusOK, &g)
+	if l := getLock(t, ep, name, ""); !l.Held || l.Token != g.Token || l.Name != name {
+		t.Fatalf("lock acquired as %q, read as %q: %+v", encoded, name, l)
+	}
+	if l := getLock(t, ep, encoded, ""); !l.Held || l.Token != g.Token || l.Name != name {
+		t.Fatalf("lock read back as %q: %+v", encoded, l)
+	}
+	if c := checkLock(t, ep, encoded, g.Token); !c.Current {
+		t.Fatalf("check through %q: %+v", encoded, c)
+	}
+	// Decoded once only: %252F is the three bytes "%2F" of a name, which are refused.
+	apiError(t, do(t, http.MethodGet, ep+"/v1/locks/"+strings.ReplaceAll(name, "/", "%252F"), nil), http.StatusBadRequest, api.CodeInvalidArgument)
+	release(t, ep, encoded, s, g.Token)
+	if l := getLock(t, ep, name, ""); l.Held {
+		t.Fatalf("released through %q, still held: %+v", encoded, l)
 	}
 }
