@@ -49,7 +49,7 @@ func TestRunAllWorkloads(t *testing.T) {
 	if lines == 0 {
 		t.Error("no progress line")
 	}
-	checkTable(t, rep, "uncontended", "contended", "fairness")
+	checkTable(t, rep, "uncontended", "contended", "fairness", "server CPU/op", "includes the load generator")
 
 	sessions := base
 	sessions.Workloads = []string{bench.Sessions}
@@ -107,6 +107,9 @@ func checkLocks(t *testing.T, rep *bench.Report) {
 		if len(u.Violations) > 0 {
 			t.Errorf("uncontended C=%d: violations %v", u.Clients, u.Violations)
 		}
+		if u.ServerCPUMicros == nil || *u.ServerCPUMicros <= 0 {
+			t.Errorf("uncontended C=%d: no server CPU per op: %v", u.Clients, u.ServerCPUMicros)
+		}
 	}
 	if len(rep.Contended) != 1 {
 		t.Fatalf("contended results: %d, want 1 (C=1 skipped)", len(rep.Contended))
@@ -114,6 +117,9 @@ func checkLocks(t *testing.T, rep *bench.Report) {
 	c := rep.Contended[0]
 	if c.Grants <= 0 || c.GrantsPerSec <= 0 || c.Handoff.Count == 0 || c.MinGrants <= 0 || c.Fairness < 1 {
 		t.Errorf("contended: insane figures %+v", c)
+	}
+	if c.ServerCPUMicros == nil || *c.ServerCPUMicros <= 0 {
+		t.Errorf("contended: no server CPU per grant: %v", c.ServerCPUMicros)
 	}
 	if c.Overlaps != 0 || c.TokenRegressions != 0 {
 		t.Errorf("contended: overlaps %d, token regressions %d: %v", c.Overlaps, c.TokenRegressions, c.Violations)

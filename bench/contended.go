@@ -51,6 +51,9 @@ type ContendedResult struct {
 	Violations       []string `json:"violations,omitempty"`
 	Errors           int64    `json:"errors"`
 	ErrorSamples     []string `json:"error_samples,omitempty"`
+	// ServerCPUMicros is the CPU time all server processes spent in the window per grant (its acquire and release), in
+	// microseconds (with an in-process cluster, the bench's own included); nil if unknown.
+	ServerCPUMicros *float64 `json:"server_cpu_us_per_op,omitempty"`
 	// StealPercent is the CPU time the hypervisor gave to other guests while this ran.
 	StealPercent *float64 `json:"steal_percent,omitempty"`
 }
@@ -130,6 +133,7 @@ func (r *runner) contended(ctx context.Context, clients int) (ContendedResult, e
 	// Acquires stop at the window's end; releases (on ctx) complete.
 	actx, cancel := context.WithDeadline(ctx, w.end)
 	defer cancel()
+	cpu := r.meterCPU(ctx, t, w)
 	label := fmt.Sprintf("contended C=%d", clients)
 	stop := r.progress(func(now time.Time) string { return windowStatus(label, w, now, grants.Load(), "grants") })
 	for i := range clients {
@@ -145,6 +149,7 @@ func (r *runner) contended(ctx context.Context, clients int) (ContendedResult, e
 		return res, fmt.Errorf("bench: contended: %w", err)
 	}
 	res.analyze(slices.Concat(holds...), w)
+	res.ServerCPUMicros = cpu.perOp(res.Grants)
 	mon.mu.Lock()
 	res.Overlaps, res.TokenRegressions, res.Violations = mon.overlaps, mon.tokenRegressions, mon.violations
 	mon.mu.Unlock()

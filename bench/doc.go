@@ -4,7 +4,8 @@
 // Four workloads, each run for a fixed duration after a warm-up:
 //
 //   - uncontended: C clients, each with its own session, loop acquire+release on their own lock.
-//     Figures: ops/s, acquire and release latency (p50, p99, max).
+//     Figures: ops/s, the server processes' CPU time per op (from their /metrics), acquire and
+//     release latency (p50, p99, max).
 //   - contended: C clients block on ONE lock (long-poll acquires) and release it as soon as it
 //     is granted. Figures: grants/s, handoff latency (release acknowledged → next holder's
 //     grant received), fairness (max/min grants per client), FIFO order. It also checks

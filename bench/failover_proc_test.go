@@ -114,6 +114,26 @@ func TestFailoverOfAClusterOfProcesses(t *testing.T) {
 	}
 	opts := bench.Options{Endpoints: endpoints, Workloads: []string{bench.Failover}, FailoverTrials: 2, KillProcesses: true, Version: "test"}
 
+	// Before any kill: CPU per operation read from three separate processes.
+	t.Run("server CPU per op", func(t *testing.T) {
+		locks := bench.Options{Endpoints: endpoints, Workloads: []string{bench.Uncontended}, UncontendedClients: []int{2},
+			Duration: time.Second, Warmup: 200 * time.Millisecond, Version: "test"}
+		rep, err := bench.Run(ctx, locks)
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		u := rep.Uncontended[0]
+		if u.ServerCPUMicros == nil || *u.ServerCPUMicros <= 0 {
+			t.Fatalf("no server CPU per op: %+v", u)
+		}
+		checkTable(t, rep, "server CPU/op")
+		var table strings.Builder
+		_ = rep.WriteTable(&table)
+		if strings.Contains(table.String(), "load generator") {
+			t.Errorf("separate processes reported as sharing the bench's:\n%s", table.String())
+		}
+	})
+
 	t.Run("not asked to kill", func(t *testing.T) {
 		unasked := opts
 		unasked.KillProcesses = false

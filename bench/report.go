@@ -119,17 +119,17 @@ func (r *Report) WriteTable(out io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	if len(r.Uncontended) > 0 {
-		fmt.Fprintf(tw, "\nuncontended\tclients\tops/s\tacquire p50\tp99\tmax\trelease p50\tp99\tmax\terrors\tsteal\n")
+		fmt.Fprintf(tw, "\nuncontended\tclients\tops/s\tserver CPU/op\tacquire p50\tp99\tmax\trelease p50\tp99\tmax\terrors\tsteal\n")
 		for _, u := range r.Uncontended {
-			fmt.Fprintf(tw, "\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", u.Clients, u.OpsPerSec,
+			fmt.Fprintf(tw, "\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", u.Clients, u.OpsPerSec, usStr(u.ServerCPUMicros),
 				msStr(u.Acquire.P50), msStr(u.Acquire.P99), msStr(u.Acquire.Max),
 				msStr(u.Release.P50), msStr(u.Release.P99), msStr(u.Release.Max), u.Errors, pctStr(u.StealPercent))
 		}
 	}
 	if len(r.Contended) > 0 {
-		fmt.Fprintf(tw, "\ncontended\tclients\tgrants/s\thandoff p50\tp99\tmax\tfrom send p50\tp99\tfairness\tfifo inv.\toverlaps\ttoken regr.\terrors\tsteal\n")
+		fmt.Fprintf(tw, "\ncontended\tclients\tgrants/s\tserver CPU/op\thandoff p50\tp99\tmax\tfrom send p50\tp99\tfairness\tfifo inv.\toverlaps\ttoken regr.\terrors\tsteal\n")
 		for _, c := range r.Contended {
-			fmt.Fprintf(tw, "\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", c.Clients, c.GrantsPerSec,
+			fmt.Fprintf(tw, "\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", c.Clients, c.GrantsPerSec, usStr(c.ServerCPUMicros),
 				msStr(c.Handoff.P50), msStr(c.Handoff.P99), msStr(c.Handoff.Max),
 				msStr(c.HandoffFromSend.P50), msStr(c.HandoffFromSend.P99),
 				fairness(c), c.FIFOInversions, c.Overlaps, c.TokenRegressions, c.Errors, pctStr(c.StealPercent))
@@ -161,6 +161,11 @@ func (r *Report) WriteTable(out io.Writer) error {
 func (r *Report) writeNotes(out io.Writer) {
 	var notes []string
 	if len(r.Uncontended) > 0 || len(r.Contended) > 0 {
+		cpu := "server CPU/op = CPU time of all server processes (process_cpu_seconds_total of every member's /metrics) over the window, per acquire+release (per grant when contended)"
+		if r.Environment.Dev {
+			cpu += "; the in-process cluster shares this process, so it includes the load generator"
+		}
+		notes = append(notes, cpu)
 		notes = append(notes, "steal = the machine's CPU time the hypervisor gave to other guests during the row (from /proc/stat); figures taken under steal are low")
 	}
 	if len(r.Contended) > 0 {
@@ -245,6 +250,14 @@ func fairness(c ContendedResult) string {
 		return fmt.Sprintf("inf (%d/0)", c.MaxGrants)
 	}
 	return fmt.Sprintf("%.2f", c.Fairness)
+}
+
+// usStr formats microseconds of CPU per operation, or "?" when unknown.
+func usStr(v *float64) string {
+	if v == nil {
+		return "?"
+	}
+	return fmt.Sprintf("%.0fµs", *v)
 }
 
 // msStr formats milliseconds with a precision that suits their size.

@@ -123,8 +123,9 @@ func (r *runner) lockName(parts ...string) string {
 // Options.Via, and the leader's endpoint.
 type target struct {
 	c      *client.Client
-	leader string // base URL of the leader's HTTP API
-	id     string // the leader's node id
+	leader string   // base URL of the leader's HTTP API
+	id     string   // the leader's node id
+	nodes  []string // base URLs of every member's HTTP API
 }
 
 // connect asks the cluster who leads and returns a client ordered according to Options.Via.
@@ -148,6 +149,7 @@ func (r *runner) connect(ctx context.Context) (*target, error) {
 		if m.HTTPAddr == "" {
 			continue
 		}
+		t.nodes = append(t.nodes, scheme+m.HTTPAddr)
 		if m.ID == cl.Leader {
 			t.leader = scheme + m.HTTPAddr
 		} else {

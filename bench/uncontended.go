@@ -30,6 +30,9 @@ type UncontendedResult struct {
 	ErrorSamples []string `json:"error_samples,omitempty"`
 	// Violations lists grants whose token did not exceed the previous grant of the same lock.
 	Violations []string `json:"violations,omitempty"`
+	// ServerCPUMicros is the CPU time all server processes spent in the window per acquire+release pair, in
+	// microseconds (with an in-process cluster, the bench's own included); nil if unknown.
+	ServerCPUMicros *float64 `json:"server_cpu_us_per_op,omitempty"`
 	// StealPercent is the CPU time the hypervisor gave to other guests while this ran.
 	StealPercent *float64 `json:"steal_percent,omitempty"`
 }
@@ -54,6 +57,7 @@ func (r *runner) uncontended(ctx context.Context, clients int) (UncontendedResul
 		workers = make([]uncontendedWorker, clients)
 		w       = newWindow(r.opts.Warmup, r.opts.Duration)
 	)
+	cpu := r.meterCPU(ctx, t, w)
 	label := fmt.Sprintf("uncontended C=%d", clients)
 	stop := r.progress(func(now time.Time) string { return windowStatus(label, w, now, ops.Load(), "ops") })
 	for i := range clients {
@@ -78,6 +82,7 @@ func (r *runner) uncontended(ctx context.Context, clients int) (UncontendedResul
 	res.Ops = int64(len(acq))
 	res.OpsPerSec = float64(res.Ops) / w.seconds()
 	res.Acquire, res.Release = summarize(acq), summarize(rel)
+	res.ServerCPUMicros = cpu.perOp(res.Ops)
 	res.Errors, res.ErrorSamples = errs.snapshot()
 	return res, nil
 }

@@ -49,8 +49,8 @@ func newBenchCmd() *cobra.Command {
 started in this process with --dev, each for --duration after --warmup:
 
   uncontended  C clients (--clients, default 1,8,64) loop acquire+release on their own lock:
-               ops/s and acquire/release latency p50/p99/max
-  contended    C clients (--clients, default 8,64) block on one lock: grants/s, handoff
+               ops/s, the servers' CPU per op, acquire/release latency p50/p99/max
+  contended    C clients (--clients, default 8,64) block on one lock: grants/s, CPU per grant, handoff
                latency (release acknowledged -> next grant), fairness, FIFO; it checks that
                no two grants overlap and that tokens only grow, and fails if they do
   sessions     --sessions sessions (TTL 10s) renewed at TTL/3: creation rate, renewals/s,
