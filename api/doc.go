@@ -1,4 +1,4 @@
-// Package api defines the wire types of the raftlock HTTP API v1 (shared/API.md).
+// Package api defines the wire types of the raftlock HTTP API v1 (docs/api.md).
 //
 // Each type is defined once here and used by both the server (httpapi) and the Go client
 // (client), so the two can never disagree about a field name. The package holds plain data and

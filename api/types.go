@@ -1,6 +1,6 @@
 package api
 
-// Headers every response carries (see shared/API.md, "General rules").
+// Headers every response carries (see docs/api.md, "General rules").
 const (
 	// HeaderIndex is the last applied Raft index of the node that executed the request.
 	HeaderIndex = "X-Raftlock-Index"

@@ -12,7 +12,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 )
 
-// The methods in this file map one to one onto the HTTP API (shared/API.md). Session, Mutex
+// The methods in this file map one to one onto the HTTP API (docs/api.md). Session, Mutex
 // and Election are built on them; use them directly for tools and tests.
 
 // ReadOption changes how a read is answered.

@@ -11,7 +11,7 @@ import (
 )
 
 // refModel is a deliberately simple reference implementation of the lock rules (issue 2,
-// section 1, and shared/API.md), written from the rules and not from the fsm code: it keeps
+// section 1, and docs/api.md), written from the rules and not from the fsm code: it keeps
 // every lock it has ever seen, recomputes the modify index by comparing what a reader sees
 // before and after each command, and scans everything instead of keeping indexes.
 type refModel struct {

@@ -447,7 +447,7 @@ func TestCancelledAttemptRefusesItsLaterAcquires(t *testing.T) {
 		t.Fatalf("after the cancel the lock is %+v, want held by a under %d", l, r.Token)
 	}
 	mustStatus(t, try(a, "L", "a3", true), fsm.StatusAttemptCancelled)
-	// A plain acquire, without an attempt, keeps the idempotent re-acquire of API.md.
+	// A plain acquire, without an attempt, keeps the idempotent re-acquire of docs/api.md.
 	mustStatus(t, h.acquire(a, "L", ""), fsm.StatusOK)
 }
 

@@ -1,4 +1,4 @@
-// Package httpapi serves raftlock's HTTP API v1 (shared/API.md) with echo/v4.
+// Package httpapi serves raftlock's HTTP API v1 (docs/api.md) with echo/v4.
 //
 // It validates every request at the edge (names, sizes, durations, unknown JSON fields) and maps
 // every failure to the one error body of the API in a single place (errors.go). Writes and

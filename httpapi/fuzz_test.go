@@ -14,7 +14,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 )
 
-// codeStatus is API.md's table of error codes and their HTTP statuses.
+// codeStatus is docs/api.md's table of error codes and their HTTP statuses.
 var codeStatus = map[string]int{
 	api.CodeInvalidArgument:  http.StatusBadRequest,
 	api.CodeUnauthorized:     http.StatusUnauthorized,
@@ -51,7 +51,7 @@ func requestTarget(s string) string {
 }
 
 // FuzzRequests sends arbitrary requests to a real cluster: whatever the method, path, query
-// and body, the answer is a success or an error of API.md's table with its error body — never
+// and body, the answer is a success or an error of docs/api.md's table with its error body — never
 // a 500 (a handler's panic ends there), a stack trace or an HTML page. "{S}" in the path, query
 // or body stands for a live session, so that the fuzzer reaches past session_not_found.
 // `go test -run - -fuzz FuzzRequests -fuzztime 60s ./httpapi` explores; plain `go test` runs
@@ -129,7 +129,7 @@ func FuzzRequests(f *testing.F) {
 			t.Fatalf("%s %s: status %d without the error body (%v): %s", method, url, r.status, err, short(r.body))
 		}
 		if want, known := codeStatus[eb.Error.Code]; !known || want != r.status {
-			t.Fatalf("%s %s: status %d with code %q, which API.md does not pair: %s", method, url, r.status, eb.Error.Code, short(r.body))
+			t.Fatalf("%s %s: status %d with code %q, which docs/api.md does not pair: %s", method, url, r.status, eb.Error.Code, short(r.body))
 		}
 		if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 			t.Fatalf("%s %s: error with Content-Type %q", method, url, ct)

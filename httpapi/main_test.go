@@ -18,7 +18,7 @@ import (
 )
 
 // These tests treat the server as a black box: they speak HTTP to a real in-process cluster and
-// check what shared/API.md promises, code by code and field by field.
+// check what docs/api.md promises, code by code and field by field.
 
 // deadline bounds every wait of the suite; the machine running it may be slow and busy.
 const deadline = 10 * time.Second
