@@ -43,6 +43,12 @@ type Config struct {
 	MaxWaitersPerLock int
 	ShutdownTimeout   time.Duration
 	LeaveOnShutdown   bool
+
+	// RateLimit is the write requests per second one client may send to this node (token
+	// bucket, burst twice the rate); 0 turns it off.
+	RateLimit float64
+	// AuditLog is the file that gets one JSON line per state-changing request; "" for none.
+	AuditLog string
 }
 
 // Default returns the defaults: one node on 127.0.0.1:7001 (HTTP) and :7101 (Raft).
@@ -97,6 +103,8 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Int("max-waiters-per-lock", d.MaxWaitersPerLock, "most queued acquires per lock (0: unlimited)")
 	fs.Duration("shutdown-timeout", d.ShutdownTimeout, "how long a graceful shutdown may take")
 	fs.Bool("leave-on-shutdown", false, "on SIGINT/SIGTERM, leave the cluster for good instead of just stopping")
+	fs.Float64("rate-limit", 0, "write requests per second one client (IP address) may send to this node, burst twice that; beyond it 429 with Retry-After, nothing applied (0: off)")
+	fs.String("audit-log", "", "append one JSON line per state-changing request received by this node to this file (fsynced every second)")
 }
 
 // Load reads the settings from fs (after parsing), RAFTLOCK_* environment variables and the
@@ -141,6 +149,8 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		MaxWaitersPerLock:  v.GetInt("max-waiters-per-lock"),
 		ShutdownTimeout:    v.GetDuration("shutdown-timeout"),
 		LeaveOnShutdown:    v.GetBool("leave-on-shutdown"),
+		RateLimit:          v.GetFloat64("rate-limit"),
+		AuditLog:           v.GetString("audit-log"),
 	}
 	var err error
 	if c.InitialCluster, err = ParseMembers("initial-cluster", v.GetString("initial-cluster")); err != nil {
@@ -270,6 +280,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSessions < 0 || c.MaxWaitersPerLock < 0 {
 		bad("--max-sessions and --max-waiters-per-lock must not be negative")
+	}
+	if c.RateLimit < 0 || c.RateLimit > 1e6 {
+		bad("--rate-limit %v must lie between 0 (off) and 1000000 requests per second", c.RateLimit)
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)

@@ -81,6 +81,7 @@ func TestValidationNamesTheSetting(t *testing.T) {
 		{[]string{"--data-dir", "/d", "--join", "http://a:1", "--initial-cluster", "n1=a:2"}, "not both"},
 		{[]string{"--data-dir", "/d", "--leader-lease-timeout", "2s"}, "--leader-lease-timeout"},
 		{[]string{"--data-dir", "/d", "--max-body-bytes", "10"}, "--max-body-bytes"},
+		{[]string{"--data-dir", "/d", "--rate-limit", "-1"}, "--rate-limit"},
 	}
 	for _, tc := range cases {
 		_, err := load(t, tc.args...)
