@@ -37,6 +37,16 @@ func (a *applier) apply(c *Command) Result {
 		delete(a.st.members, c.Member.ID)
 		a.emit(Event{Kind: EventMembersChanged})
 		return Result{}
+	case TypeACLBootstrap:
+		return a.aclBootstrap(c)
+	case TypeACLCreateToken:
+		return a.aclCreateToken(c)
+	case TypeACLDeleteToken:
+		return a.aclDeleteToken(c)
+	case TypeACLSetPolicy:
+		return a.aclSetPolicy(c)
+	case TypeACLDeletePolicy:
+		return a.aclDeletePolicy(c)
 	}
 	// DecodeCommand refuses unknown types, so this is unreachable for decoded commands.
 	return Result{Err: ErrUnknownCommand}
@@ -54,6 +64,7 @@ func (a *applier) createSession(c *Command) Result {
 		name:        c.Name,
 		ttl:         c.TTL,
 		lockDelay:   c.LockDelay,
+		owner:       c.Owner,
 		createIndex: a.index,
 		gen:         a.st.gen,
 	})

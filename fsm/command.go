@@ -43,6 +43,11 @@ const (
 	TypeDelayEnded
 	TypeSetMember
 	TypeRemoveMember
+	TypeACLBootstrap
+	TypeACLCreateToken
+	TypeACLDeleteToken
+	TypeACLSetPolicy
+	TypeACLDeletePolicy
 )
 
 // Command is one change to the state machine.
@@ -75,6 +80,17 @@ type Command struct {
 	Now int64
 	// Member is the metadata of set-member; Member.ID alone for remove-member.
 	Member Member
+	// Owner is the accessor id of the token that creates a session (create-session); "" when
+	// ACLs are off. Optional and last in the encoding, so entries written before it decode.
+	Owner string
+	// ACLToken is the token that acl-bootstrap (whose policies are always management alone)
+	// and acl-create-token store; ACLToken.AccessorID alone for acl-delete-token. It carries
+	// the secret's hash, never the secret: the proposer draws both ids.
+	ACLToken ACLToken
+	// Policy is the policy that acl-set-policy stores; Policy.Name alone for acl-delete-policy.
+	Policy Policy
+	// CreateOnly makes acl-set-policy refuse (StatusExists) a name that is in use.
+	CreateOnly bool
 }
 
 // Encode appends the binary form of c to dst and returns it.
@@ -86,6 +102,9 @@ func (c *Command) Encode(dst []byte) []byte {
 		dst = appendString(dst, c.Name)
 		dst = binary.AppendUvarint(dst, uint64(c.TTL))
 		dst = binary.AppendUvarint(dst, uint64(c.LockDelay))
+		if c.Owner != "" { // optional and last: entries written before owners existed lack it
+			dst = appendString(dst, c.Owner)
+		}
 	case TypeDestroySession:
 		dst = append(dst, c.Session[:]...)
 	case TypeExpireSession:
@@ -134,6 +153,46 @@ func (c *Command) Encode(dst []byte) []byte {
 		dst = appendString(dst, c.Member.HTTPAddr)
 	case TypeRemoveMember:
 		dst = appendString(dst, c.Member.ID)
+	case TypeACLBootstrap:
+		dst = appendString(dst, c.ACLToken.AccessorID)
+		dst = append(dst, c.ACLToken.SecretHash[:]...)
+		dst = appendString(dst, c.ACLToken.Description)
+	case TypeACLCreateToken:
+		dst = appendString(dst, c.ACLToken.AccessorID)
+		dst = append(dst, c.ACLToken.SecretHash[:]...)
+		dst = appendString(dst, c.ACLToken.Description)
+		dst = appendStrings(dst, c.ACLToken.Policies)
+	case TypeACLDeleteToken:
+		dst = appendString(dst, c.ACLToken.AccessorID)
+	case TypeACLSetPolicy:
+		var flags byte
+		if c.CreateOnly {
+			flags |= 1
+		}
+		dst = append(dst, flags)
+		dst = appendPolicy(dst, &c.Policy)
+	case TypeACLDeletePolicy:
+		dst = appendString(dst, c.Policy.Name)
+	}
+	return dst
+}
+
+func appendStrings(dst []byte, ss []string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ss)))
+	for _, s := range ss {
+		dst = appendString(dst, s)
+	}
+	return dst
+}
+
+// appendPolicy appends a policy's name, operator level and lock rules (not its indexes).
+func appendPolicy(dst []byte, p *Policy) []byte {
+	dst = appendString(dst, p.Name)
+	dst = append(dst, byte(p.Operator))
+	dst = binary.AppendUvarint(dst, uint64(len(p.Locks)))
+	for _, r := range p.Locks {
+		dst = appendString(dst, r.Prefix)
+		dst = append(dst, byte(r.Access))
 	}
 	return dst
 }
@@ -156,6 +215,9 @@ func DecodeCommand(b []byte) (Command, error) {
 		c.Name = d.string()
 		c.TTL = d.duration()
 		c.LockDelay = d.duration()
+		if len(d.buf) > 0 {
+			c.Owner = d.nonEmpty()
+		}
 	case TypeDestroySession:
 		c.Session = d.sessionID()
 	case TypeExpireSession:
@@ -199,6 +261,26 @@ func DecodeCommand(b []byte) (Command, error) {
 		c.Member.HTTPAddr = d.string()
 	case TypeRemoveMember:
 		c.Member.ID = d.string()
+	case TypeACLBootstrap:
+		c.ACLToken.AccessorID = d.string()
+		c.ACLToken.SecretHash = d.hash()
+		c.ACLToken.Description = d.string()
+	case TypeACLCreateToken:
+		c.ACLToken.AccessorID = d.string()
+		c.ACLToken.SecretHash = d.hash()
+		c.ACLToken.Description = d.string()
+		c.ACLToken.Policies = d.strings()
+	case TypeACLDeleteToken:
+		c.ACLToken.AccessorID = d.string()
+	case TypeACLSetPolicy:
+		flags := d.byte()
+		c.CreateOnly = flags&1 != 0
+		if flags&^1 != 0 && d.err == nil {
+			d.err = fmt.Errorf("%w: unknown set-policy flags %#x", ErrNewerFormat, flags)
+		}
+		c.Policy = d.policy()
+	case TypeACLDeletePolicy:
+		c.Policy.Name = d.string()
 	default:
 		return c, fmt.Errorf("%w: %w %d", ErrNewerFormat, ErrUnknownCommand, b[1])
 	}
@@ -301,12 +383,53 @@ func (d *decoder) string() string {
 
 // attempt reads an attempt, which is never empty when written: an empty one would be a second
 // encoding of "no attempt".
-func (d *decoder) attempt() string {
+func (d *decoder) attempt() string { return d.nonEmpty() }
+
+// nonEmpty reads an optional string field that is written only when it is not empty.
+func (d *decoder) nonEmpty() string {
 	s := d.string()
 	if s == "" {
 		d.fail(ErrNonCanonical)
 	}
 	return s
+}
+
+// strings reads a counted list of strings; an empty list is nil.
+func (d *decoder) strings() []string {
+	var out []string
+	for n := d.count(); n > 0 && d.err == nil; n-- {
+		out = append(out, d.string())
+	}
+	return out
+}
+
+func (d *decoder) hash() [32]byte {
+	var h [32]byte
+	if len(d.buf) < len(h) {
+		d.fail(ErrShortCommand)
+		return h
+	}
+	copy(h[:], d.buf)
+	d.buf = d.buf[len(h):]
+	return h
+}
+
+// access reads an access level; one this version does not know was written by a newer one.
+func (d *decoder) access() Access {
+	a := Access(d.byte())
+	if a > AccessWrite && d.err == nil {
+		d.fail(fmt.Errorf("%w: unknown access level %d", ErrNewerFormat, a))
+	}
+	return a
+}
+
+// policy reads what appendPolicy wrote.
+func (d *decoder) policy() Policy {
+	p := Policy{Name: d.string(), Operator: d.access()}
+	for n := d.count(); n > 0 && d.err == nil; n-- {
+		p.Locks = append(p.Locks, LockRule{Prefix: d.string(), Access: d.access()})
+	}
+	return p
 }
 
 func (d *decoder) sessionID() SessionID {

@@ -41,6 +41,16 @@ func sampleCommands() []fsm.Command {
 		{Type: fsm.TypeSetMember, Member: fsm.Member{ID: "n1", RaftAddr: "127.0.0.1:7101", HTTPAddr: "127.0.0.1:7001"}},
 		{Type: fsm.TypeSetMember},
 		{Type: fsm.TypeRemoveMember, Member: fsm.Member{ID: "n1"}},
+		{Type: fsm.TypeCreateSession, Session: sid(4), TTL: time.Second, Owner: "acc-1"},
+		{Type: fsm.TypeACLBootstrap, ACLToken: fsm.ACLToken{AccessorID: "acc-root", SecretHash: fsm.HashSecret("root"), Description: "Bootstrap"}},
+		{Type: fsm.TypeACLBootstrap},
+		{Type: fsm.TypeACLCreateToken, ACLToken: fsm.ACLToken{AccessorID: "acc-1", SecretHash: fsm.HashSecret("s1"), Description: "d", Policies: []string{"jobs", fsm.ManagementPolicy}}},
+		{Type: fsm.TypeACLCreateToken, ACLToken: fsm.ACLToken{AccessorID: long, SecretHash: fsm.HashSecret(long)}},
+		{Type: fsm.TypeACLDeleteToken, ACLToken: fsm.ACLToken{AccessorID: "acc-1"}},
+		{Type: fsm.TypeACLSetPolicy, CreateOnly: true, Policy: fsm.Policy{Name: "jobs", Operator: fsm.AccessRead,
+			Locks: []fsm.LockRule{{Prefix: "jobs/", Access: fsm.AccessWrite}, {Prefix: "", Access: fsm.AccessRead}, {Prefix: long, Access: fsm.AccessDeny}}}},
+		{Type: fsm.TypeACLSetPolicy, Policy: fsm.Policy{Name: "empty"}},
+		{Type: fsm.TypeACLDeletePolicy, Policy: fsm.Policy{Name: "jobs"}},
 	}
 }
 
@@ -61,8 +71,8 @@ func TestCommandRoundTrip(t *testing.T) {
 			t.Fatalf("Encode does not append to dst")
 		}
 	}
-	if len(types) != 9 {
-		t.Fatalf("samples cover %d command types, want 9", len(types))
+	if len(types) != 14 {
+		t.Fatalf("samples cover %d command types, want 14", len(types))
 	}
 }
 
@@ -97,6 +107,15 @@ func TestDecodeRefusesMalformedCommands(t *testing.T) {
 	emptyAttempt := (&fsm.Command{Type: fsm.TypeAcquire, Session: sid(1), Lock: "L", Attempt: "a"}).Encode(nil)
 	emptyAttempt = append(emptyAttempt[:2+16+1+1+1], 0x00, 0x00) // the attempt's length 0, Now 0
 	cancel := (&fsm.Command{Type: fsm.TypeCancelWait, Session: sid(1), Lock: "L"}).Encode(nil)
+	create := (&fsm.Command{Type: fsm.TypeCreateSession, Session: sid(1), TTL: time.Second}).Encode(nil)
+	policy := (&fsm.Command{Type: fsm.TypeACLSetPolicy, Policy: fsm.Policy{Name: "p", Locks: []fsm.LockRule{{Prefix: "a", Access: fsm.AccessRead}}}}).Encode(nil)
+	badAccess := append([]byte(nil), policy...)
+	badAccess[len(badAccess)-1] = 3
+	badOperator := append([]byte(nil), policy...)
+	badOperator[2+1+2] = 3
+	badPolicyFlags := append([]byte(nil), policy...)
+	badPolicyFlags[2] = 2
+	token := (&fsm.Command{Type: fsm.TypeACLCreateToken, ACLToken: fsm.ACLToken{AccessorID: "a", Policies: []string{"p"}}}).Encode(nil)
 	cases := []struct {
 		name string
 		b    []byte
@@ -107,7 +126,7 @@ func TestDecodeRefusesMalformedCommands(t *testing.T) {
 		{"unknown version", []byte{2, byte(fsm.TypeRelease)}, fsm.ErrUnknownVersion},
 		{"version zero", append([]byte{0}, enc[1:]...), fsm.ErrUnknownVersion},
 		{"unknown type", []byte{1, 0}, fsm.ErrUnknownCommand},
-		{"type past the last", []byte{1, byte(fsm.TypeRemoveMember) + 1}, fsm.ErrUnknownCommand},
+		{"type past the last", []byte{1, byte(fsm.TypeACLDeletePolicy) + 1}, fsm.ErrUnknownCommand},
 		{"truncated id", enc[:10], fsm.ErrShortCommand},
 		{"truncated string", enc[:2+16+1], fsm.ErrShortCommand},
 		{"truncated varint", enc[:len(enc)-1], fsm.ErrShortCommand},
@@ -121,6 +140,12 @@ func TestDecodeRefusesMalformedCommands(t *testing.T) {
 		{"empty attempt in a release", append(append([]byte(nil), enc...), 0x00), fsm.ErrNonCanonical},
 		{"non-canonical token", append(append([]byte(nil), enc[:len(enc)-1]...), 0x82, 0x00), fsm.ErrNonCanonical},
 		{"non-canonical zero length", append(append([]byte(nil), enc[:2+16]...), 0x80, 0x00), fsm.ErrNonCanonical},
+		{"empty owner", append(append([]byte(nil), create...), 0x00), fsm.ErrNonCanonical},
+		{"unknown access level", badAccess, fsm.ErrNewerFormat},
+		{"unknown operator level", badOperator, fsm.ErrNewerFormat},
+		{"unknown set-policy flags", badPolicyFlags, fsm.ErrNewerFormat},
+		{"truncated secret hash", token[:2+2+10], fsm.ErrShortCommand},
+		{"policy count past the end", append(append([]byte(nil), token[:len(token)-3]...), 0x05), fsm.ErrShortCommand},
 		{"non-canonical signed time", append((&fsm.Command{Type: fsm.TypeDelayEnded}).Encode(nil)[:3], 0xc6, 0x00), fsm.ErrNonCanonical},
 	}
 	for _, tc := range cases {
@@ -168,7 +193,7 @@ func TestEntryFromANewerVersionStopsTheNode(t *testing.T) {
 	h, a, before := oneHolder(t, "L", "v")
 	newFlag := (&fsm.Command{Type: fsm.TypeAcquire, Session: a, Lock: "L"}).Encode(nil)
 	newFlag[2+16+1+1] |= 0x80
-	for i, b := range [][]byte{{2, byte(fsm.TypeRelease)}, {1, byte(fsm.TypeRemoveMember) + 1}, newFlag} {
+	for i, b := range [][]byte{{2, byte(fsm.TypeRelease)}, {1, byte(fsm.TypeACLDeletePolicy) + 1}, newFlag} {
 		index := uint64(100 + i)
 		func() {
 			defer func() {
@@ -247,7 +272,10 @@ func TestStatusString(t *testing.T) {
 		fsm.StatusOK: "ok", fsm.StatusSessionNotFound: "session_not_found", fsm.StatusLockHeld: "lock_held",
 		fsm.StatusLockDelayed: "lock_delayed", fsm.StatusQueued: "queued", fsm.StatusNotHolder: "not_holder",
 		fsm.StatusNotQueued: "not_queued", fsm.StatusCancelled: "cancelled", fsm.StatusExists: "exists",
-		fsm.Status(200): "status(200)",
+		fsm.StatusAttemptCancelled: "attempt_cancelled", fsm.StatusAlreadyBootstrapped: "already_bootstrapped",
+		fsm.StatusNotFound: "not_found", fsm.StatusPolicyNotFound: "policy_not_found",
+		fsm.StatusBuiltinPolicy: "builtin_policy", fsm.StatusInvalid: "invalid",
+		fsm.StatusLastManagement: "last_management", fsm.Status(200): "status(200)",
 	}
 	for s, name := range want {
 		if s.String() != name {
@@ -302,5 +330,9 @@ func fuzzState(t testing.TB) *harness {
 	h.expire(sid(1), now0) // D delayed with a waiter; L handed to sid(2)
 	h.acquire(sid(3), "jobs/nightly", "")
 	h.queue(sid(2), "jobs/nightly", "")
+	// The ACL names of sampleCommands: a bootstrap, the policy jobs and a token using it.
+	h.apply(fsm.Command{Type: fsm.TypeACLBootstrap, ACLToken: fsm.ACLToken{AccessorID: "acc-root", SecretHash: fsm.HashSecret("root")}})
+	h.apply(fsm.Command{Type: fsm.TypeACLSetPolicy, Policy: fsm.Policy{Name: "jobs", Locks: []fsm.LockRule{{Prefix: "jobs/", Access: fsm.AccessWrite}}}})
+	h.apply(fsm.Command{Type: fsm.TypeACLCreateToken, ACLToken: fsm.ACLToken{AccessorID: "acc-1", SecretHash: fsm.HashSecret("s1"), Policies: []string{"jobs"}}})
 	return h
 }

@@ -1,12 +1,15 @@
 // Package fsm is raftlock's deterministic lock state machine: sessions, locks with FIFO wait
-// queues and fencing tokens, and the cluster's membership metadata.
+// queues and fencing tokens, the cluster's membership metadata, and the ACL state (tokens,
+// policies, and the token that owns each session).
 //
 // Every change is a Command, encoded compactly (a version byte, a type byte, then varints and
 // length-prefixed strings) and applied through the raft.FSM interface. Apply never reads a
 // clock, never draws a random number and never lets map order reach the state or a result: the
 // leader writes the time it read into each command that needs one, and session ids are chosen
 // by the proposer. Applying the same log therefore yields the same state, and byte-identical
-// snapshots, on every node.
+// snapshots, on every node. So are a token's accessor id and secret: a command carries only the
+// secret's SHA-256 hash (HashSecret), which is all the state keeps. Authorizer is the pure
+// policy matching that the API applies to a token's policies.
 //
 // Business outcomes (lock held, not holder, unknown session) are returned as a Result value from
 // Apply, never as errors: an error result means the command could not be decoded.

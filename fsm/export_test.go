@@ -122,6 +122,9 @@ func CheckIntegrity(f *FSM) error {
 			return fmt.Errorf("member %q stored under %q", m.ID, id)
 		}
 	}
+	if err := checkACL(st); err != nil {
+		return err
+	}
 	if err := checkSlots(&st.lockSlots, st.locks, func(l *lock) uint32 { return l.slot }); err != nil {
 		return fmt.Errorf("lock slots: %w", err)
 	}
@@ -187,6 +190,43 @@ func sameSet(got map[string]struct{}, want map[string]bool) error {
 	for k := range got {
 		if !want[k] {
 			return fmt.Errorf("has %v, want %v", sortedKeys(got), want)
+		}
+	}
+	return nil
+}
+
+// checkACL checks the ACL state and the owner counts: policies valid and stored under their
+// names, tokens indexed by accessor and by secret alike, naming stored policies once each.
+func checkACL(st *state) error {
+	acl := &st.acl
+	for name, p := range acl.policies {
+		if p.Name != name || !validPolicy(p) || p.CreateIndex > p.ModifyIndex {
+			return fmt.Errorf("policy %q: %+v", name, p)
+		}
+	}
+	if len(acl.bySecret) != len(acl.tokens) {
+		return fmt.Errorf("%d tokens, %d by secret", len(acl.tokens), len(acl.bySecret))
+	}
+	for acc, t := range acl.tokens {
+		if t.AccessorID != acc || acc == "" || acl.bySecret[t.SecretHash] != t {
+			return fmt.Errorf("token %q: stored as %q or not indexed by its secret", acc, t.AccessorID)
+		}
+		if acl.tokenPolicies(t.Policies) != StatusOK || t.Policies != nil && len(t.Policies) == 0 {
+			return fmt.Errorf("token %q: policies %v", acc, t.Policies)
+		}
+	}
+	owned := map[string]int{}
+	for _, ss := range st.sessions {
+		if ss.owner != "" {
+			owned[ss.owner]++
+		}
+	}
+	if len(owned) != len(st.owned) {
+		return fmt.Errorf("owner counts %v, recount %v", st.owned, owned)
+	}
+	for o, n := range owned {
+		if st.owned[o] != n {
+			return fmt.Errorf("owner counts %v, recount %v", st.owned, owned)
 		}
 	}
 	return nil

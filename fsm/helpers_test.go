@@ -209,17 +209,32 @@ type view struct {
 	Delayed  []fsm.DelayedLock
 	Stats    fsm.Stats
 	Absent   fsm.LockInfo
+	// The ACL state, and the sessions each owner has.
+	Bootstrapped bool
+	Tokens       []fsm.ACLToken
+	Policies     []fsm.Policy
+	Owned        map[string]int
 }
 
 func readView(f *fsm.FSM) view {
-	return view{
-		Locks:    f.Locks(""),
-		Sessions: f.Sessions(),
-		Members:  f.Members(),
-		Delayed:  f.DelayedLocks(),
-		Stats:    f.Stats(),
-		Absent:   f.Lock("\x00never-used"),
+	v := view{
+		Locks:        f.Locks(""),
+		Sessions:     f.Sessions(),
+		Members:      f.Members(),
+		Delayed:      f.DelayedLocks(),
+		Stats:        f.Stats(),
+		Absent:       f.Lock("\x00never-used"),
+		Bootstrapped: f.ACLBootstrapped(),
+		Tokens:       f.ACLTokens(),
+		Policies:     f.Policies(),
+		Owned:        map[string]int{},
 	}
+	for _, s := range v.Sessions {
+		if s.Owner != "" {
+			v.Owned[s.Owner] = f.SessionsOwnedBy(s.Owner)
+		}
+	}
+	return v
 }
 
 func sameView(t testing.TB, got, want view) {
@@ -247,6 +262,12 @@ func normView(v view) view {
 	}
 	if len(v.Delayed) == 0 {
 		v.Delayed = nil
+	}
+	if len(v.Tokens) == 0 {
+		v.Tokens = nil
+	}
+	if len(v.Policies) == 0 {
+		v.Policies = nil
 	}
 	return v
 }

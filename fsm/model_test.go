@@ -20,6 +20,10 @@ type refModel struct {
 	members  map[string]fsm.Member
 	freed    uint64 // index of the last command that made a lock entry disappear
 
+	bootstrapped bool
+	policies     map[string]fsm.Policy
+	tokens       map[string]fsm.ACLToken // by accessor id
+
 	index   uint64      // index of the command being applied
 	grants  []fsm.Event // grants made by that command, in order
 	delays  []fsm.Event // delays started by that command
@@ -31,6 +35,7 @@ type refSession struct {
 	ttl, delay   time.Duration
 	createdIndex uint64
 	cancelled    []refFence // the last 16 cancelled attempts, oldest first
+	owner        string
 }
 
 type refFence struct{ lock, attempt string }
@@ -51,6 +56,8 @@ func newRefModel() *refModel {
 		sessions: map[fsm.SessionID]*refSession{},
 		locks:    map[string]*refLock{},
 		members:  map[string]fsm.Member{},
+		policies: map[string]fsm.Policy{},
+		tokens:   map[string]fsm.ACLToken{},
 	}
 }
 
@@ -107,7 +114,7 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 		if m.sessions[c.Session] != nil {
 			return fsm.Result{Status: fsm.StatusExists}
 		}
-		m.sessions[c.Session] = &refSession{name: c.Name, ttl: c.TTL, delay: c.LockDelay, createdIndex: m.index}
+		m.sessions[c.Session] = &refSession{name: c.Name, ttl: c.TTL, delay: c.LockDelay, createdIndex: m.index, owner: c.Owner}
 		return fsm.Result{}
 	case fsm.TypeDestroySession, fsm.TypeExpireSession:
 		return m.end(c.Session, c.Type == fsm.TypeExpireSession, c.Now)
@@ -160,8 +167,120 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 	case fsm.TypeRemoveMember:
 		delete(m.members, c.Member.ID)
 		return fsm.Result{}
+	case fsm.TypeACLBootstrap, fsm.TypeACLCreateToken, fsm.TypeACLDeleteToken, fsm.TypeACLSetPolicy, fsm.TypeACLDeletePolicy:
+		return fsm.Result{Status: m.acl(c)}
 	}
 	panic("model: unknown command")
+}
+
+// acl applies an ACL command: the rules of SECURITY.md plus the refusals the state machine
+// documents (a token's policies checked first, then its ids; the last management token kept).
+func (m *refModel) acl(c fsm.Command) fsm.Status {
+	switch c.Type {
+	case fsm.TypeACLBootstrap:
+		if m.bootstrapped {
+			return fsm.StatusAlreadyBootstrapped
+		}
+		t := c.ACLToken
+		t.Policies = []string{fsm.ManagementPolicy}
+		st := m.addToken(t)
+		m.bootstrapped = st == fsm.StatusOK
+		return st
+	case fsm.TypeACLCreateToken:
+		t := c.ACLToken
+		t.Policies = slices.Clone(t.Policies)
+		for i, name := range t.Policies {
+			if slices.Contains(t.Policies[:i], name) {
+				return fsm.StatusInvalid
+			}
+			if _, ok := m.policies[name]; !ok && name != fsm.ManagementPolicy {
+				return fsm.StatusPolicyNotFound
+			}
+		}
+		return m.addToken(t)
+	case fsm.TypeACLDeleteToken:
+		t, ok := m.tokens[c.ACLToken.AccessorID]
+		if !ok {
+			return fsm.StatusNotFound
+		}
+		if slices.Contains(t.Policies, fsm.ManagementPolicy) {
+			others := 0
+			for _, o := range m.tokens {
+				if o.AccessorID != t.AccessorID && slices.Contains(o.Policies, fsm.ManagementPolicy) {
+					others++
+				}
+			}
+			if others == 0 {
+				return fsm.StatusLastManagement
+			}
+		}
+		delete(m.tokens, t.AccessorID)
+		return fsm.StatusOK
+	case fsm.TypeACLSetPolicy:
+		p := c.Policy
+		if p.Name == fsm.ManagementPolicy {
+			return fsm.StatusBuiltinPolicy
+		}
+		prefixes := map[string]bool{}
+		for _, r := range p.Locks {
+			if prefixes[r.Prefix] {
+				return fsm.StatusInvalid
+			}
+			prefixes[r.Prefix] = true
+		}
+		if p.Name == "" {
+			return fsm.StatusInvalid
+		}
+		old, exists := m.policies[p.Name]
+		if exists && c.CreateOnly {
+			return fsm.StatusExists
+		}
+		p.Locks = slices.Clone(p.Locks)
+		if len(p.Locks) == 0 {
+			p.Locks = nil
+		}
+		p.CreateIndex, p.ModifyIndex = m.index, m.index
+		if exists {
+			p.CreateIndex = old.CreateIndex
+		}
+		m.policies[p.Name] = p
+		return fsm.StatusOK
+	case fsm.TypeACLDeletePolicy:
+		name := c.Policy.Name
+		if name == fsm.ManagementPolicy {
+			return fsm.StatusBuiltinPolicy
+		}
+		if _, ok := m.policies[name]; !ok {
+			return fsm.StatusNotFound
+		}
+		delete(m.policies, name)
+		for acc, t := range m.tokens {
+			t.Policies = slices.DeleteFunc(slices.Clone(t.Policies), func(n string) bool { return n == name })
+			if len(t.Policies) == 0 {
+				t.Policies = nil
+			}
+			m.tokens[acc] = t
+		}
+		return fsm.StatusOK
+	}
+	panic("model: not an ACL command")
+}
+
+func (m *refModel) addToken(t fsm.ACLToken) fsm.Status {
+	if t.AccessorID == "" {
+		return fsm.StatusInvalid
+	}
+	for _, o := range m.tokens {
+		if o.AccessorID == t.AccessorID || o.SecretHash == t.SecretHash {
+			return fsm.StatusExists
+		}
+	}
+	if len(t.Policies) == 0 {
+		t.Policies = nil
+	}
+	t.CreateIndex = m.index
+	m.tokens[t.AccessorID] = t
+	return fsm.StatusOK
 }
 
 // fence records the end of an attempt: the last 16 are kept, oldest first.
@@ -314,7 +433,7 @@ func (m *refModel) view() view {
 	sort.Slice(ids, func(i, j int) bool { return bytes.Compare(ids[i][:], ids[j][:]) < 0 })
 	for _, id := range ids {
 		s := m.sessions[id]
-		info := fsm.SessionInfo{ID: id, Name: s.name, TTL: s.ttl, LockDelay: s.delay, CreateIndex: s.createdIndex}
+		info := fsm.SessionInfo{ID: id, Name: s.name, TTL: s.ttl, LockDelay: s.delay, CreateIndex: s.createdIndex, Owner: s.owner}
 		for _, name := range m.lockNames() {
 			if l := m.locks[name]; l.held && l.holder == id {
 				info.Locks = append(info.Locks, name)
@@ -332,6 +451,24 @@ func (m *refModel) view() view {
 		v.Members = append(v.Members, m.members[id])
 	}
 	v.Absent = fsm.LockInfo{Name: "\x00never-used", ModifyIndex: m.freed}
+	v.Bootstrapped = m.bootstrapped
+	for _, t := range m.tokens {
+		v.Tokens = append(v.Tokens, t)
+	}
+	sort.Slice(v.Tokens, func(i, j int) bool {
+		a, b := v.Tokens[i], v.Tokens[j]
+		return a.CreateIndex < b.CreateIndex || a.CreateIndex == b.CreateIndex && a.AccessorID < b.AccessorID
+	})
+	for _, p := range m.policies {
+		v.Policies = append(v.Policies, p)
+	}
+	sort.Slice(v.Policies, func(i, j int) bool { return v.Policies[i].Name < v.Policies[j].Name })
+	v.Owned = map[string]int{}
+	for _, s := range m.sessions {
+		if s.owner != "" {
+			v.Owned[s.owner]++
+		}
+	}
 	return v
 }
 
@@ -349,7 +486,39 @@ var (
 	genDelays = []time.Duration{0, 200 * time.Millisecond, time.Second}
 	// Five locks by five attempts make more fences than a session keeps.
 	genAttempts = []string{"t1", "t2", "t3", "t4", "t5"}
+	// A few accessors, secrets and policy names, so that ACL commands collide often; "" and
+	// the built-in name are among them, for the refusals.
+	genAccessors = []string{"acc-1", "acc-2", "acc-3", ""}
+	genSecrets   = []string{"s1", "s2", "s3", "s4", "s5"}
+	genPolicies  = []string{"p1", "p2", fsm.ManagementPolicy, ""}
+	genPrefixes  = []string{"", "jobs/", "jobs/c", "a"}
+	genOwners    = []string{"", "acc-1", "acc-2"}
 )
+
+func (g *gen) pick(from []string) string { return from[g.rng.Intn(len(from))] }
+
+// aclCommand draws an ACL command.
+func (g *gen) aclCommand() fsm.Command {
+	tok := fsm.ACLToken{AccessorID: g.pick(genAccessors), SecretHash: fsm.HashSecret(g.pick(genSecrets)), Description: g.pick(genValues)}
+	switch g.rng.Intn(5) {
+	case 0:
+		return fsm.Command{Type: fsm.TypeACLBootstrap, ACLToken: tok}
+	case 1:
+		for n := g.rng.Intn(3); n > 0; n-- {
+			tok.Policies = append(tok.Policies, g.pick(genPolicies[:3]))
+		}
+		return fsm.Command{Type: fsm.TypeACLCreateToken, ACLToken: tok}
+	case 2:
+		return fsm.Command{Type: fsm.TypeACLDeleteToken, ACLToken: fsm.ACLToken{AccessorID: tok.AccessorID}}
+	case 3:
+		p := fsm.Policy{Name: g.pick(genPolicies), Operator: fsm.Access(g.rng.Intn(3))}
+		for n := g.rng.Intn(3); n > 0; n-- {
+			p.Locks = append(p.Locks, fsm.LockRule{Prefix: g.pick(genPrefixes), Access: fsm.Access(g.rng.Intn(3))})
+		}
+		return fsm.Command{Type: fsm.TypeACLSetPolicy, Policy: p, CreateOnly: g.rng.Intn(2) == 0}
+	}
+	return fsm.Command{Type: fsm.TypeACLDeletePolicy, Policy: fsm.Policy{Name: g.pick(genPolicies)}}
+}
 
 // attempt returns an attempt half of the time, none the other half.
 func (g *gen) attempt() string {
@@ -399,9 +568,12 @@ func (g *gen) next() (uint64, fsm.Command) {
 		g.now += int64(g.rng.Intn(150)) * int64(time.Millisecond)
 	}
 	c := fsm.Command{Now: g.now}
-	switch p := g.rng.Intn(100); {
+	switch p := g.rng.Intn(108); {
+	case p >= 100:
+		return g.index, g.aclCommand()
 	case p < 10:
 		c.Type, c.Session = fsm.TypeCreateSession, g.deadSession()
+		c.Owner = g.pick(genOwners)
 		c.Name = genValues[g.rng.Intn(len(genValues))]
 		c.TTL = time.Duration(1+g.rng.Intn(10)) * time.Second
 		c.LockDelay = genDelays[g.rng.Intn(len(genDelays))]

@@ -197,7 +197,8 @@ func describe(c fsm.Command) string {
 	names := map[fsm.CommandType]string{fsm.TypeCreateSession: "create", fsm.TypeDestroySession: "destroy",
 		fsm.TypeExpireSession: "expire", fsm.TypeAcquire: "acquire", fsm.TypeRelease: "release",
 		fsm.TypeCancelWait: "cancel-wait", fsm.TypeDelayEnded: "delay-ended", fsm.TypeSetMember: "set-member",
-		fsm.TypeRemoveMember: "remove-member"}
+		fsm.TypeRemoveMember: "remove-member", fsm.TypeACLBootstrap: "acl-bootstrap", fsm.TypeACLCreateToken: "acl-create-token",
+		fsm.TypeACLDeleteToken: "acl-delete-token", fsm.TypeACLSetPolicy: "acl-set-policy", fsm.TypeACLDeletePolicy: "acl-delete-policy"}
 	return fmt.Sprintf("%s %+v", names[c.Type], c)
 }
 

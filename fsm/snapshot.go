@@ -16,15 +16,17 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Snapshot format, version 3: the magic "RLSNAP", a version byte, then uvarint-framed records:
-// freedIndex, the sessions (each with its fences), the locks (each with its queue, and a delayed
-// lock with its delay's length) and the members, every list but the fences sorted, and last the
-// CRC-32C of everything before it. Derived data (a session's held and awaited locks, the
-// counters) is rebuilt on restore rather than stored. Older versions still restore: version 2
-// lacks the delays' lengths, version 1 (written before attempts existed) the fences too.
+// Snapshot format, version 4: the magic "RLSNAP", a version byte, then uvarint-framed records:
+// freedIndex, the sessions (each with its fences and owner), the locks (each with its queue,
+// and a delayed lock with its delay's length), the members, and the ACL state (whether it was
+// bootstrapped, the policies, the tokens with their secrets' hashes), every list but the
+// fences sorted, and last the CRC-32C of everything before it. Derived data (a session's held
+// and awaited locks, the counters, the tokens by secret) is rebuilt on restore rather than
+// stored. Older versions still restore: version 3 lacks the owners and the ACL state, version 2
+// the delays' lengths too, version 1 (written before attempts existed) the fences as well.
 const (
 	snapshotMagic   = "RLSNAP"
-	snapshotVersion = 3
+	snapshotVersion = 4
 )
 
 // Errors of snapshot reading.
@@ -49,6 +51,14 @@ type snapshot struct {
 	nSessions  int
 	nLocks     int
 	members    []Member
+	acl        aclSnapshot
+}
+
+// aclSnapshot is the ACL state at one point in time; its entries are never changed in place.
+type aclSnapshot struct {
+	bootstrapped bool
+	policies     []*Policy
+	tokens       []*ACLToken
 }
 
 // captureSnapshot takes the tables of st and starts a new generation of it. The apply path
@@ -66,6 +76,13 @@ func captureSnapshot(st *state) *snapshot {
 	}
 	for _, m := range st.members {
 		s.members = append(s.members, m)
+	}
+	s.acl.bootstrapped = st.acl.bootstrapped
+	for _, p := range st.acl.policies {
+		s.acl.policies = append(s.acl.policies, p)
+	}
+	for _, t := range st.acl.tokens {
+		s.acl.tokens = append(s.acl.tokens, t)
 	}
 	st.gen++
 	return s
@@ -114,6 +131,7 @@ func (s *snapshot) write(w io.Writer) error {
 			buf = appendString(buf, f.lock)
 			buf = appendString(buf, f.attempt)
 		}
+		buf = appendString(buf, ss.owner)
 		if err := flush(); err != nil {
 			return err
 		}
@@ -152,6 +170,7 @@ func (s *snapshot) write(w io.Writer) error {
 		buf = appendString(buf, m.RaftAddr)
 		buf = appendString(buf, m.HTTPAddr)
 	}
+	buf = s.acl.appendTo(buf)
 	if err := flush(); err != nil {
 		return err
 	}
@@ -288,6 +307,9 @@ func readSnapshot(r io.Reader) (*state, error) {
 				return nil, err
 			}
 		}
+		if version > 3 {
+			ss.owner = d.string()
+		}
 		if d.err == nil && (ss.id.IsZero() || string(ss.id[:]) <= string(prevID[:])) {
 			return nil, fmt.Errorf("%w: session %v zero or out of order", ErrSnapshotCorrupt, ss.id)
 		}
@@ -311,6 +333,11 @@ func readSnapshot(r io.Reader) (*state, error) {
 		}
 		prevName = m.ID
 		st.members[m.ID] = m
+	}
+	if version > 3 && d.err == nil {
+		if err := readACL(&d, &st.acl); err != nil {
+			return nil, err
+		}
 	}
 	if d.err != nil {
 		return nil, d.err

@@ -14,14 +14,17 @@ import (
 
 // rawSnap writes the snapshot format record by record, exactly as given: unsorted, duplicated
 // or inconsistent if asked, with a valid checksum. It is written from the format's description,
-// so it also pins the format that write produces. version is the current one if 0; version 2
-// has no delay lengths, version 1 no fences either.
+// so it also pins the format that write produces. version is the current one if 0; version 3
+// has no owners and no ACL state, version 2 no delay lengths either, version 1 no fences.
 type rawSnap struct {
-	version  byte
-	freed    uint64
-	sessions []session
-	locks    []rawLock
-	members  []Member
+	version      byte
+	freed        uint64
+	sessions     []session
+	locks        []rawLock
+	members      []Member
+	bootstrapped byte
+	policies     []Policy
+	tokens       []ACLToken
 }
 
 type rawLock struct {
@@ -39,7 +42,7 @@ type rawLock struct {
 func (r rawSnap) bytes() []byte {
 	version := r.version
 	if version == 0 {
-		version = 3
+		version = 4
 	}
 	b := append([]byte("RLSNAP"), version)
 	b = binary.AppendUvarint(b, r.freed)
@@ -56,6 +59,9 @@ func (r rawSnap) bytes() []byte {
 				b = appendString(b, f.lock)
 				b = appendString(b, f.attempt)
 			}
+		}
+		if version > 3 {
+			b = appendString(b, s.owner)
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(r.locks)))
@@ -84,19 +90,46 @@ func (r rawSnap) bytes() []byte {
 		b = appendString(b, m.RaftAddr)
 		b = appendString(b, m.HTTPAddr)
 	}
+	if version > 3 {
+		b = append(b, r.bootstrapped)
+		b = binary.AppendUvarint(b, uint64(len(r.policies)))
+		for _, p := range r.policies {
+			b = appendString(b, p.Name)
+			b = append(b, byte(p.Operator))
+			b = binary.AppendUvarint(b, uint64(len(p.Locks)))
+			for _, l := range p.Locks {
+				b = appendString(b, l.Prefix)
+				b = append(b, byte(l.Access))
+			}
+			b = binary.AppendUvarint(b, p.CreateIndex)
+			b = binary.AppendUvarint(b, p.ModifyIndex)
+		}
+		b = binary.AppendUvarint(b, uint64(len(r.tokens)))
+		for _, t := range r.tokens {
+			b = appendString(b, t.AccessorID)
+			b = append(b, t.SecretHash[:]...)
+			b = appendString(b, t.Description)
+			b = binary.AppendUvarint(b, uint64(len(t.Policies)))
+			for _, n := range t.Policies {
+				b = appendString(b, n)
+			}
+			b = binary.AppendUvarint(b, t.CreateIndex)
+		}
+	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
 }
 
 func id(n byte) SessionID { return SessionID{15: n} }
 
 // validRaw is a consistent state: s1 holds a (s2 waiting), b is delayed with s3 waiting, and
-// s2 cancelled two attempts.
+// s2 cancelled two attempts; the ACLs are bootstrapped, with two policies and three tokens,
+// and s1 and s2 have owners.
 func validRaw() rawSnap {
 	return rawSnap{
 		freed: 9,
 		sessions: []session{
-			{id: id(1), name: "one", ttl: 10 * time.Second, createIndex: 1},
-			{id: id(2), ttl: 5 * time.Second, lockDelay: time.Second, createIndex: 2,
+			{id: id(1), name: "one", ttl: 10 * time.Second, createIndex: 1, owner: "acc-jobs"},
+			{id: id(2), ttl: 5 * time.Second, lockDelay: time.Second, createIndex: 2, owner: "acc-gone",
 				fences: []fence{{"z", "try-2"}, {"a", "try-1"}}},
 			{id: id(3), ttl: 5 * time.Second, createIndex: 3},
 		},
@@ -104,7 +137,17 @@ func validRaw() rawSnap {
 			{name: "a", heldFlag: 1, holder: id(1), token: 4, value: "v", modify: 6, waiters: []waiter{{id(2), "w"}}},
 			{name: "b", modify: 8, delay: 1e18, delayFor: time.Second, waiters: []waiter{{id(3), ""}}},
 		},
-		members: []Member{{"n1", "r1", "h1"}, {"n2", "r2", "h2"}},
+		members:      []Member{{"n1", "r1", "h1"}, {"n2", "r2", "h2"}},
+		bootstrapped: 1,
+		policies: []Policy{
+			{Name: "jobs", Locks: []LockRule{{"jobs/", AccessWrite}, {"jobs/secret/", AccessDeny}}, CreateIndex: 3, ModifyIndex: 7},
+			{Name: "ops", Operator: AccessRead, CreateIndex: 4, ModifyIndex: 4},
+		},
+		tokens: []ACLToken{
+			{AccessorID: "acc-jobs", SecretHash: HashSecret("s-jobs"), Description: "jobs", Policies: []string{"jobs", "ops"}, CreateIndex: 5},
+			{AccessorID: "acc-none", SecretHash: HashSecret("s-none"), CreateIndex: 8},
+			{AccessorID: "acc-root", SecretHash: HashSecret("s-root"), Description: "Bootstrap", Policies: []string{ManagementPolicy}, CreateIndex: 2},
+		},
 	}
 }
 
@@ -119,7 +162,7 @@ func TestSnapshotFormatIsPinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(out.Bytes(), raw) {
-		t.Fatalf("write no longer produces format version 3:\n got % x\nwant % x", out.Bytes(), raw)
+		t.Fatalf("write no longer produces format version 4:\n got % x\nwant % x", out.Bytes(), raw)
 	}
 	if st.held != 1 || st.waiters != 2 || st.freedIndex != 9 {
 		t.Fatalf("restored counters held=%d waiters=%d freed=%d", st.held, st.waiters, st.freedIndex)
@@ -130,13 +173,24 @@ func TestSnapshotFormatIsPinned(t *testing.T) {
 	if ss := st.sessions[id(2)]; !ss.fenced("z", "try-2") || !ss.fenced("a", "try-1") || ss.fenced("a", "try-2") {
 		t.Fatalf("restored fences %v", ss.fences)
 	}
+	if st.sessions[id(1)].owner != "acc-jobs" || st.owned["acc-jobs"] != 1 || st.owned["acc-gone"] != 1 || len(st.owned) != 2 {
+		t.Fatalf("restored owners: %q, counts %v", st.sessions[id(1)].owner, st.owned)
+	}
+	tok := st.acl.bySecret[HashSecret("s-jobs")]
+	if !st.acl.bootstrapped || tok == nil || tok.AccessorID != "acc-jobs" || len(st.acl.tokens) != 3 || len(st.acl.bySecret) != 3 {
+		t.Fatalf("restored ACL state: bootstrapped %v, token %+v", st.acl.bootstrapped, tok)
+	}
+	if got := st.acl.authorizer(tok).Lock("jobs/secret/x"); got != AccessDeny {
+		t.Fatalf("restored policy gives %v on jobs/secret/x", got)
+	}
 }
 
 // A node upgraded in place restores the snapshot its older version wrote, and writes it back
-// in the current format without what the old one lacked: fences (version 1) and the lengths of
-// delays (versions 1 and 2), which then read back as unknown (0).
+// in the current format without what the old one lacked: fences (version 1), the lengths of
+// delays (versions 1 and 2), which then read back as unknown (0), and session owners and ACL
+// state (versions 1 to 3): sessions without owner, ACLs not bootstrapped.
 func TestOlderSnapshotsRestore(t *testing.T) {
-	for _, version := range []byte{1, 2} {
+	for _, version := range []byte{1, 2, 3} {
 		old := validRaw()
 		old.version = version
 		st, err := readSnapshot(bytes.NewReader(old.bytes()))
@@ -148,9 +202,15 @@ func TestOlderSnapshotsRestore(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := validRaw()
-		want.locks[1].delayFor = 0
+		if version < 3 {
+			want.locks[1].delayFor = 0
+		}
 		if version == 1 {
 			want.sessions[1].fences = nil
+		}
+		want.bootstrapped, want.policies, want.tokens = 0, nil, nil
+		for i := range want.sessions {
+			want.sessions[i].owner = ""
 		}
 		if !bytes.Equal(out.Bytes(), want.bytes()) {
 			t.Fatalf("version %d rewritten as\n% x\nwant\n% x", version, out.Bytes(), want.bytes())
@@ -188,6 +248,19 @@ func TestRestoreRefusesInconsistentSnapshots(t *testing.T) {
 				r.sessions[0].fences = append(r.sessions[0].fences, fence{"a", fmt.Sprint(i)})
 			}
 		},
+		"bad bootstrapped flag": func(r *rawSnap) { r.bootstrapped = 2 },
+		"policies unsorted":     func(r *rawSnap) { r.policies[0], r.policies[1] = r.policies[1], r.policies[0] },
+		"duplicate policy":      func(r *rawSnap) { r.policies[1].Name = "jobs" },
+		"management stored":     func(r *rawSnap) { r.policies[1].Name = ManagementPolicy },
+		"empty policy name":     func(r *rawSnap) { r.policies[0].Name = "" },
+		"repeated prefix":       func(r *rawSnap) { r.policies[0].Locks[1].Prefix = "jobs/" },
+		"modified before made":  func(r *rawSnap) { r.policies[0].CreateIndex = 8 },
+		"tokens unsorted":       func(r *rawSnap) { r.tokens[0], r.tokens[1] = r.tokens[1], r.tokens[0] },
+		"duplicate accessor":    func(r *rawSnap) { r.tokens[1].AccessorID = "acc-jobs" },
+		"empty accessor":        func(r *rawSnap) { r.tokens[0].AccessorID = "" },
+		"repeated secret":       func(r *rawSnap) { r.tokens[1].SecretHash = r.tokens[0].SecretHash },
+		"unknown token policy":  func(r *rawSnap) { r.tokens[0].Policies = []string{"nope"} },
+		"token policy repeated": func(r *rawSnap) { r.tokens[0].Policies = []string{"jobs", "jobs"} },
 		"queued twice": func(r *rawSnap) {
 			r.locks[1].waiters = append(r.locks[1].waiters, waiter{session: id(3), value: "again"})
 		},

@@ -229,9 +229,9 @@ func TestRestoreRefusesDamagedSnapshots(t *testing.T) {
 	}
 	damagedRestore(t, h, before, append(append([]byte(nil), good...), 0), "trailing byte")
 	wrongVersion := append([]byte(nil), good...)
-	wrongVersion[6] = 4
-	if err := damagedRestore(t, h, before, wrongVersion, "version 4"); !errors.Is(err, fsm.ErrSnapshotVersion) {
-		t.Fatalf("version 4: %v", err)
+	wrongVersion[6] = 5
+	if err := damagedRestore(t, h, before, wrongVersion, "version 5"); !errors.Is(err, fsm.ErrSnapshotVersion) {
+		t.Fatalf("version 5: %v", err)
 	}
 	if err := damagedRestore(t, h, before, []byte("{\"sessions\": []}"), "JSON"); !errors.Is(err, fsm.ErrSnapshotMagic) {
 		t.Fatalf("JSON: %v", err)
@@ -300,7 +300,7 @@ func FuzzRestore(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		restoreMustNotPanic(t, b)
 		if len(b) >= 7 {
-			for version := byte(1); version <= 3; version++ {
+			for version := byte(1); version <= 4; version++ {
 				restoreMustNotPanic(t, withChecksum(version, b[7:]))
 			}
 		}

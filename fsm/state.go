@@ -14,6 +14,7 @@ type session struct {
 	name        string
 	ttl         time.Duration
 	lockDelay   time.Duration
+	owner       string // accessor id of the token that created it; "" without ACLs
 	createIndex uint64
 	held        *lock               // first of the locks held, linked through lock.nextHeld
 	waits       map[string]struct{} // locks whose queue holds this session
@@ -122,6 +123,9 @@ type state struct {
 	sessions map[SessionID]*session
 	locks    map[string]*lock
 	members  map[string]Member
+	acl      aclState
+	// owned counts the sessions of each owner (derived: rebuilt on restore).
+	owned map[string]int
 	// sessionSlots and lockSlots hold the entries of sessions and locks again, in tables that a
 	// snapshot captures by copying a pointer per 1,024 entries (see slots).
 	sessionSlots slots[session]
@@ -142,6 +146,8 @@ func newState() *state {
 		sessions: make(map[SessionID]*session),
 		locks:    make(map[string]*lock),
 		members:  make(map[string]Member),
+		acl:      newACLState(),
+		owned:    make(map[string]int),
 	}
 }
 
@@ -166,6 +172,9 @@ func (s *state) removeLock(l *lock) {
 func (s *state) addSession(ss *session) {
 	s.sessions[ss.id] = ss
 	ss.slot = s.sessionSlots.add(s.gen, ss)
+	if ss.owner != "" {
+		s.owned[ss.owner]++
+	}
 }
 
 // ownSession returns ss if no snapshot can have captured it, and otherwise a copy that takes
@@ -186,6 +195,11 @@ func (s *state) ownSession(ss *session) *session {
 func (s *state) removeSession(ss *session) {
 	delete(s.sessions, ss.id)
 	s.sessionSlots.remove(s.gen, ss.slot)
+	if ss.owner != "" {
+		if s.owned[ss.owner]--; s.owned[ss.owner] == 0 {
+			delete(s.owned, ss.owner)
+		}
+	}
 }
 
 // own returns l if no snapshot can have captured it, and otherwise a copy that takes its place
@@ -248,6 +262,7 @@ func (s *state) sessionInfo(ss *session) SessionInfo {
 		LockDelay:   ss.lockDelay,
 		CreateIndex: ss.createIndex,
 		Locks:       ss.heldNames(),
+		Owner:       ss.owner,
 	}
 }
 

@@ -49,10 +49,18 @@ const (
 	StatusCancelled                      // cancel-wait removed the session from the queue
 	StatusExists                         // create-session with an id already in use
 	StatusAttemptCancelled               // acquire with an attempt the session cancelled
+
+	StatusAlreadyBootstrapped // acl-bootstrap after the first one
+	StatusNotFound            // delete of a token or policy that does not exist
+	StatusPolicyNotFound      // a new token names a policy that does not exist
+	StatusBuiltinPolicy       // a change to the built-in management policy
+	StatusInvalid             // an ACL command with a field apply refuses (empty name, repeated prefix or policy)
+	StatusLastManagement      // delete of the last token with the management policy
 )
 
 var statusNames = [...]string{"ok", "session_not_found", "lock_held", "lock_delayed", "queued",
-	"not_holder", "not_queued", "cancelled", "exists", "attempt_cancelled"}
+	"not_holder", "not_queued", "cancelled", "exists", "attempt_cancelled",
+	"already_bootstrapped", "not_found", "policy_not_found", "builtin_policy", "invalid", "last_management"}
 
 // String names the status.
 func (s Status) String() string {
@@ -90,6 +98,9 @@ type SessionInfo struct {
 	LockDelay   time.Duration
 	CreateIndex uint64
 	Locks       []string // sorted names of the locks the session holds
+	// Owner is the accessor id of the token that created the session; "" for sessions
+	// created without ACLs.
+	Owner string
 }
 
 // LockInfo is a read-only view of a lock. A lock that does not exist reads as free, with
