@@ -25,6 +25,22 @@ var (
 	ErrNotProposed = errors.New("cluster: not proposed")
 	// ErrShutdown means the node is shutting down.
 	ErrShutdown = errors.New("cluster: node is shut down")
+
+	// ErrACLBootstrapped means the cluster's ACLs were bootstrapped already; it is done once.
+	ErrACLBootstrapped = errors.New("cluster: ACLs already bootstrapped")
+	// ErrTokenNotFound means no token has the accessor id.
+	ErrTokenNotFound = errors.New("cluster: ACL token not found")
+	// ErrPolicyNotFound means a policy named does not exist.
+	ErrPolicyNotFound = errors.New("cluster: ACL policy not found")
+	// ErrPolicyExists means a policy to create has a name that is in use.
+	ErrPolicyExists = errors.New("cluster: ACL policy exists")
+	// ErrBuiltinPolicy means a change to the built-in management policy, which cannot change.
+	ErrBuiltinPolicy = errors.New("cluster: the management policy is built in and cannot be changed or deleted")
+	// ErrLastManagementToken means a delete of the only token with the management policy.
+	ErrLastManagementToken = errors.New("cluster: the last token with the management policy cannot be deleted")
+	// ErrInvalidACL means the state machine refused an ACL command's content (an empty name, a
+	// repeated prefix or policy).
+	ErrInvalidACL = errors.New("cluster: invalid ACL command")
 )
 
 // errNotConfirmed means rounds of heartbeats kept failing to show a majority that accepted

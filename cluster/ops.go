@@ -19,6 +19,12 @@ func (n *Node) leaderOnly() error {
 
 // CreateSession creates a session with a fresh random id and returns it as applied.
 func (n *Node) CreateSession(ctx context.Context, name string, ttl, lockDelay time.Duration) (fsm.SessionInfo, error) {
+	return n.CreateOwnedSession(ctx, "", name, ttl, lockDelay)
+}
+
+// CreateOwnedSession creates a session owned by the token with the accessor id owner ("" for
+// none, without ACLs), with a fresh random id, and returns it as applied.
+func (n *Node) CreateOwnedSession(ctx context.Context, owner, name string, ttl, lockDelay time.Duration) (fsm.SessionInfo, error) {
 	if err := n.leaderOnly(); err != nil {
 		return fsm.SessionInfo{}, err
 	}
@@ -30,14 +36,14 @@ func (n *Node) CreateSession(ctx context.Context, name string, ttl, lockDelay ti
 		if id.IsZero() {
 			continue
 		}
-		res, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeCreateSession, Session: id, Name: name, TTL: ttl, LockDelay: lockDelay})
+		res, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeCreateSession, Session: id, Name: name, TTL: ttl, LockDelay: lockDelay, Owner: owner})
 		if err != nil {
 			return fsm.SessionInfo{}, err
 		}
 		if res.Status == fsm.StatusExists {
 			continue // a 128-bit collision: draw again
 		}
-		return fsm.SessionInfo{ID: id, Name: name, TTL: ttl, LockDelay: lockDelay, CreateIndex: res.Index}, nil
+		return fsm.SessionInfo{ID: id, Name: name, TTL: ttl, LockDelay: lockDelay, CreateIndex: res.Index, Owner: owner}, nil
 	}
 }
 
