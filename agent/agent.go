@@ -75,6 +75,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		SnapshotThreshold:  cfg.SnapshotThreshold,
 		SnapshotInterval:   cfg.SnapshotInterval,
 		TrailingLogs:       cfg.TrailingLogs,
+		Token:              cfg.AgentToken,
 		Logger:             log,
 	})
 	if err != nil {
@@ -98,10 +99,12 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		http: httpapi.New(node, httpapi.Config{
 			Version:      Version,
 			MaxBodyBytes: cfg.MaxBodyBytes,
-			Limits:       httpapi.Limits{MaxSessions: cfg.MaxSessions, MaxWaitersPerLock: cfg.MaxWaitersPerLock},
-			Logger:       log,
-			RateLimit:    cfg.RateLimit,
-			AuditLog:     audit,
+			Limits: httpapi.Limits{MaxSessions: cfg.MaxSessions, MaxWaitersPerLock: cfg.MaxWaitersPerLock,
+				MaxSessionsPerToken: cfg.MaxSessionsPerToken},
+			Logger:    log,
+			RateLimit: cfg.RateLimit,
+			AuditLog:  audit,
+			ACL:       cfg.ACL,
 		}),
 		httpLn:   ls.HTTP,
 		serveErr: make(chan error, 1),

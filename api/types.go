@@ -44,9 +44,10 @@ type ErrorBody struct {
 	AvailableIn string      `json:"available_in,omitempty"`
 }
 
-// Holder identifies the session holding a lock and its fencing token.
+// Holder identifies the session holding a lock and its fencing token. Under ACLs, Session is
+// left out for a caller that neither owns the session nor has operator read access.
 type Holder struct {
-	Session string `json:"session"`
+	Session string `json:"session,omitempty"`
 	Token   uint64 `json:"token"`
 }
 

@@ -51,6 +51,12 @@ type Config struct {
 	// ApplyTimeout bounds how long a proposal may wait to enter the leader's queue.
 	ApplyTimeout time.Duration
 
+	// Token is the ACL token sent (as X-Raftlock-Token) with the requests this node makes to
+	// other members' APIs: joining, publishing its HTTP address, leaving. With ACLs on they
+	// need operator:write; without it they are refused and a follower's address stays
+	// unpublished until it leads.
+	Token string
+
 	// Logger receives the node's and raft's logs; default discards.
 	Logger hclog.Logger
 }

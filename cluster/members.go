@@ -188,8 +188,10 @@ func (n *Node) announce(ctx context.Context, endpoints []string) error {
 	var last error
 	for attempt := 0; ; attempt++ {
 		for _, ep := range endpoints {
-			if last = postMember(ctx, client, ep, body); last == nil {
+			if last = postMember(ctx, client, ep, body, n.cfg.Token); last == nil {
 				return nil
+			} else if errors.Is(last, errRefused) {
+				return fmt.Errorf("cluster: join: %w", last) // asking again will not help
 			}
 		}
 		n.log.Debug("announcing to the cluster failed; retrying", "error", last)
@@ -201,7 +203,10 @@ func (n *Node) announce(ctx context.Context, endpoints []string) error {
 	}
 }
 
-func postMember(ctx context.Context, client *http.Client, endpoint string, body []byte) error {
+// errRefused marks a member request the API refused for its token (401 or 403).
+var errRefused = errors.New("refused: the agent's token is missing or lacks operator:write")
+
+func postMember(ctx context.Context, client *http.Client, endpoint string, body []byte, token string) error {
 	url := strings.TrimSuffix(endpoint, "/") + "/v1/cluster/members"
 	if !strings.Contains(endpoint, "://") {
 		url = "http://" + url
@@ -211,6 +216,7 @@ func postMember(ctx context.Context, client *http.Client, endpoint string, body 
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	setToken(req, token)
 	resp, err := client.Do(req)
 	if err != nil {
 		return err
@@ -219,9 +225,19 @@ func postMember(ctx context.Context, client *http.Client, endpoint string, body 
 	if resp.StatusCode != http.StatusOK {
 		var eb api.ErrorBody
 		_ = json.NewDecoder(resp.Body).Decode(&eb)
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			return fmt.Errorf("%s: %w: %s %s", url, errRefused, resp.Status, eb.Error.Message)
+		}
 		return fmt.Errorf("%s: %s %s", url, resp.Status, eb.Error.Message)
 	}
 	return nil
+}
+
+// setToken adds the agent's ACL token, if it has one, to a request to another member.
+func setToken(req *http.Request, token string) {
+	if token != "" {
+		req.Header.Set(api.HeaderToken, token)
+	}
 }
 
 func backoff(attempt int) time.Duration {
@@ -239,10 +255,24 @@ func (n *Node) publishLoop(ctx context.Context) {
 		if !n.isPublished() {
 			if id, addr := n.Leader(); id != "" && id != n.cfg.ID && addr != "" {
 				actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				if err := n.announce(actx, []string{addr}); err != nil && !errors.Is(err, context.Canceled) {
+				err := n.announce(actx, []string{addr})
+				cancel()
+				if err != nil && !errors.Is(err, context.Canceled) {
 					n.log.Debug("publishing own address failed", "error", err)
 				}
-				cancel()
+				if errors.Is(err, errRefused) {
+					// ACLs are on and this agent has no token for it: asking four times a
+					// second would only fill the audit log. The address is published anyway
+					// once this node leads.
+					n.log.Warn("the cluster refused to record this node's HTTP address: give the agent a token with operator:write (--agent-token)")
+					select {
+					case <-ctx.Done():
+						return
+					case <-n.stop:
+						return
+					case <-time.After(refusedRetry):
+					}
+				}
 			}
 		}
 		select {
@@ -254,6 +284,10 @@ func (n *Node) publishLoop(ctx context.Context) {
 		}
 	}
 }
+
+// refusedRetry is how long a follower waits before asking again to publish its address after
+// the cluster refused its token.
+const refusedRetry = time.Minute
 
 func (n *Node) isPublished() bool {
 	m, ok := n.fsm.Member(n.cfg.ID)
@@ -280,7 +314,7 @@ func (n *Node) Leave(ctx context.Context) error {
 		_, addr := n.Leader()
 		err := errors.New("no leader known")
 		if addr != "" {
-			err = deleteMember(ctx, client, addr, n.cfg.ID)
+			err = deleteMember(ctx, client, addr, n.cfg.ID, n.cfg.Token)
 		}
 		if err == nil {
 			return nil
@@ -293,12 +327,13 @@ func (n *Node) Leave(ctx context.Context) error {
 	}
 }
 
-func deleteMember(ctx context.Context, client *http.Client, endpoint, id string) error {
+func deleteMember(ctx context.Context, client *http.Client, endpoint, id, token string) error {
 	url := "http://" + strings.TrimPrefix(endpoint, "http://") + "/v1/cluster/members/" + id
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, url, nil)
 	if err != nil {
 		return err
 	}
+	setToken(req, token)
 	resp, err := client.Do(req)
 	if err != nil {
 		return err

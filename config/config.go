@@ -49,6 +49,13 @@ type Config struct {
 	RateLimit float64
 	// AuditLog is the file that gets one JSON line per state-changing request; "" for none.
 	AuditLog string
+	// ACL requires tokens and checks their policies (docs/acl.md); all nodes must agree on it.
+	ACL bool
+	// MaxSessionsPerToken bounds the sessions one token owns at once under ACL; 0: unlimited.
+	MaxSessionsPerToken int
+	// AgentToken is the token this agent sends when it joins, publishes its HTTP address to
+	// the leader or leaves; under ACL it needs operator:write.
+	AgentToken string
 }
 
 // Default returns the defaults: one node on 127.0.0.1:7001 (HTTP) and :7101 (Raft).
@@ -103,8 +110,11 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Int("max-waiters-per-lock", d.MaxWaitersPerLock, "most queued acquires per lock (0: unlimited)")
 	fs.Duration("shutdown-timeout", d.ShutdownTimeout, "how long a graceful shutdown may take")
 	fs.Bool("leave-on-shutdown", false, "on SIGINT/SIGTERM, leave the cluster for good instead of just stopping")
-	fs.Float64("rate-limit", 0, "write requests per second one client (IP address) may send to this node, burst twice that; beyond it 429 with Retry-After, nothing applied (0: off)")
+	fs.Float64("rate-limit", 0, "write requests per second one client (its token with --acl, else its IP address) may send to this node, burst twice that; beyond it 429 with Retry-After, nothing applied (0: off)")
 	fs.String("audit-log", "", "append one JSON line per state-changing request received by this node to this file (fsynced every second)")
+	fs.Bool("acl", false, "require a token on every /v1 request but health, ready and the ACL bootstrap, and check its policies; all nodes must agree")
+	fs.Int("max-sessions-per-token", 0, "with --acl, most sessions one token may own at once; beyond it 429 (0: unlimited)")
+	fs.String("agent-token", "", "with --acl, the token (operator:write) this agent sends to join, publish its HTTP address and leave")
 }
 
 // Load reads the settings from fs (after parsing), RAFTLOCK_* environment variables and the
@@ -127,30 +137,33 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		}
 	}
 	c := Config{
-		ID:                 v.GetString("id"),
-		DataDir:            v.GetString("data-dir"),
-		LogStore:           v.GetString("log-store"),
-		HTTPAddr:           v.GetString("http-addr"),
-		RaftAddr:           v.GetString("raft-addr"),
-		AdvertiseHTTP:      v.GetString("advertise-http"),
-		AdvertiseRaft:      v.GetString("advertise-raft"),
-		Join:               splitList(v.GetStringSlice("join")),
-		LogLevel:           v.GetString("log-level"),
-		LogFormat:          v.GetString("log-format"),
-		HeartbeatTimeout:   v.GetDuration("heartbeat-timeout"),
-		ElectionTimeout:    v.GetDuration("election-timeout"),
-		LeaderLeaseTimeout: v.GetDuration("leader-lease-timeout"),
-		SnapshotThreshold:  v.GetUint64("snapshot-threshold"),
-		SnapshotInterval:   v.GetDuration("snapshot-interval"),
-		TrailingLogs:       v.GetUint64("trailing-logs"),
-		ClockOffset:        v.GetDuration("clock-offset"),
-		MaxBodyBytes:       v.GetInt64("max-body-bytes"),
-		MaxSessions:        v.GetInt("max-sessions"),
-		MaxWaitersPerLock:  v.GetInt("max-waiters-per-lock"),
-		ShutdownTimeout:    v.GetDuration("shutdown-timeout"),
-		LeaveOnShutdown:    v.GetBool("leave-on-shutdown"),
-		RateLimit:          v.GetFloat64("rate-limit"),
-		AuditLog:           v.GetString("audit-log"),
+		ID:                  v.GetString("id"),
+		DataDir:             v.GetString("data-dir"),
+		LogStore:            v.GetString("log-store"),
+		HTTPAddr:            v.GetString("http-addr"),
+		RaftAddr:            v.GetString("raft-addr"),
+		AdvertiseHTTP:       v.GetString("advertise-http"),
+		AdvertiseRaft:       v.GetString("advertise-raft"),
+		Join:                splitList(v.GetStringSlice("join")),
+		LogLevel:            v.GetString("log-level"),
+		LogFormat:           v.GetString("log-format"),
+		HeartbeatTimeout:    v.GetDuration("heartbeat-timeout"),
+		ElectionTimeout:     v.GetDuration("election-timeout"),
+		LeaderLeaseTimeout:  v.GetDuration("leader-lease-timeout"),
+		SnapshotThreshold:   v.GetUint64("snapshot-threshold"),
+		SnapshotInterval:    v.GetDuration("snapshot-interval"),
+		TrailingLogs:        v.GetUint64("trailing-logs"),
+		ClockOffset:         v.GetDuration("clock-offset"),
+		MaxBodyBytes:        v.GetInt64("max-body-bytes"),
+		MaxSessions:         v.GetInt("max-sessions"),
+		MaxWaitersPerLock:   v.GetInt("max-waiters-per-lock"),
+		ShutdownTimeout:     v.GetDuration("shutdown-timeout"),
+		LeaveOnShutdown:     v.GetBool("leave-on-shutdown"),
+		RateLimit:           v.GetFloat64("rate-limit"),
+		AuditLog:            v.GetString("audit-log"),
+		ACL:                 v.GetBool("acl"),
+		MaxSessionsPerToken: v.GetInt("max-sessions-per-token"),
+		AgentToken:          v.GetString("agent-token"),
 	}
 	var err error
 	if c.InitialCluster, err = ParseMembers("initial-cluster", v.GetString("initial-cluster")); err != nil {
@@ -280,6 +293,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSessions < 0 || c.MaxWaitersPerLock < 0 {
 		bad("--max-sessions and --max-waiters-per-lock must not be negative")
+	}
+	if c.MaxSessionsPerToken < 0 {
+		bad("--max-sessions-per-token %d must be 0 (unlimited) or more", c.MaxSessionsPerToken)
 	}
 	if c.RateLimit < 0 || c.RateLimit > 1e6 {
 		bad("--rate-limit %v must lie between 0 (off) and 1000000 requests per second", c.RateLimit)

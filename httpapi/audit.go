@@ -137,12 +137,13 @@ func (s *Server) audit(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Error(err) // answer now, so that the entry has the status the client got
 		}
 		e := AuditEntry{
-			Time:   time.Now().UTC().Format(time.RFC3339),
-			Node:   s.node.ID(),
-			Remote: remoteHost(req),
-			Method: req.Method,
-			Path:   req.URL.Path,
-			Status: c.Response().Status,
+			Time:       time.Now().UTC().Format(time.RFC3339),
+			Node:       s.node.ID(),
+			Remote:     remoteHost(req),
+			AccessorID: accessorOf(c), // resolved by identify under ACL, from this node's state
+			Method:     req.Method,
+			Path:       req.URL.Path,
+			Status:     c.Response().Status,
 		}
 		if p, ok := strings.CutPrefix(req.URL.EscapedPath(), "/v1/locks/"); ok && p != "" {
 			if name, perr := lockPath(req); perr == nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/fsm"
 )
 
 func (s *Server) getCluster(c echo.Context) error {
@@ -17,6 +18,9 @@ func (s *Server) getCluster(c echo.Context) error {
 		return err
 	}
 	return s.read(c, q, func() error {
+		if err := s.callerOperator(c, fsm.AccessRead); err != nil {
+			return err
+		}
 		st, err := s.node.Status()
 		if err != nil {
 			return fromClusterError(err)
@@ -47,6 +51,9 @@ func (s *Server) addMember(c echo.Context) error {
 		return invalid("http_addr %q is not a host:port address", req.HTTPAddr)
 	}
 	return s.atLeader(c, func() error {
+		if err := s.callerOperator(c, fsm.AccessWrite); err != nil {
+			return err
+		}
 		ctx, cancel := s.commandContext(c, 0)
 		defer cancel()
 		if err := s.node.AddMember(ctx, req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
@@ -59,6 +66,9 @@ func (s *Server) addMember(c echo.Context) error {
 func (s *Server) removeMember(c echo.Context) error {
 	id := c.Param("id")
 	return s.atLeader(c, func() error {
+		if err := s.callerOperator(c, fsm.AccessWrite); err != nil {
+			return err
+		}
 		ctx, cancel := s.commandContext(c, 0)
 		defer cancel()
 		if err := s.node.RemoveMember(ctx, id); err != nil {
@@ -82,6 +92,9 @@ func (s *Server) transferLeadership(c echo.Context) error {
 		return err
 	}
 	return s.atLeader(c, func() error {
+		if err := s.callerOperator(c, fsm.AccessWrite); err != nil {
+			return err
+		}
 		ctx, cancel := s.commandContext(c, 0)
 		defer cancel()
 		if err := s.node.TransferLeadership(ctx, req.ID); err != nil {
@@ -96,6 +109,15 @@ func (s *Server) transferLeadership(c echo.Context) error {
 		}
 		return c.JSON(http.StatusOK, api.TransferResponse{Leader: id})
 	})
+}
+
+// callerOperator refuses unless the caller has at least want on the cluster.
+func (s *Server) callerOperator(c echo.Context, want fsm.Access) error {
+	id, err := s.caller(c)
+	if err != nil {
+		return err
+	}
+	return id.operator(want)
 }
 
 func membersBody(ms []cluster.MemberInfo) []api.Member {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // apiError is a failure to be answered with the API's error body.
@@ -45,6 +46,14 @@ func noLeader(format string, args ...any) *apiError {
 	return e
 }
 
+func unauthorized(format string, args ...any) *apiError {
+	return newError(http.StatusUnauthorized, api.CodeUnauthorized, format, args...)
+}
+
+func forbidden(format string, args ...any) *apiError {
+	return newError(http.StatusForbidden, api.CodeForbidden, format, args...)
+}
+
 func tooMany(format string, args ...any) *apiError {
 	e := newError(http.StatusTooManyRequests, api.CodeTooManyRequests, format, args...)
 	e.retryAfter = "1"
@@ -61,6 +70,20 @@ func fromClusterError(err error) *apiError {
 		return newError(http.StatusNotFound, api.CodeSessionNotFound, "the session does not exist or has expired")
 	case errors.Is(err, cluster.ErrUnknownMember):
 		return newError(http.StatusNotFound, api.CodeNotFound, "%v", err)
+	case errors.Is(err, cluster.ErrACLBootstrapped):
+		return forbidden("the cluster's ACLs are already bootstrapped: bootstrap works once per cluster")
+	case errors.Is(err, cluster.ErrBuiltinPolicy):
+		return forbidden("the built-in policy %s cannot be changed or deleted", fsm.ManagementPolicy)
+	case errors.Is(err, cluster.ErrLastManagementToken):
+		return forbidden("this is the last token with the %s policy: create another one before deleting it", fsm.ManagementPolicy)
+	case errors.Is(err, cluster.ErrPolicyExists):
+		return newError(http.StatusConflict, api.CodeAlreadyExists, "a policy with that name exists: change it with PUT /v1/acl/policies/{name}")
+	case errors.Is(err, cluster.ErrPolicyNotFound):
+		return newError(http.StatusNotFound, api.CodeNotFound, "no such policy")
+	case errors.Is(err, cluster.ErrTokenNotFound):
+		return newError(http.StatusNotFound, api.CodeNotFound, "no such token")
+	case errors.Is(err, cluster.ErrInvalidACL):
+		return invalid("the policy or token is not valid (an empty name, a repeated prefix or policy)")
 	case errors.Is(err, cluster.ErrNotProposed):
 		// Its client left or its time ran out before the command was proposed: nothing was
 		// applied, and nobody may be left to read the answer.

@@ -112,12 +112,24 @@ func (s *Server) acquire(c echo.Context, name string) error {
 		return invalid("session (or ttl, to create one) is required")
 	}
 	return s.atLeader(c, func() error {
+		caller, err := s.caller(c)
+		if err != nil {
+			return err
+		}
+		if err := caller.lock(name, fsm.AccessWrite); err != nil {
+			return err
+		}
+		if !id.IsZero() {
+			if err := s.ownedSession(caller, id); err != nil {
+				return err
+			}
+		}
 		if max := lim.MaxWaitersPerLock; max > 0 && wait > 0 && s.queueFull(name, id, max) {
 			return tooMany("lock %q has %d waiters, the configured maximum", name, max)
 		}
 		created := false
 		if id.IsZero() {
-			info, err := s.newSession(c, "", ttl, 0)
+			info, err := s.newSession(c, caller, "", ttl, 0)
 			if err != nil {
 				return err
 			}
@@ -135,7 +147,7 @@ func (s *Server) acquire(c echo.Context, name string) error {
 		if err != nil {
 			return fromClusterError(err)
 		}
-		return s.acquireResult(c, name, id, res)
+		return s.acquireResult(c, caller, name, id, res)
 	})
 }
 
@@ -151,7 +163,7 @@ func (s *Server) queueFull(name string, session fsm.SessionID, max int) bool {
 	return session.IsZero() || !f.Queued(name, session)
 }
 
-func (s *Server) acquireResult(c echo.Context, name string, id fsm.SessionID, res fsm.Result) error {
+func (s *Server) acquireResult(c echo.Context, caller *identity, name string, id fsm.SessionID, res fsm.Result) error {
 	switch res.Status {
 	case fsm.StatusOK:
 		return c.JSON(http.StatusOK, api.AcquireResponse{Name: name, Session: id.String(), Token: res.Token, Value: res.Value})
@@ -164,7 +176,10 @@ func (s *Server) acquireResult(c echo.Context, name string, id fsm.SessionID, re
 	}
 	e := newError(http.StatusConflict, api.CodeLockHeld, "lock %q is held by another session", name)
 	if !res.Holder.IsZero() {
-		e.body.Holder = &api.Holder{Session: res.Holder.String(), Token: res.Token}
+		e.body.Holder = &api.Holder{Token: res.Token}
+		if s.seesHolder(caller, res.Holder) {
+			e.body.Holder.Session = res.Holder.String()
+		}
 	}
 	return e
 }
@@ -185,6 +200,9 @@ func (s *Server) cancelAcquire(c echo.Context, name string) error {
 		return err
 	}
 	return s.atLeader(c, func() error {
+		if err := s.mayWriteAs(c, name, id); err != nil {
+			return err
+		}
 		ctx, cancel := s.commandContext(c, 0)
 		defer cancel()
 		res, err := s.node.CancelAcquire(ctx, id, name, try)
@@ -228,6 +246,9 @@ func (s *Server) release(c echo.Context, name string) error {
 		return err
 	}
 	return s.atLeader(c, func() error {
+		if err := s.mayWriteAs(c, name, id); err != nil {
+			return err
+		}
 		ctx, cancel := s.commandContext(c, 0)
 		defer cancel()
 		res, err := s.node.Release(ctx, id, name, *req.Token, req.Attempt)
@@ -250,6 +271,13 @@ func (s *Server) getLock(c echo.Context, name string) error {
 		return err
 	}
 	return s.read(c, q, func() error {
+		caller, err := s.caller(c)
+		if err != nil {
+			return err
+		}
+		if err := caller.lock(name, fsm.AccessRead); err != nil {
+			return err
+		}
 		info := s.node.FSM().Lock(name)
 		if q.block && info.ModifyIndex <= q.index && q.wait > 0 {
 			info = s.waitLockChange(c, name, q)
@@ -263,7 +291,7 @@ func (s *Server) getLock(c echo.Context, name string) error {
 				info = s.node.FSM().Lock(name)
 			}
 		}
-		return c.JSON(http.StatusOK, lockBody(info))
+		return c.JSON(http.StatusOK, s.lockBody(caller, info))
 	})
 }
 
@@ -306,6 +334,13 @@ func (s *Server) check(c echo.Context, name string) error {
 		return invalid("token %q is not a non-negative integer", raw)
 	}
 	return s.read(c, q, func() error {
+		caller, err := s.caller(c)
+		if err != nil {
+			return err
+		}
+		if err := caller.lock(name, fsm.AccessRead); err != nil {
+			return err
+		}
 		info := s.node.FSM().Lock(name)
 		return c.JSON(http.StatusOK, api.CheckResponse{Current: info.Held && info.Token == token, Token: info.Token})
 	})
@@ -318,21 +353,60 @@ func (s *Server) listLocks(c echo.Context) error {
 	}
 	prefix := c.QueryParam("prefix")
 	return s.read(c, q, func() error {
-		out := api.LockList{Locks: []api.Lock{}}
+		caller, err := s.caller(c)
+		if err != nil {
+			return err
+		}
+		// Only the locks the caller may read; a policy may hide part of a prefix it shows.
+		out := lockList{Locks: []any{}}
 		for _, info := range s.node.FSM().Locks(prefix) {
-			if info.Held || info.Waiters > 0 {
-				out.Locks = append(out.Locks, lockBody(info))
+			if (info.Held || info.Waiters > 0) && caller.mayRead(info.Name) {
+				out.Locks = append(out.Locks, s.lockBody(caller, info))
 			}
 		}
 		return c.JSON(http.StatusOK, out)
 	})
 }
 
-func lockBody(info fsm.LockInfo) api.Lock {
+// lockList is api.LockList with each lock as lockBody answers it.
+type lockList struct {
+	Locks []any `json:"locks"`
+}
+
+// redactedLock is api.Lock without the holder's session, for a caller that may not see it:
+// the token and value remain, so that fencing still works.
+type redactedLock struct {
+	Name        string `json:"name"`
+	Held        bool   `json:"held"`
+	Token       uint64 `json:"token"`
+	Value       string `json:"value"`
+	Waiters     int    `json:"waiters"`
+	ModifyIndex uint64 `json:"modify_index"`
+}
+
+// lockBody describes a lock to the caller: an api.Lock, or a redactedLock when it is held by a
+// session whose id the caller may not see.
+func (s *Server) lockBody(caller *identity, info fsm.LockInfo) any {
+	if info.Held && !s.seesHolder(caller, info.Holder) {
+		return redactedLock{Name: info.Name, Held: true, Token: info.Token, Value: info.Value,
+			Waiters: info.Waiters, ModifyIndex: info.ModifyIndex}
+	}
 	l := api.Lock{Name: info.Name, Held: info.Held, Token: info.Token, Value: info.Value,
 		Waiters: info.Waiters, ModifyIndex: info.ModifyIndex}
 	if info.Held {
 		l.Session = info.Holder.String()
 	}
 	return l
+}
+
+// mayWriteAs refuses unless the caller may write the lock and owns the session.
+func (s *Server) mayWriteAs(c echo.Context, name string, session fsm.SessionID) error {
+	caller, err := s.caller(c)
+	if err != nil {
+		return err
+	}
+	if err := caller.lock(name, fsm.AccessWrite); err != nil {
+		return err
+	}
+	return s.ownedSession(caller, session)
 }

@@ -29,7 +29,7 @@ type Node interface {
 	Counters() cluster.Counters
 	SessionTimers() int
 
-	CreateSession(ctx context.Context, name string, ttl, lockDelay time.Duration) (fsm.SessionInfo, error)
+	CreateOwnedSession(ctx context.Context, owner, name string, ttl, lockDelay time.Duration) (fsm.SessionInfo, error)
 	DestroySession(ctx context.Context, id fsm.SessionID) ([]string, error)
 	Renew(ctx context.Context, id fsm.SessionID) (time.Duration, error)
 	RenewMany(ctx context.Context, ids []fsm.SessionID) ([]cluster.RenewResult, error)
@@ -42,6 +42,13 @@ type Node interface {
 	AddMember(ctx context.Context, id, raftAddr, httpAddr string) error
 	RemoveMember(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) error
+
+	ResolveToken(secret string) (fsm.ACLToken, fsm.Authorizer, bool)
+	ACLBootstrap(ctx context.Context) (cluster.NewACLToken, error)
+	CreateACLToken(ctx context.Context, description string, policies []string) (cluster.NewACLToken, error)
+	DeleteACLToken(ctx context.Context, accessor string) error
+	SetACLPolicy(ctx context.Context, p fsm.Policy, createOnly bool) (fsm.Policy, error)
+	DeleteACLPolicy(ctx context.Context, name string) error
 }
 
 var _ Node = (*cluster.Node)(nil)
@@ -62,9 +69,14 @@ type Config struct {
 	CommandTimeout time.Duration
 	// Logger receives request errors; default discards.
 	Logger hclog.Logger
-	// RateLimit is the write requests per second one client (IP address) may send to this
-	// node, with a burst of twice that; 0 turns the limit off.
+	// RateLimit is the write requests per second one client may send to this node, with a
+	// burst of twice that; 0 turns the limit off. A client is a token under ACL, an IP address
+	// otherwise (or when the token is unknown here).
 	RateLimit float64
+	// ACL requires a token on every /v1 request but /v1/health, /v1/ready and
+	// POST /v1/acl/bootstrap, and checks its policies (docs/acl.md); it also serves the
+	// /v1/acl endpoints. Every node of a cluster must agree on it.
+	ACL bool
 	// AuditLog, if set, gets an entry for every state-changing request this node receives
 	// from a client. The caller closes it after the server.
 	AuditLog *AuditLog
@@ -151,6 +163,9 @@ func (s *Server) routes() *echo.Echo {
 	if s.cfg.AuditLog != nil {
 		e.Use(s.audit)
 	}
+	if s.cfg.ACL {
+		e.Use(s.identify) // inside audit, which records its refusals
+	}
 	if s.cfg.RateLimit > 0 {
 		e.Use(s.rateLimit(s.cfg.RateLimit))
 	}
@@ -171,6 +186,9 @@ func (s *Server) routes() *echo.Echo {
 	v1.POST("/cluster/leadership-transfer", s.transferLeadership)
 	v1.GET("/health", s.health)
 	v1.GET("/ready", s.ready)
+	if s.cfg.ACL {
+		s.aclRoutes(v1.Group("/acl"))
+	}
 	e.GET("/metrics", echo.WrapHandler(s.metrics.handler()))
 	return e
 }

@@ -30,7 +30,11 @@ func (s *Server) createSession(c echo.Context) error {
 		return err
 	}
 	return s.atLeader(c, func() error {
-		info, err := s.newSession(c, req.Name, ttl, delay)
+		id, err := s.caller(c) // any token: the session is the token's
+		if err != nil {
+			return err
+		}
+		info, err := s.newSession(c, id, req.Name, ttl, delay)
 		if err != nil {
 			return err
 		}
@@ -38,14 +42,18 @@ func (s *Server) createSession(c echo.Context) error {
 	})
 }
 
-// newSession creates a session on the leader, within the configured session limit.
-func (s *Server) newSession(c echo.Context, name string, ttl, delay time.Duration) (fsm.SessionInfo, error) {
+// newSession creates a session on the leader for the caller, within the configured session
+// limits (the cluster's, and under ACL the token's).
+func (s *Server) newSession(c echo.Context, id *identity, name string, ttl, delay time.Duration) (fsm.SessionInfo, error) {
 	if max := s.cfg.Limits.MaxSessions; max > 0 && s.node.FSM().Stats().Sessions >= max {
 		return fsm.SessionInfo{}, tooMany("the cluster holds %d sessions, the configured maximum", max)
 	}
+	if max := s.cfg.Limits.MaxSessionsPerToken; max > 0 && id != nil && s.node.FSM().SessionsOwnedBy(id.owner()) >= max {
+		return fsm.SessionInfo{}, tooMany("this token owns %d sessions, the configured maximum per token", max)
+	}
 	ctx, cancel := s.commandContext(c, 0)
 	defer cancel()
-	info, err := s.node.CreateSession(ctx, name, ttl, delay)
+	info, err := s.node.CreateOwnedSession(ctx, id.owner(), name, ttl, delay)
 	if err != nil {
 		return info, fromClusterError(err)
 	}
@@ -62,6 +70,9 @@ func (s *Server) renewSession(c echo.Context) error {
 		return err
 	}
 	return s.atLeader(c, func() error {
+		if err := s.callerOwns(c, id); err != nil {
+			return err
+		}
 		ctx, cancel := s.commandContext(c, 0)
 		defer cancel()
 		ttl, err := s.node.Renew(ctx, id)
@@ -102,6 +113,19 @@ func (s *Server) renewSessions(c echo.Context) error {
 		ids, raws = append(ids, id), append(raws, raw)
 	}
 	return s.atLeader(c, func() error {
+		caller, err := s.caller(c)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			// One session of another token refuses the whole batch; one that does not exist
+			// is reported not found, as without ACLs.
+			if info, ok := s.node.FSM().Session(id); ok && caller != nil {
+				if err := caller.session(info); err != nil {
+					return err
+				}
+			}
+		}
 		resp := api.RenewSessionsResponse{Renewed: []api.RenewResponse{}, NotFound: notFound, Unknown: []string{}}
 		if len(ids) > 0 {
 			ctx, cancel := s.commandContext(c, 0)
@@ -131,6 +155,9 @@ func (s *Server) destroySession(c echo.Context) error {
 		return err
 	}
 	return s.atLeader(c, func() error {
+		if err := s.callerOwns(c, id); err != nil {
+			return err
+		}
 		ctx, cancel := s.commandContext(c, 0)
 		defer cancel()
 		released, err := s.node.DestroySession(ctx, id)
@@ -142,6 +169,16 @@ func (s *Server) destroySession(c echo.Context) error {
 		}
 		return c.JSON(http.StatusOK, api.DestroyResponse{Released: released})
 	})
+}
+
+// callerOwns refuses unless the caller owns the session (or ACLs are off); a session that does
+// not exist is not found.
+func (s *Server) callerOwns(c echo.Context, session fsm.SessionID) error {
+	id, err := s.caller(c)
+	if err != nil {
+		return err
+	}
+	return s.ownedSession(id, session)
 }
 
 // sessionOpError maps the error of an operation on session id, naming the session when it is gone.
@@ -162,9 +199,16 @@ func (s *Server) getSession(c echo.Context) error {
 		return err
 	}
 	return s.read(c, q, func() error {
+		caller, err := s.caller(c)
+		if err != nil {
+			return err
+		}
 		info, ok := s.node.FSM().Session(id)
 		if !ok {
 			return sessionNotFound(id.String())
+		}
+		if err := caller.session(info); err != nil {
+			return err
 		}
 		return c.JSON(http.StatusOK, sessionInfoBody(info))
 	})
@@ -176,10 +220,17 @@ func (s *Server) listSessions(c echo.Context) error {
 		return err
 	}
 	return s.read(c, q, func() error {
+		caller, err := s.caller(c)
+		if err != nil {
+			return err
+		}
+		all := caller.operator(fsm.AccessRead) == nil // otherwise only the caller's own
 		infos := s.node.FSM().Sessions()
-		out := api.SessionList{Sessions: make([]api.SessionInfo, len(infos))}
-		for i, info := range infos {
-			out.Sessions[i] = sessionInfoBody(info)
+		out := api.SessionList{Sessions: make([]api.SessionInfo, 0, len(infos))}
+		for _, info := range infos {
+			if all || caller.owns(info) {
+				out.Sessions = append(out.Sessions, sessionInfoBody(info))
+			}
 		}
 		return c.JSON(http.StatusOK, out)
 	})

@@ -24,7 +24,9 @@ type Limits struct {
 	MaxWait           time.Duration // acquires and blocking queries; default 10m
 	MaxSessions       int           // 0: unlimited
 	MaxWaitersPerLock int           // 0: unlimited
-	MaxRenewBatch     int           // session ids in one POST /v1/sessions/renew; default 1000
+	// MaxSessionsPerToken bounds the sessions one token owns at once, under ACL; 0: unlimited.
+	MaxSessionsPerToken int
+	MaxRenewBatch       int // session ids in one POST /v1/sessions/renew; default 1000
 }
 
 func (l *Limits) setDefaults() {

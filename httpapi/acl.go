@@ -1,0 +1,165 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// With Config.ACL, every /v1 request but the open ones carries a token, and each handler checks
+// what the token's policies allow where it executes: on the leader for writes and linearizable
+// reads (a follower forwards the request with its token header, and the leader checks it again
+// against its own state, which holds every acknowledged ACL change), on the node that answers a
+// stale read. The node that receives a request refuses at once a request without any token; a
+// follower that does not know the token, or whose state refuses it, forwards it all the same,
+// since it may only be behind the leader (a token created a moment ago), and the leader has the
+// last word.
+
+// identity is who a request acts for: its token and what the token's policies allow. A nil
+// *identity means ACLs are off, and allows everything.
+type identity struct {
+	token fsm.ACLToken
+	authz fsm.Authorizer
+}
+
+// accessorKey is where identify leaves the accessor id that this node resolved, for the audit
+// log and the rate limiter.
+const accessorKey = "raftlock.accessor"
+
+// openPaths need no token: health checks, and the bootstrap that creates the first token.
+var openPaths = map[string]bool{"/v1/health": true, "/v1/ready": true, "/v1/acl/bootstrap": true}
+
+// requestSecret returns the token secret a request carries in X-Raftlock-Token or, failing
+// that, as "Authorization: Bearer <secret>"; "" if none.
+func requestSecret(r *http.Request) string {
+	if s := strings.TrimSpace(r.Header.Get(api.HeaderToken)); s != "" {
+		return s
+	}
+	scheme, rest, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(rest)
+	}
+	return ""
+}
+
+// identify refuses a /v1 request that needs a token and carries none, and one whose token this
+// node cannot resolve when this node's answer is final (it leads, or the request was forwarded
+// to it). It records the accessor id it resolved for the audit log and the rate limiter.
+func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if !strings.HasPrefix(req.URL.Path, "/v1/") || openPaths[req.URL.Path] {
+			return next(c)
+		}
+		secret := requestSecret(req)
+		if secret == "" {
+			return unauthorized("this request needs a token: send it as X-Raftlock-Token or Authorization: Bearer")
+		}
+		tok, _, ok := s.node.ResolveToken(secret)
+		if ok {
+			c.Set(accessorKey, tok.AccessorID)
+		} else if s.node.IsLeader() || req.Header.Get(api.HeaderForwarded) != "" {
+			return unauthorized("the token is unknown (never created, or deleted)")
+		}
+		return next(c)
+	}
+}
+
+// accessorOf returns the accessor id identify resolved for the request, or "".
+func accessorOf(c echo.Context) string {
+	a, _ := c.Get(accessorKey).(string)
+	return a
+}
+
+// caller returns who the request acts for, resolved from this node's state now: nil when
+// ACLs are off; 401 unauthorized for a missing or unknown token.
+func (s *Server) caller(c echo.Context) (*identity, error) {
+	if !s.cfg.ACL {
+		return nil, nil
+	}
+	secret := requestSecret(c.Request())
+	if secret == "" {
+		return nil, unauthorized("this request needs a token: send it as X-Raftlock-Token or Authorization: Bearer")
+	}
+	tok, authz, ok := s.node.ResolveToken(secret)
+	if !ok {
+		return nil, unauthorized("the token is unknown (never created, or deleted)")
+	}
+	return &identity{token: tok, authz: authz}, nil
+}
+
+// owner is the accessor id that new sessions of the caller belong to; "" without ACLs.
+func (id *identity) owner() string {
+	if id == nil {
+		return ""
+	}
+	return id.token.AccessorID
+}
+
+// lock refuses unless the caller has at least want on the named lock.
+func (id *identity) lock(name string, want fsm.Access) error {
+	if id == nil || id.authz.Lock(name) >= want {
+		return nil
+	}
+	return forbidden("this request needs %s access to lock %q", want, name)
+}
+
+// mayRead says whether the caller may read the named lock.
+func (id *identity) mayRead(name string) bool { return id.lock(name, fsm.AccessRead) == nil }
+
+// operator refuses unless the caller has at least want on the cluster.
+func (id *identity) operator(want fsm.Access) error {
+	if id == nil || id.authz.Operator() >= want {
+		return nil
+	}
+	return forbidden("this request needs operator:%s", want)
+}
+
+// management refuses unless the caller has the management policy.
+func (id *identity) management() error {
+	if id == nil || id.authz.Management() {
+		return nil
+	}
+	return forbidden("this request needs the %s policy", fsm.ManagementPolicy)
+}
+
+// owns says whether the caller may act for the session: it is the token that created it, or
+// it has the management policy. A session made without ACLs (no owner) is management's alone.
+func (id *identity) owns(info fsm.SessionInfo) bool {
+	return id == nil || id.authz.Management() || info.Owner != "" && info.Owner == id.token.AccessorID
+}
+
+// session refuses unless the caller owns the session (see owns).
+func (id *identity) session(info fsm.SessionInfo) error {
+	if id.owns(info) {
+		return nil
+	}
+	return forbidden("session %s belongs to another token: this request needs the token that created it, or the %s policy",
+		info.ID, fsm.ManagementPolicy)
+}
+
+// ownedSession refuses unless the session exists (404) and the caller owns it (403).
+func (s *Server) ownedSession(id *identity, session fsm.SessionID) error {
+	if id == nil {
+		return nil
+	}
+	info, ok := s.node.FSM().Session(session)
+	if !ok {
+		return sessionNotFound(session.String())
+	}
+	return id.session(info)
+}
+
+// seesHolder says whether the caller may see the id of the session holding a lock: its owner
+// and tokens with operator read access may; others see the holder without it.
+func (s *Server) seesHolder(id *identity, holder fsm.SessionID) bool {
+	if id == nil || id.authz.Operator() >= fsm.AccessRead {
+		return true
+	}
+	info, ok := s.node.FSM().Session(holder)
+	return ok && id.owns(info)
+}
