@@ -11,13 +11,10 @@ import (
 )
 
 // With Config.ACL, every /v1 request but the open ones carries a token, and each handler checks
-// what the token's policies allow where it executes: on the leader for writes and linearizable
-// reads (a follower forwards the request with its token header, and the leader checks it again
-// against its own state, which holds every acknowledged ACL change), on the node that answers a
-// stale read. The node that receives a request refuses at once a request without any token; a
-// follower that does not know the token, or whose state refuses it, forwards it all the same,
-// since it may only be behind the leader (a token created a moment ago), and the leader has the
-// last word.
+// what the token's policies allow where it executes, against that node's replicated state: on
+// the leader for writes and linearizable reads, on the node that answers a stale read. The node
+// that receives a request refuses one without a token and resolves the token (see identify);
+// a follower then forwards the request with its token header, and the leader checks it again.
 
 // identity is who a request acts for: its token and what the token's policies allow. A nil
 // *identity means ACLs are off, and allows everything.
@@ -46,9 +43,10 @@ func requestSecret(r *http.Request) string {
 	return ""
 }
 
-// identify refuses a /v1 request that needs a token and carries none, and one whose token this
-// node cannot resolve when this node's answer is final (it leads, or the request was forwarded
-// to it). It records the accessor id it resolved for the audit log and the rate limiter.
+// identify refuses a /v1 request that needs a token and carries none, and records the accessor
+// id of the token that this node resolved, for the audit log and the rate limiter. A node whose
+// answer is final (see final) refuses an unknown token at once; a follower leaves that to the
+// leader, to which toLeader sends the request.
 func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
@@ -57,16 +55,54 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		secret := requestSecret(req)
 		if secret == "" {
+			if req.Method == http.MethodPost && req.URL.Path == "/v1/cluster/members" {
+				return next(c) // a member may publish its first address without one (firstPublication)
+			}
 			return unauthorized("this request needs a token: send it as X-Raftlock-Token or Authorization: Bearer")
 		}
-		tok, _, ok := s.node.ResolveToken(secret)
-		if ok {
+		if tok, _, ok := s.node.ResolveToken(secret); ok {
 			c.Set(accessorKey, tok.AccessorID)
-		} else if s.node.IsLeader() || req.Header.Get(api.HeaderForwarded) != "" {
-			return unauthorized("the token is unknown (never created, or deleted)")
+		} else if s.final(req) {
+			return errUnknownToken()
 		}
 		return next(c)
 	}
+}
+
+// toLeader sends every request with a token that a follower receives, but a stale read, on to
+// the leader before anything else, the token header with it: the follower's state may be
+// behind the leader's (a token deleted, created or given a policy a moment ago), and the
+// leader's holds every acknowledged change. It runs after the rate limiter, which counts the
+// request here, where it arrived.
+func (s *Server) toLeader(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if !strings.HasPrefix(req.URL.Path, "/v1/") || openPaths[req.URL.Path] || requestSecret(req) == "" || s.final(req) {
+			return next(c)
+		}
+		return s.atLeader(c, func() error { // forwards, unless this node leads by now
+			if _, _, ok := s.node.ResolveToken(requestSecret(req)); !ok {
+				return errUnknownToken()
+			}
+			return next(c)
+		})
+	}
+}
+
+// final says whether this node's answer to the request is final: it leads, the request was
+// forwarded to it, or it is a stale read, which the receiving node answers from its own state.
+func (s *Server) final(req *http.Request) bool {
+	return s.node.IsLeader() || req.Header.Get(api.HeaderForwarded) != "" || staleRead(req)
+}
+
+func errUnknownToken() error {
+	return unauthorized("the token is unknown (never created, or deleted)")
+}
+
+// staleRead says whether the request is a read that the receiving node answers from its own
+// state (?consistency=stale).
+func staleRead(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Query().Get("consistency") == "stale"
 }
 
 // accessorOf returns the accessor id identify resolved for the request, or "".
@@ -87,7 +123,7 @@ func (s *Server) caller(c echo.Context) (*identity, error) {
 	}
 	tok, authz, ok := s.node.ResolveToken(secret)
 	if !ok {
-		return nil, unauthorized("the token is unknown (never created, or deleted)")
+		return nil, errUnknownToken()
 	}
 	return &identity{token: tok, authz: authz}, nil
 }

@@ -51,7 +51,7 @@ func (s *Server) addMember(c echo.Context) error {
 		return invalid("http_addr %q is not a host:port address", req.HTTPAddr)
 	}
 	return s.atLeader(c, func() error {
-		if err := s.callerOperator(c, fsm.AccessWrite); err != nil {
+		if err := s.callerOperator(c, fsm.AccessWrite); err != nil && !s.firstPublication(req) {
 			return err
 		}
 		ctx, cancel := s.commandContext(c, 0)
@@ -109,6 +109,27 @@ func (s *Server) transferLeadership(c echo.Context) error {
 		}
 		return c.JSON(http.StatusOK, api.TransferResponse{Leader: id})
 	})
+}
+
+// firstPublication says whether req only records the HTTP address of a voter that has none
+// yet (or repeats the one it has), which needs no token: that is how the followers of a
+// cluster started with --initial-cluster publish their addresses, before any token exists. It
+// adds no member, changes no Raft address and never touches this leader's own record, which it
+// publishes itself; followers forward only to the leader's address.
+func (s *Server) firstPublication(req api.AddMemberRequest) bool {
+	if req.ID == s.node.ID() {
+		return false
+	}
+	st, err := s.node.Status()
+	if err != nil {
+		return false
+	}
+	for _, m := range st.Members {
+		if m.ID == req.ID {
+			return m.Voter && m.RaftAddr == req.RaftAddr && (m.HTTPAddr == "" || m.HTTPAddr == req.HTTPAddr)
+		}
+	}
+	return false
 }
 
 // callerOperator refuses unless the caller has at least want on the cluster.

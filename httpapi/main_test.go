@@ -26,7 +26,11 @@ const deadline = 10 * time.Second
 // shared is one three-node cluster for the tests that do not hurt it, settled on first use.
 var shared = devtest.Shared{Options: func() agent.DevOptions { return devOptions(nil) }, Settle: settle}
 
-func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
+func TestMain(m *testing.M) {
+	code := shared.Main(m)
+	aclShared.Close()
+	os.Exit(code)
+}
 
 // sharedCluster returns the shared cluster, started (and settled) on first use.
 func sharedCluster(t *testing.T) *agent.Dev { return shared.Get(t) }
@@ -69,7 +73,10 @@ func devOptions(tune func(*config.Config)) agent.DevOptions {
 
 // settle waits until every running node agrees on one ready leader and every member has
 // published its HTTP address, so that any node can forward at once.
-func settle(d *agent.Dev) error {
+func settle(d *agent.Dev) error { return settleWith(d, nil) }
+
+// settleWith is settle for a cluster whose reads need the headers hdr (a token).
+func settleWith(d *agent.Dev, hdr http.Header) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*deadline)
 	defer cancel()
 	var last string
@@ -77,7 +84,7 @@ func settle(d *agent.Dev) error {
 		if _, err := d.WaitLeader(ctx); err != nil {
 			return fmt.Errorf("settle: %v (last: %s)", err, last)
 		}
-		if last = settled(d); last == "" {
+		if last = settled(d, hdr); last == "" {
 			return nil
 		}
 		select {
@@ -89,13 +96,13 @@ func settle(d *agent.Dev) error {
 }
 
 // settled returns why the cluster is not settled yet, or "".
-func settled(d *agent.Dev) string {
+func settled(d *agent.Dev, hdr http.Header) string {
 	leader := ""
 	for i := range d.Size() {
 		if d.Agent(i) == nil {
 			continue
 		}
-		r := rawDo(http.MethodGet, d.Endpoints()[i]+"/v1/cluster?consistency=stale", nil, nil)
+		r := rawDo(http.MethodGet, d.Endpoints()[i]+"/v1/cluster?consistency=stale", nil, hdr)
 		if r.err != nil || r.status != http.StatusOK {
 			return fmt.Sprintf("node %d: %v %d", i, r.err, r.status)
 		}

@@ -169,6 +169,9 @@ func (s *Server) routes() *echo.Echo {
 	if s.cfg.RateLimit > 0 {
 		e.Use(s.rateLimit(s.cfg.RateLimit))
 	}
+	if s.cfg.ACL {
+		e.Use(s.toLeader) // after the rate limiter, which counts a request where it arrived
+	}
 	e.Use(middleware.BodyLimit(strconv.FormatInt(s.cfg.MaxBodyBytes, 10) + "B"))
 
 	v1 := e.Group("/v1")

@@ -51,8 +51,13 @@ func (s *Shared) Get(t testing.TB) *agent.Dev {
 // to os.Exit.
 func (s *Shared) Main(m *testing.M) int {
 	code := m.Run()
+	s.Close()
+	return code
+}
+
+// Close stops the shared cluster if it was started; for packages that share more than one.
+func (s *Shared) Close() {
 	if s.dev != nil {
 		s.dev.Close()
 	}
-	return code
 }
