@@ -135,7 +135,9 @@ func TestACLLockWritesNeedWriteAndOwnSession(t *testing.T) {
 
 		// writer2 queues behind; only its own token may take it out of the queue.
 		waiting := make(chan response, 1)
-		go func() { waiting <- rawDo(http.MethodPost, acquireURL, acquireReq(ws2, "3s", nil), as(writer2.SecretID)) }()
+		go func() {
+			waiting <- rawDo(http.MethodPost, acquireURL, acquireReq(ws2, "3s", nil), as(writer2.SecretID))
+		}()
 		eventually(t, "writer2 queued", func() string {
 			var l api.Lock
 			ok(t, doAs(t, writer.SecretID, http.MethodGet, ep+"/v1/locks/"+name, nil), http.StatusOK, &l)
@@ -227,7 +229,7 @@ func TestACLLongestPrefixWinsThroughTheAPI(t *testing.T) {
 	sn := sessionAs(t, eps[0], narrow.SecretID)
 	for _, c := range []struct {
 		secret, session, name string
-		status              int
+		status                int
 	}{
 		{tok.SecretID, s, pre + "jobs", http.StatusOK},
 		{tok.SecretID, s, pre + "db/x", http.StatusForbidden},
