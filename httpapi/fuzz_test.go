@@ -26,6 +26,7 @@ var codeStatus = map[string]int{
 	api.CodeLockDelayed:      http.StatusConflict,
 	api.CodeNotHolder:        http.StatusConflict,
 	api.CodeAttemptCancelled: http.StatusConflict,
+	api.CodeAlreadyExists:    http.StatusConflict,
 	api.CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,
 	api.CodeTooManyRequests:  http.StatusTooManyRequests,
 	api.CodeNoLeader:         http.StatusServiceUnavailable,
