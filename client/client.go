@@ -34,6 +34,7 @@ type Client struct {
 	backoffMax     time.Duration
 	logger         hclog.Logger
 	renewer        *renewer // batches the renewals of this client's sessions
+	token          string   // sent as X-Raftlock-Token when set (WithToken)
 	// noAttempts is set once a server refused the acquire's attempt field (a server from
 	// before attempts): Mutexes then ask without one.
 	noAttempts atomic.Bool
@@ -48,6 +49,7 @@ type clientOptions struct {
 	tlsConfig      *tls.Config
 	httpClient     *http.Client
 	logger         hclog.Logger
+	token          string
 }
 
 // WithRequestTimeout bounds each attempt of a request; long polls get their wait on top.
@@ -117,6 +119,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		backoffMin:     25 * time.Millisecond,
 		backoffMax:     time.Second,
 		logger:         o.logger,
+		token:          o.token,
 	}
 	if c.logger == nil {
 		c.logger = hclog.NewNullLogger()

@@ -32,6 +32,8 @@ var (
 	ErrAttemptCancelled = errors.New("raftlock: acquire attempt cancelled")
 	// ErrNotHolder is the server's 409 not_holder, or an Unlock of a Mutex that is not locked.
 	ErrNotHolder = errors.New("raftlock: not the lock holder")
+	// ErrAlreadyExists is the server's 409 already_exists: a policy with that name exists.
+	ErrAlreadyExists = errors.New("raftlock: already exists")
 	// ErrPayloadTooLarge is the server's 413 payload_too_large.
 	ErrPayloadTooLarge = errors.New("raftlock: payload too large")
 	// ErrTooManyRequests is the server's 429 too_many_requests.
@@ -80,6 +82,8 @@ func sentinelFor(code string) error {
 		return ErrAttemptCancelled
 	case api.CodeNotHolder:
 		return ErrNotHolder
+	case api.CodeAlreadyExists:
+		return ErrAlreadyExists
 	case api.CodePayloadTooLarge:
 		return ErrPayloadTooLarge
 	case api.CodeTooManyRequests:
@@ -115,8 +119,11 @@ type APIError struct {
 // Error implements error.
 func (e *APIError) Error() string {
 	msg := fmt.Sprintf("raftlock: %s (%d %s)", e.Message, e.StatusCode, e.Code)
-	if e.Holder != nil {
+	switch {
+	case e.Holder != nil && e.Holder.Session != "":
 		msg += fmt.Sprintf(": held by session %s with token %d", e.Holder.Session, e.Holder.Token)
+	case e.Holder != nil: // the server does not show this caller whose session it is
+		msg += fmt.Sprintf(": held with token %d", e.Holder.Token)
 	}
 	if e.AvailableIn > 0 {
 		msg += fmt.Sprintf(": available in %s", e.AvailableIn)

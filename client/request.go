@@ -176,6 +176,9 @@ func (c *Client) attempt(ctx context.Context, ep string, cl *call, body []byte) 
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set(api.HeaderToken, c.token)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

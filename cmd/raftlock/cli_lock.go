@@ -206,9 +206,12 @@ func takeLock(ctx context.Context, c *client.Client, m *client.Mutex, wait time.
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &ae) && ae.Holder != nil:
+	case errors.As(err, &ae) && ae.Holder != nil && ae.Holder.Session != "":
 		return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is held by session %s (token %d)",
 			m.Key(), ae.Holder.Session, ae.Holder.Token)}
+	case errors.As(err, &ae) && ae.Holder != nil: // under ACLs, another token's session is not named
+		return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is held by another session (token %d)",
+			m.Key(), ae.Holder.Token)}
 	case errors.Is(err, client.ErrLockHeld):
 		return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is held by another session", m.Key())}
 	case errors.Is(err, client.ErrLockDelayed):
@@ -226,6 +229,9 @@ func describeHolder(c *client.Client, name string) string {
 	l, err := c.GetLock(ctx, name)
 	if err != nil || !l.Held {
 		return ""
+	}
+	if l.Session == "" { // under ACLs, another token's session is not named
+		return fmt.Sprintf(" (held by another session, token %d)", l.Token)
 	}
 	return fmt.Sprintf(" (held by session %s, token %d)", l.Session, l.Token)
 }

@@ -28,6 +28,9 @@ const defaultEndpoints = "http://127.0.0.1:7001,http://127.0.0.1:7002,http://127
 // endpointsEnv names the environment variable read when --endpoints is not given.
 const endpointsEnv = "RAFTLOCK_ENDPOINTS"
 
+// tokenEnv names the environment variable read when --token is not given.
+const tokenEnv = "RAFTLOCK_TOKEN"
+
 // exitCodesHelp is appended to the help of the commands that run a child.
 const exitCodesHelp = `
 Exit codes:
@@ -50,6 +53,7 @@ func addClientCommands(root *cobra.Command) {
 		newSessionsCmd(),
 		newMembersCmd(),
 		newStatusCmd(),
+		newACLCmd(),
 	)
 }
 
@@ -58,6 +62,7 @@ type clientFlags struct {
 	endpoints string
 	timeout   time.Duration
 	retry     time.Duration
+	token     string
 }
 
 // register adds the flags; retry is the default of --retry-timeout.
@@ -68,6 +73,19 @@ func (f *clientFlags) register(cmd *cobra.Command, retry time.Duration) {
 		"timeout of one request to one endpoint")
 	cmd.Flags().DurationVar(&f.retry, "retry-timeout", retry,
 		"how long a request keeps trying other endpoints while the cluster is unreachable or has no leader")
+	cmd.Flags().StringVar(&f.token, "token", "", "ACL token secret sent with every request (default $"+tokenEnv+")")
+}
+
+// tokenOptions returns the client option that sends --token, else $RAFTLOCK_TOKEN, if any.
+func (f *clientFlags) tokenOptions() []client.Option {
+	t := f.token
+	if t == "" {
+		t = os.Getenv(tokenEnv)
+	}
+	if t == "" {
+		return nil
+	}
+	return []client.Option{client.WithToken(t)}
 }
 
 // endpointList resolves --endpoints, then $RAFTLOCK_ENDPOINTS, then the dev cluster.
@@ -84,8 +102,8 @@ func (f *clientFlags) endpointList() []string {
 
 // newClient returns a client configured by the flags.
 func (f *clientFlags) newClient() (*client.Client, error) {
-	c, err := client.New(f.endpointList(), client.WithRequestTimeout(f.timeout),
-		client.WithRetryTimeout(f.retry))
+	c, err := client.New(f.endpointList(), append([]client.Option{client.WithRequestTimeout(f.timeout),
+		client.WithRetryTimeout(f.retry)}, f.tokenOptions()...)...)
 	if err != nil {
 		return nil, &exitError{code: exitFailure, msg: err.Error()}
 	}
@@ -124,7 +142,7 @@ func completeLockNames(f *clientFlags, after cobra.ShellCompDirective) cobra.Com
 		if len(args) > 0 {
 			return nil, after
 		}
-		c, err := client.New(f.endpointList(), client.WithRetryTimeout(0))
+		c, err := client.New(f.endpointList(), append([]client.Option{client.WithRetryTimeout(0)}, f.tokenOptions()...)...)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
