@@ -100,3 +100,19 @@ func TestDefaultsAreValid(t *testing.T) {
 		t.Fatalf("defaults: %+v", c)
 	}
 }
+
+func TestACLSettingsComeFromFlagsAndEnvironment(t *testing.T) {
+	c, err := load(t, "--data-dir", "/d")
+	if err != nil || c.ACL || c.MaxSessionsPerToken != 0 || c.AgentToken != "" {
+		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+	t.Setenv("RAFTLOCK_ACL", "true")
+	t.Setenv("RAFTLOCK_AGENT_TOKEN", "from-env")
+	c, err = load(t, "--data-dir", "/d", "--max-sessions-per-token", "5")
+	if err != nil || !c.ACL || c.MaxSessionsPerToken != 5 || c.AgentToken != "from-env" {
+		t.Fatalf("from the environment and flags: acl=%v max=%d token=%q, %v", c.ACL, c.MaxSessionsPerToken, c.AgentToken, err)
+	}
+	if _, err := load(t, "--data-dir", "/d", "--max-sessions-per-token", "-1"); err == nil || !strings.Contains(err.Error(), "max-sessions-per-token") {
+		t.Fatalf("negative --max-sessions-per-token: %v", err)
+	}
+}
