@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
@@ -56,16 +58,32 @@ the same command restarts a node.`,
 }
 
 // runAgent runs one agent until ctx ends (SIGINT/SIGTERM), then shuts it down gracefully.
+// SIGHUP re-reads the TLS files.
 func runAgent(ctx context.Context, cfg config.Config, log hclog.Logger) error {
+	// Caught before the start, so that a SIGHUP during it does not kill the process.
+	hup := make(chan os.Signal, 1)
+	if sigs := reloadSignals(); len(sigs) > 0 {
+		signal.Notify(hup, sigs...)
+		defer signal.Stop(hup)
+	}
 	a, err := agent.Start(ctx, cfg, log, agent.Listeners{})
 	if err != nil {
 		return err
 	}
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case err := <-a.Errors():
-		log.Error("http server failed", "error", err)
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+			break wait
+		case err := <-a.Errors():
+			log.Error("http server failed", "error", err)
+			break wait
+		case <-hup:
+			if err := a.Reload(); err != nil {
+				log.Error("reload failed; kept what could not be read", "error", err)
+			}
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
