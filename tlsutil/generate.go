@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"net"
 	"os"
@@ -171,14 +172,14 @@ func (ca *CA) CertPEM() []byte {
 func (ca *CA) KeyPEM() ([]byte, error) { return encodeKey(ca.Key) }
 
 // WriteFiles writes a certificate (mode 0644) and its key (mode 0600). It refuses to replace
-// existing files unless overwrite is set.
+// existing files (an error wrapping fs.ErrExist) unless overwrite is set.
 func WriteFiles(certFile string, certPEM []byte, keyFile string, keyPEM []byte, overwrite bool) error {
 	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	if !overwrite {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_EXCL
 		for _, f := range []string{certFile, keyFile} {
 			if _, err := os.Stat(f); err == nil {
-				return fmt.Errorf("tlsutil: %s exists already (remove it, or overwrite on purpose)", f)
+				return fmt.Errorf("tlsutil: %s: %w", f, fs.ErrExist)
 			}
 		}
 	}
