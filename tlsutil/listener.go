@@ -17,7 +17,7 @@ type ListenerOptions struct {
 	// HandshakeTimeout bounds each handshake; default DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
 	// OnRefused, if set, is called (from the handshake's goroutine) for every connection whose
-	// handshake failed, before it is closed.
+	// handshake failed, before it is closed; not for handshakes that Close ended.
 	OnRefused func(remote net.Addr, err error)
 }
 
@@ -86,7 +86,8 @@ func (l *Listener) handshake(raw net.Conn) {
 	defer cancel()
 	tc := tls.Server(raw, l.cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
-		if l.opts.OnRefused != nil {
+		// A handshake that Close cut short refused nobody.
+		if l.opts.OnRefused != nil && l.ctx.Err() == nil {
 			l.opts.OnRefused(raw.RemoteAddr(), err)
 		}
 		raw.Close()

@@ -75,7 +75,7 @@ type clientFlags struct {
 func (f *clientFlags) register(cmd *cobra.Command, retry time.Duration) {
 	cmd.Flags().StringVar(&f.endpoints, "endpoints", "",
 		"comma-separated endpoints of the cluster, http:// or https:// (default $"+endpointsEnv+", else "+defaultEndpoints+
-			", https with a TLS flag); an endpoint without a scheme gets https when a TLS flag is given")
+			"); with a TLS flag below, the defaults and endpoints without a scheme use https")
 	cmd.Flags().DurationVar(&f.timeout, "request-timeout", client.DefaultRequestTimeout,
 		"timeout of one request to one endpoint")
 	cmd.Flags().DurationVar(&f.retry, "retry-timeout", retry,
