@@ -299,29 +299,62 @@ func TestJoinOverHTTPS(t *testing.T) {
 	c, k := write(ca, "n4")
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n4, err := agent.Start(ctx, newcomer("n4", c, k, files.CAFile), nil, agent.Listeners{})
+	cfg := newcomer("n4", c, k, files.CAFile)
+	cfg.LeaveOnShutdown = true
+	n4, err := agent.Start(ctx, cfg, nil, agent.Listeners{})
 	if err != nil {
 		t.Fatalf("join over HTTPS: %v", err)
 	}
 	defer n4.Kill()
 	hc := httpsClient(tlsConfig(t, files, true))
-	waitFor(t, "n4 to be a voter with its HTTP address", func() bool {
+	member := func() (m api.Member, present bool) {
+		// present is true while unknown, so that waiting for n4 to be gone asks again.
 		resp, err := hc.Get(dev.Endpoints()[0] + "/v1/cluster")
 		if err != nil {
-			return false
+			return api.Member{}, true
 		}
 		defer resp.Body.Close()
 		var cl api.Cluster
-		if json.NewDecoder(resp.Body).Decode(&cl) != nil {
-			return false
+		if json.NewDecoder(resp.Body).Decode(&cl) != nil || cl.Leader == "" {
+			return api.Member{}, true
 		}
 		for _, m := range cl.Members {
 			if m.ID == "n4" {
-				return m.Suffrage == "voter" && m.HTTPAddr == n4.HTTPAddr()
+				return m, true
 			}
 		}
-		return false
+		return api.Member{}, false
+	}
+	waitFor(t, "n4 to be a voter with its HTTP address", func() bool {
+		m, _ := member()
+		return m.Suffrage == "voter" && m.HTTPAddr == n4.HTTPAddr()
 	})
 	var s api.Session
 	post(t, hc, n4.Endpoint()+"/v1/sessions", api.CreateSessionRequest{TTL: "30s"}, &s)
+
+	// Leaving asks the leader over HTTPS too.
+	if err := n4.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with leave: %v", err)
+	}
+	waitFor(t, "n4 to leave the configuration", func() bool {
+		_, present := member()
+		return !present
+	})
+}
+
+func TestStartRefusesUnreadableTLSFiles(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.pem")
+	cfg := config.Default()
+	cfg.DataDir = filepath.Join(dir, "data")
+	cfg.HTTPAddr, cfg.RaftAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile = missing, missing, missing
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if a, err := agent.Start(ctx, cfg, nil, agent.Listeners{}); err == nil {
+		a.Kill()
+		t.Fatal("Start with missing TLS files succeeded")
+	} else if !strings.Contains(err.Error(), "missing.pem") {
+		t.Fatalf("the error does not name the file: %v", err)
+	}
 }
