@@ -80,6 +80,11 @@ func (f *clientFlags) register(cmd *cobra.Command, retry time.Duration) {
 		"timeout of one request to one endpoint")
 	cmd.Flags().DurationVar(&f.retry, "retry-timeout", retry,
 		"how long a request keeps trying other endpoints while the cluster is unreachable or has no leader")
+	f.registerTLS(cmd)
+}
+
+// registerTLS adds the TLS flags only.
+func (f *clientFlags) registerTLS(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.caFile, "ca-file", "",
 		"CA bundle (PEM) to verify https endpoints against, instead of the system's (default $"+caFileEnv+")")
 	cmd.Flags().StringVar(&f.certFile, "cert-file", "",
