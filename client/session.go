@@ -43,8 +43,9 @@ func WithLockDelay(d time.Duration) SessionOption {
 }
 
 // WithSafetyMargin sets how long before "last acknowledged renewal sent + TTL" the session
-// gives up its locks locally (default TTL/5). It must cover clock-rate differences and the
-// time the program needs to stop working under the lock.
+// gives up its locks locally (default TTL/5; zero or less means the default; it must be less
+// than TTL/2). It must cover clock-rate differences and the time the program needs to stop
+// working under the lock; see Session.SafetyMargin for the arithmetic.
 func WithSafetyMargin(d time.Duration) SessionOption {
 	return func(o *sessionOptions) { o.margin = d }
 }
@@ -149,6 +150,28 @@ func (s *Session) Err() error {
 	defer s.mu.Unlock()
 	return s.err
 }
+
+// SafetyMargin returns how long before the server could end the session this client stops
+// believing in it: the loss hooks run and Done closes at the local deadline, the send time of
+// the last acknowledged renewal + TTL − SafetyMargin, on this process's monotonic clock.
+//
+// Why that is early enough. Let S be the moment the client sent its last acknowledged renewal
+// (taken before the renewal joins its batch, so no later than any request the server saw)
+// and A ≥ S its arrival at the leader. The leader restarts the session's timer at the full
+// TTL at A, and acknowledges only after a majority of voters accepted its term in messages
+// sent after A, so a deposed leader cannot acknowledge a renewal; a leader elected later
+// restarts every timer at the full TTL once it has applied its term's barrier, after A. The
+// session (and with it its locks) therefore ends no earlier than A + TTL ≥ S + TTL, measured
+// by the leader's monotonic clock, and its locks are granted to others only by a log entry
+// committed after that. If the client's clock runs slow or the server's fast by a rate error
+// of at most ρ, the local deadline comes at least SafetyMargin − ρ·TTL before the earliest
+// end (ρ is about 1e-4 for an undisciplined quartz clock, far less under NTP). Clock offsets
+// do not matter (only durations on each side's own clock are compared) and network delay
+// only makes the bound more conservative. What remains of the margin is the time this
+// process has to act on the loss: the deadline timer firing late (scheduling, GC pauses),
+// the hooks, and the work under the lock stopping (the CLI's --grace must fit in it). A
+// process paused for longer than that is what fencing tokens are for.
+func (s *Session) SafetyMargin() time.Duration { return s.margin }
 
 // Deadline returns the local deadline: the session is considered lost from then on unless a
 // renewal sent before it is acknowledged.
