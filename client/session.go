@@ -163,14 +163,15 @@ func (s *Session) Err() error {
 // restarts every timer at the full TTL once it has applied its term's barrier, after A. The
 // session (and with it its locks) therefore ends no earlier than A + TTL ≥ S + TTL, measured
 // by the leader's monotonic clock, and its locks are granted to others only by a log entry
-// committed after that. If the client's clock runs slow or the server's fast by a rate error
-// of at most ρ, the local deadline comes at least SafetyMargin − ρ·TTL before the earliest
-// end (ρ is about 1e-4 for an undisciplined quartz clock, far less under NTP). Clock offsets
-// do not matter (only durations on each side's own clock are compared) and network delay
-// only makes the bound more conservative. What remains of the margin is the time this
-// process has to act on the loss: the deadline timer firing late (scheduling, GC pauses),
-// the hooks, and the work under the lock stopping (the CLI's --grace must fit in it). A
-// process paused for longer than that is what fencing tokens are for.
+// committed after that. With ρ the largest rate error of the client's and the servers'
+// clocks (within 100 ppm for a quartz crystal, 500 ppm under NTP), the local deadline comes
+// at least SafetyMargin − 2·ρ·TTL before the earliest end, so the margin must be at least
+// 2·ρ·TTL plus the time the holder needs to stop acting on the lock; the default, TTL/5,
+// leaves all but 0.1 % for that. Clock offsets do not matter (each side measures durations on
+// its own clock) and network delay only makes the bound more conservative. The time to stop
+// includes the deadline timer firing late (scheduling, GC pauses), the hooks, and the work
+// under the lock ending (the CLI's --grace must fit in it). A process paused for longer than
+// that is what fencing tokens are for. docs/safety.md gives the whole argument.
 func (s *Session) SafetyMargin() time.Duration { return s.margin }
 
 // Deadline returns the local deadline: the session is considered lost from then on unless a
