@@ -27,7 +27,8 @@ type Agent struct {
 	http   *httpapi.Server
 	httpLn net.Listener
 	// tls holds the node's certificate and CA; nil without TLS.
-	tls *tlsutil.Store
+	tls   *tlsutil.Store
+	audit *httpapi.AuditLog // nil without --audit-log
 
 	serveErr chan error
 	stopOnce sync.Once
@@ -71,6 +72,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Limits:       httpapi.Limits{MaxSessions: cfg.MaxSessions, MaxWaitersPerLock: cfg.MaxWaitersPerLock},
 		Logger:       log,
+		RateLimit:    cfg.RateLimit,
 	}
 	if store != nil {
 		peer := store.PeerClientConfig()
@@ -101,12 +103,22 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		ls.Raft.Close()
 		return nil, err
 	}
+	var audit *httpapi.AuditLog
+	if cfg.AuditLog != "" {
+		if audit, err = httpapi.OpenAuditLog(cfg.AuditLog); err != nil {
+			_ = node.Close()
+			ls.HTTP.Close()
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		apiCfg.AuditLog = audit
+	}
 	a := &Agent{
 		cfg:      cfg,
 		log:      log,
 		node:     node,
 		http:     httpapi.New(node, apiCfg),
 		tls:      store,
+		audit:    audit,
 		httpLn:   ls.HTTP,
 		serveErr: make(chan error, 1),
 	}
@@ -190,7 +202,7 @@ func (a *Agent) Shutdown(ctx context.Context) error {
 		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		httpErr := a.http.Shutdown(hctx)
 		cancel()
-		a.stopErr = errors.Join(leaveErr, httpErr, a.node.Shutdown(ctx))
+		a.stopErr = errors.Join(leaveErr, httpErr, a.closeAudit(), a.node.Shutdown(ctx))
 	})
 	return a.stopErr
 }
@@ -200,6 +212,15 @@ func (a *Agent) Shutdown(ctx context.Context) error {
 func (a *Agent) Kill() {
 	a.stopOnce.Do(func() {
 		a.http.Close()
+		_ = a.closeAudit()
 		_ = a.node.Close()
 	})
+}
+
+// closeAudit closes the audit log, if any, once the HTTP server has stopped writing to it.
+func (a *Agent) closeAudit() error {
+	if a.audit == nil {
+		return nil
+	}
+	return a.audit.Close()
 }

@@ -44,6 +44,12 @@ type Config struct {
 	ShutdownTimeout   time.Duration
 	LeaveOnShutdown   bool
 
+	// RateLimit is the write requests per second one client may send to this node (token
+	// bucket, burst twice the rate); 0 turns it off.
+	RateLimit float64
+	// AuditLog is the file that gets one JSON line per state-changing request; "" for none.
+	AuditLog string
+
 	// TLSCertFile and TLSKeyFile are this node's certificate and key (PEM); with them the API is
 	// HTTPS only and Raft, forwarding and join use mutual TLS.
 	TLSCertFile, TLSKeyFile string
@@ -113,6 +119,8 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("tls-ca-file", "", "CA bundle (PEM) other nodes' certificates (and clients', with --tls-verify-clients) must be signed by; required with --tls-cert-file")
 	fs.Bool("tls-verify-clients", false, "also require API clients to present a certificate signed by --tls-ca-file")
 	fs.String("tls-min-version", d.TLSMinVersion, "lowest TLS version accepted: 1.2 or 1.3")
+	fs.Float64("rate-limit", 0, "write requests per second one client (IP address) may send to this node, burst twice that; beyond it 429 with Retry-After, nothing applied (0: off)")
+	fs.String("audit-log", "", "append one JSON line per state-changing request received by this node to this file (fsynced every second)")
 }
 
 // Load reads the settings from fs (after parsing), RAFTLOCK_* environment variables and the
@@ -162,6 +170,8 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		TLSCAFile:          v.GetString("tls-ca-file"),
 		TLSVerifyClients:   v.GetBool("tls-verify-clients"),
 		TLSMinVersion:      v.GetString("tls-min-version"),
+		RateLimit:          v.GetFloat64("rate-limit"),
+		AuditLog:           v.GetString("audit-log"),
 	}
 	var err error
 	if c.InitialCluster, err = ParseMembers("initial-cluster", v.GetString("initial-cluster")); err != nil {
@@ -293,6 +303,9 @@ func (c *Config) Validate() error {
 		bad("--max-sessions and --max-waiters-per-lock must not be negative")
 	}
 	errs = append(errs, c.validateTLS()...)
+	if c.RateLimit < 0 || c.RateLimit > 1e6 {
+		bad("--rate-limit %v must lie between 0 (off) and 1000000 requests per second", c.RateLimit)
+	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)
 }

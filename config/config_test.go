@@ -89,6 +89,7 @@ func TestValidationNamesTheSetting(t *testing.T) {
 		{[]string{"--data-dir", "/d", "--tls-min-version", "1.1"}, "--tls-min-version"},
 		{[]string{"--data-dir", "/d", "--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--tls-ca-file", "ca.pem",
 			"--join", "http://127.0.0.1:7001"}, "over HTTPS"},
+		{[]string{"--data-dir", "/d", "--rate-limit", "-1"}, "--rate-limit"},
 	}
 	for _, tc := range cases {
 		_, err := load(t, tc.args...)

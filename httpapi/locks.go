@@ -23,12 +23,7 @@ func (s *Server) lockRoute(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	name, action := path, ""
-	if i := strings.LastIndexByte(path, '/'); i >= 0 && reservedActions[path[i+1:]] {
-		name, action = path[:i], path[i+1:]
-	} else if reservedActions[path] {
-		name, action = "", path
-	}
+	name, action := splitAction(path)
 	method := c.Request().Method
 	want := http.MethodGet
 	switch {
@@ -55,6 +50,17 @@ func (s *Server) lockRoute(c echo.Context) error {
 		return s.check(c, name)
 	}
 	return s.getLock(c, name)
+}
+
+// splitAction splits a decoded lock path into the lock's name and its action (acquire, release,
+// check, or "" for the lock itself).
+func splitAction(path string) (name, action string) {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 && reservedActions[path[i+1:]] {
+		return path[:i], path[i+1:]
+	} else if reservedActions[path] {
+		return "", path
+	}
+	return path, ""
 }
 
 // lockPath is the request path after /v1/locks/, percent-decoded exactly once from what arrived

@@ -70,6 +70,12 @@ type Config struct {
 	ForwardTLS *tls.Config
 	// Logger receives request errors; default discards.
 	Logger hclog.Logger
+	// RateLimit is the write requests per second one client (IP address) may send to this
+	// node, with a burst of twice that; 0 turns the limit off.
+	RateLimit float64
+	// AuditLog, if set, gets an entry for every state-changing request this node receives
+	// from a client. The caller closes it after the server.
+	AuditLog *AuditLog
 }
 
 // Server serves the v1 API for one node.
@@ -161,6 +167,12 @@ func (s *Server) routes() *echo.Echo {
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true, LogErrorFunc: s.logPanic}))
 	e.Use(s.metrics.middleware)
 	e.Use(s.headers)
+	if s.cfg.AuditLog != nil {
+		e.Use(s.audit)
+	}
+	if s.cfg.RateLimit > 0 {
+		e.Use(s.rateLimit(s.cfg.RateLimit))
+	}
 	e.Use(middleware.BodyLimit(strconv.FormatInt(s.cfg.MaxBodyBytes, 10) + "B"))
 
 	v1 := e.Group("/v1")

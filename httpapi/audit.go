@@ -1,0 +1,164 @@
+package httpapi
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/raftlock/raftlock/api"
+)
+
+// AuditEntry is one line of the audit log: a state-changing request as the node that received
+// it answered it. It never holds a secret or a request body.
+type AuditEntry struct {
+	Time       string `json:"time"`
+	Node       string `json:"node"`
+	Remote     string `json:"remote"`
+	AccessorID string `json:"accessor_id"`
+	Method     string `json:"method"`
+	Path       string `json:"path"`
+	Lock       string `json:"lock,omitempty"`
+	Status     int    `json:"status"`
+}
+
+// AuditLog appends audit entries as JSON lines to a file and syncs it at least once a second.
+type AuditLog struct {
+	mu     sync.Mutex
+	f      *os.File
+	w      *bufio.Writer
+	dirty  bool
+	err    error // the first write or sync error, reported by Close
+	stop   chan struct{}
+	done   chan struct{}
+	closed bool
+}
+
+// auditSyncInterval is how often buffered entries are written and fsynced.
+const auditSyncInterval = time.Second
+
+// OpenAuditLog opens (or creates, mode 0600) path for appending audit entries.
+func OpenAuditLog(path string) (*AuditLog, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: audit log: %w", err)
+	}
+	l := &AuditLog{f: f, w: bufio.NewWriter(f), stop: make(chan struct{}), done: make(chan struct{})}
+	go l.syncLoop()
+	return l, nil
+}
+
+// Write appends one entry; it reaches the disk within auditSyncInterval.
+func (l *AuditLog) Write(e AuditEntry) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return // every field is a string or an int
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	b = append(b, '\n')
+	if _, err := l.w.Write(b); err != nil && l.err == nil {
+		l.err = err
+	}
+	l.dirty = true
+}
+
+func (l *AuditLog) syncLoop() {
+	defer close(l.done)
+	t := time.NewTicker(auditSyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			l.mu.Lock()
+			l.syncLocked()
+			l.mu.Unlock()
+		}
+	}
+}
+
+// syncLocked writes the buffered entries and fsyncs the file if anything was written.
+func (l *AuditLog) syncLocked() {
+	if !l.dirty {
+		return
+	}
+	l.dirty = false
+	err := l.w.Flush()
+	if err == nil {
+		err = l.f.Sync()
+	}
+	if err != nil && l.err == nil {
+		l.err = err
+	}
+}
+
+// Close writes and syncs what is buffered and closes the file.
+func (l *AuditLog) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	close(l.stop)
+	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dirty = true
+	l.syncLocked()
+	return errors.Join(l.err, l.f.Close())
+}
+
+// audit records every state-changing request this node received from a client (not one
+// forwarded by another node, which recorded it), with the status it was answered.
+func (s *Server) audit(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if req.Method == http.MethodGet || req.Method == http.MethodHead || req.Method == http.MethodOptions ||
+			req.Header.Get(api.HeaderForwarded) != "" {
+			return next(c)
+		}
+		err := next(c)
+		if err != nil {
+			c.Error(err) // answer now, so that the entry has the status the client got
+		}
+		e := AuditEntry{
+			Time:   time.Now().UTC().Format(time.RFC3339),
+			Node:   s.node.ID(),
+			Remote: remoteHost(req),
+			Method: req.Method,
+			Path:   req.URL.Path,
+			Status: c.Response().Status,
+		}
+		if p, ok := strings.CutPrefix(req.URL.EscapedPath(), "/v1/locks/"); ok && p != "" {
+			if name, perr := lockPath(req); perr == nil {
+				e.Lock, _ = splitAction(name)
+			}
+		}
+		s.cfg.AuditLog.Write(e)
+		return nil
+	}
+}
+
+// remoteHost is the client's address as the connection shows it; headers such as
+// X-Forwarded-For, which a client may set freely, are not believed.
+func remoteHost(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
+}
