@@ -18,10 +18,27 @@ type Linearizability struct {
 	info   porcupine.LinearizationInfo
 }
 
-// sessionNames numbers session ids densely for the model; 0 stays "none".
+// sessionNames numbers session ids densely for the model; 0 stays "none". Sessions of the Go
+// client (foreign: their requests are not recorded) get numbers with foreignBit set.
 type sessionNames struct {
-	ids   map[string]uint32
-	names []string
+	ids     map[string]uint32
+	names   []string
+	foreign map[string]bool
+}
+
+func newSessionNames(ops []history.Op) *sessionNames {
+	return &sessionNames{ids: map[string]uint32{}, foreign: clientSessions(ops)}
+}
+
+// clientSessions are the sessions created through the Go client.
+func clientSessions(ops []history.Op) map[string]bool {
+	out := map[string]bool{}
+	for _, op := range ops {
+		if (op.Kind == history.ClientSession || op.Kind == history.Believe) && op.Session != "" {
+			out[op.Session] = true
+		}
+	}
+	return out
 }
 
 func (n *sessionNames) id(s string) uint32 {
@@ -33,15 +50,22 @@ func (n *sessionNames) id(s string) uint32 {
 	}
 	n.names = append(n.names, s)
 	id := uint32(len(n.names))
+	if n.foreign[s] {
+		id |= foreignBit
+	}
 	n.ids[s] = id
 	return id
 }
 
 func (n *sessionNames) name(id uint32) string {
-	if id == 0 || int(id) > len(n.names) {
+	k := int(id &^ foreignBit)
+	if id == 0 || id == anyHolder || k > len(n.names) {
 		return "-"
 	}
-	return shortID(n.names[id-1])
+	if isForeign(id) {
+		return "client:" + shortID(n.names[k-1])
+	}
+	return shortID(n.names[k-1])
 }
 
 // CheckLinearizable checks lock operations with porcupine, one partition per lock. Destroys of
@@ -52,7 +76,7 @@ func (n *sessionNames) name(id uint32) string {
 // after that it cannot.
 func CheckLinearizable(ops []history.Op, cfg Config) *Linearizability {
 	res := newResult("linearizable")
-	names := &sessionNames{ids: map[string]uint32{}}
+	names := newSessionNames(ops)
 	pops := toPorcupine(ops, names)
 	model := lockModel(names.name, lastReturns(pops), attemptReturns(pops))
 	l := &Linearizability{model: model}

@@ -17,10 +17,12 @@ type Case struct {
 	Run func() Result
 }
 
-// Session ids of the synthetic histories.
+// Session ids of the synthetic histories; c1 and c2 are sessions of the Go client.
 const (
 	s1 = "aaaaaaaa111111111111111111111111"
 	s2 = "bbbbbbbb222222222222222222222222"
+	c1 = "cccccccc111111111111111111111111"
+	c2 = "dddddddd222222222222222222222222"
 )
 
 // ms converts milliseconds to run-clock nanoseconds.
@@ -40,6 +42,11 @@ func (b *syn) add(op history.Op, inv, comp int64) *syn {
 
 func (b *syn) create(s string, inv, comp int64) *syn {
 	return b.add(history.Op{Kind: history.CreateSession, Session: s, TTLNS: int64(2 * time.Second)}, inv, comp)
+}
+
+// clientSession is a session created through the Go client, whose requests are not recorded.
+func (b *syn) clientSession(s string, inv, comp int64) *syn {
+	return b.add(history.Op{Kind: history.ClientSession, Session: s, TTLNS: int64(2 * time.Second)}, inv, comp)
 }
 
 func (b *syn) acquire(s, lock string, tok uint64, inv, comp int64) *syn {
@@ -186,6 +193,14 @@ func linearizableCases() []Case {
 			acquire(s2, "a", 5, 0, 10).cancel(s1, "a", "t1", 5, 20, 30))},
 		{"linearizable: refused as held while free", false, lin((&syn{}).
 			acquire(s1, "a", 5, 0, 10).release(s1, "a", 5, history.OK, 20, 30).held(s2, "a", s1, 5, 40, 50))},
+		{"linearizable: a Go-client session takes and leaves the lock between raw holders, unrecorded", true, lin((&syn{}).
+			clientSession(c1, 0, 5).acquire(s1, "a", 5, 10, 20).release(s1, "a", 5, history.OK, 30, 40).
+			read("a", c1, 7, 50, 60).held(s2, "a", c1, 7, 70, 80).acquire(s2, "a", 9, 90, 100))},
+		{"linearizable: a Go-client session seen holding while a raw holder lives", false, lin((&syn{}).
+			clientSession(c1, 0, 5).acquire(s1, "a", 5, 10, 20).read("a", c1, 7, 30, 40).renew(s1, history.OK, 50, 60).
+			release(s1, "a", 5, history.OK, 70, 80))},
+		{"linearizable: a Go-client session seen under a token older than a grant before it", false, lin((&syn{}).
+			clientSession(c1, 0, 5).acquire(s1, "a", 9, 10, 20).release(s1, "a", 9, history.OK, 30, 40).read("a", c1, 7, 50, 60))},
 	}
 }
 
@@ -208,6 +223,12 @@ func fencingCases() []Case {
 		{"fencing: two writers under one token", false, with((&syn{}).acquire(s1, "a", 5, 0, 10).read("a", s2, 5, 11, 12).
 			write(s1, "a", 5, true, 13, 14).write(s2, "a", 5, true, 15, 16), CheckFencing)},
 		{"fencing: client pauses but nothing stale was rejected", false, cfgStale(stale())},
+		{"fencing: a stale write accepted by a resource that does not check tokens is not judged here", true, cfgStale(stale().
+			write(s1, "a", 5, false, 4000, 4001).
+			add(history.Op{Kind: history.Write, Session: s1, Lock: "a", Token: 5, Unchecked: true}, 4002, 4003))},
+		{"fencing: a Go-client worker writes under the token it believed it was granted", true, with((&syn{}).
+			clientSession(c1, 0, 5).add(history.Op{Kind: history.Believe, Session: c1, Lock: "a", OutToken: 7}, 10, 50).
+			write(c1, "a", 7, true, 20, 21), CheckFencing)},
 	}
 }
 

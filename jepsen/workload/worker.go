@@ -36,6 +36,14 @@ type Config struct {
 	// CrashRatio is the probability that a worker crashes as it is granted a lock: it drops
 	// its session, without releasing the lock or destroying the session, which then expires.
 	CrashRatio float64
+	// ClientWorkers is how many of the Workers hold locks through the Go client (see
+	// ClientWorker) instead of raw HTTP requests; an observer per lock then follows its
+	// holders through client.Client.Observe.
+	ClientWorkers int
+	// IgnoreDone makes the client workers ignore the end of their holds' contexts: they go on
+	// believing they hold a lock after their session is gone (a self-test the belief checker
+	// must flag).
+	IgnoreDone bool
 	// Seed makes each worker's choices reproducible.
 	Seed int64
 }
@@ -49,6 +57,8 @@ type Workload struct {
 	pauses chan time.Duration
 	// crashes counts the workers that crashed holding a lock (see Config.CrashRatio).
 	crashes atomic.Int64
+	// cuts counts the client workers cut off from the cluster as they were granted a lock.
+	cuts atomic.Int64
 }
 
 // New returns a workload over the endpoints, recording into rec and writing to res.
@@ -59,6 +69,9 @@ func New(cfg Config, rec *history.Recorder, endpoints []Endpoint, res *Resource)
 
 // Crashes returns how many times a worker crashed holding a lock.
 func (wl *Workload) Crashes() int64 { return wl.crashes.Load() }
+
+// Cuts returns how many times a client worker was cut off from the cluster holding a lock.
+func (wl *Workload) Cuts() int64 { return wl.cuts.Load() }
 
 // Client is the workload's HTTP client.
 func (wl *Workload) Client() *Client { return wl.c }
@@ -75,12 +88,36 @@ func (wl *Workload) PauseHolder(d time.Duration) bool {
 	}
 }
 
-// Run runs the workers until stop is closed, then lets each release what it holds and destroy
-// its session, and returns when all are done. ctx aborts requests in flight; it should outlive
-// stop by a few TTLs.
-func (wl *Workload) Run(ctx context.Context, stop <-chan struct{}) {
+// Run runs the workers (the last ClientWorkers of them through the Go client) until stop is
+// closed, then lets each release what it holds and destroy its session, and returns when all
+// are done. ctx aborts requests in flight; it should outlive stop by a few TTLs. An error means
+// a client worker could not be set up; the workers already started have then stopped too.
+func (wl *Workload) Run(ctx context.Context, stop <-chan struct{}) error {
+	raw := wl.cfg.Workers - wl.cfg.ClientWorkers
+	var cws []*ClientWorker
+	for i := raw; i < wl.cfg.Workers; i++ {
+		w, err := wl.newClientWorker(i, i-raw, wl.c.Endpoints())
+		if err != nil {
+			for _, w := range cws {
+				w.close()
+			}
+			return err
+		}
+		cws = append(cws, w)
+	}
 	var wg sync.WaitGroup
-	for i := 0; i < wl.cfg.Workers; i++ {
+	defer wg.Wait()
+	for _, w := range cws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.run(ctx, stop)
+		}()
+	}
+	if wl.cfg.ClientWorkers > 0 {
+		wl.observe(ctx, stop, &wg)
+	}
+	for i := 0; i < raw; i++ {
 		w := &Worker{id: i, cfg: wl.cfg, c: wl.c, res: wl.res, rec: wl.rec, pauses: wl.pauses, crashes: &wl.crashes,
 			rng: rand.New(rand.NewSource(wl.cfg.Seed*1000 + int64(i)))}
 		wg.Add(1)
@@ -89,7 +126,7 @@ func (wl *Workload) Run(ctx context.Context, stop <-chan struct{}) {
 			w.run(ctx, stop)
 		}()
 	}
-	wg.Wait()
+	return nil
 }
 
 // Worker is one client: a loop over sessions and locks.
