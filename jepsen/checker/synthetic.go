@@ -152,6 +152,7 @@ func SyntheticCases() []Case {
 	cases = append(cases, expiryCases()...)
 	cases = append(cases, livenessCases()...)
 	cases = append(cases, convergenceCases()...)
+	cases = append(cases, beliefCases()...)
 	return cases
 }
 
@@ -317,5 +318,52 @@ func convergenceCases() []Case {
 			(&syn{}).final(s1, "a", 5, true, 0, 10))},
 		{"convergence: a node lost the final grant", false, conv([]NodeState{node("n1", 7, lock), node("n2", 7, other)},
 			(&syn{}).final(s1, "a", 5, true, 0, 10))},
+	}
+}
+
+// believe is a Go-client worker's belief that s held lock under tok from inv to comp.
+func (b *syn) believe(s, lock string, tok uint64, inv, comp int64, detail string) *syn {
+	return b.add(history.Op{Kind: history.Believe, Session: s, Lock: lock, OutToken: tok, API: "lock", Detail: detail}, inv, comp)
+}
+
+// clientLock is a Go-client call that took lock under tok.
+func (b *syn) clientLock(s, lock string, tok uint64, inv, comp int64) *syn {
+	return b.add(history.Op{Kind: history.ClientAcquire, Session: s, Lock: lock, OutToken: tok, API: "lock"}, inv, comp)
+}
+
+// clientHandover is c1 holding "a" under token 7 from 20 to 100, then c2 under 9 from 130 to
+// 200, with a raw holder s1 before them.
+func clientHandover() *syn {
+	return (&syn{}).clientSession(c1, 0, 5).clientSession(c2, 0, 5).
+		acquire(s1, "a", 5, 0, 5).release(s1, "a", 5, history.OK, 6, 8).
+		clientLock(c1, "a", 7, 10, 20).believe(c1, "a", 7, 20, 100, "unlock began").
+		read("a", c1, 7, 40, 50).
+		clientLock(c2, "a", 9, 90, 130).believe(c2, "a", 9, 130, 200, "unlock began").
+		add(history.Op{Kind: history.Observe, Process: 50, Lock: "a", Held: true, OutSession: c1, OutToken: 7}, 0, 60).
+		add(history.Op{Kind: history.Observe, Process: 50, Lock: "a", Held: true, OutSession: c2, OutToken: 9}, 30, 140)
+}
+
+func beliefCases() []Case {
+	return []Case{
+		{"belief: holds pass from one client session to the next", true, with(clientHandover(), CheckBelief)},
+		{"belief: a write inside the writer's belief", true, with(clientHandover().
+			add(history.Op{Kind: history.Write, Session: c1, Lock: "a", Token: 7, Unchecked: true}, 60, 61), CheckBelief)},
+		{"belief: two client sessions believe at once", false, with(clientHandover().
+			clientLock(c1, "b", 11, 300, 310).believe(c1, "b", 11, 310, 400, "context done: session deadline passed").
+			clientLock(c2, "b", 12, 320, 390).believe(c2, "b", 12, 390, 450, "unlock began"), CheckBelief)},
+		{"belief: the server shows another holder inside a belief", false, with(clientHandover().
+			clientLock(c1, "b", 11, 300, 310).believe(c1, "b", 11, 310, 400, "context done: session deadline passed").
+			read("b", s2, 13, 350, 360), CheckBelief)},
+		{"belief: the server shows the lock free inside a belief", false, with(clientHandover().
+			clientLock(c1, "b", 11, 300, 310).believe(c1, "b", 11, 310, 400, "context done: session deadline passed").
+			read("b", "", 0, 350, 360), CheckBelief)},
+		{"belief: a belief outlives a higher token granted to another (Lock reports a lost hold)", false, with(clientHandover().
+			clientLock(c1, "b", 11, 300, 310).believe(c1, "b", 11, 310, 400, "context done: session deadline passed").
+			acquire(s2, "b", 13, 3000, 3010).
+			clientLock(c1, "b", 11, 4000, 4001).believe(c1, "b", 11, 4001, 4001, "context done: session deadline passed"), CheckBelief)},
+		{"belief: an observer told of an older leader after a newer one", false, with(clientHandover().
+			add(history.Op{Kind: history.Observe, Process: 50, Lock: "a", Held: true, OutSession: c1, OutToken: 7}, 140, 210), CheckBelief)},
+		{"belief: a client worker writes without believing it holds", false, with(clientHandover().
+			add(history.Op{Kind: history.Write, Session: c1, Lock: "a", Token: 7, Unchecked: true}, 110, 111), CheckBelief)},
 	}
 }
