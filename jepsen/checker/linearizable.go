@@ -77,7 +77,7 @@ func (n *sessionNames) name(id uint32) string {
 func CheckLinearizable(ops []history.Op, cfg Config) *Linearizability {
 	res := newResult("linearizable")
 	names := newSessionNames(ops)
-	pops := toPorcupine(ops, names)
+	pops := toPorcupine(ops, names, cfg)
 	model := lockModel(names.name, lastReturns(pops), attemptReturns(pops))
 	l := &Linearizability{model: model}
 	if len(pops) == 0 {
@@ -139,7 +139,8 @@ func reportIllegal(res *Result, parts [][]porcupine.Operation, partials [][][]po
 }
 
 // toPorcupine converts the history to porcupine operations.
-func toPorcupine(ops []history.Op, names *sessionNames) []porcupine.Operation {
+func toPorcupine(ops []history.Op, names *sessionNames, cfg Config) []porcupine.Operation {
+	waited := waitedReads(ops, cfg)
 	var horizon int64
 	sessionsOf := map[string]map[string]bool{} // lock -> sessions that acted on it
 	deaths := map[string][]int64{}             // session -> completion times proving its end
@@ -202,11 +203,15 @@ func toPorcupine(ops []history.Op, names *sessionNames) []porcupine.Operation {
 	}
 	var out []porcupine.Operation
 	add := func(op history.Op, lock string, o lockOutput) {
+		call := op.Invoke
+		if t, ok := waited[op.ID]; ok {
+			call = t
+		}
 		out = append(out, porcupine.Operation{
 			ClientId: clients[op.Process],
-			Input: lockInput{lock: lock, call: op.Invoke, kind: op.Kind, session: names.id(op.Session), token: op.Token,
+			Input: lockInput{lock: lock, call: call, kind: op.Kind, session: names.id(op.Session), token: op.Token,
 				attempt: attemptID(op)},
-			Call:     op.Invoke,
+			Call:     call,
 			Output:   o,
 			Return:   ret(op, o),
 			Metadata: op,
@@ -235,6 +240,42 @@ func toPorcupine(ops []history.Op, names *sessionNames) []porcupine.Operation {
 		}
 	}
 	segmentOps(out)
+	return out
+}
+
+// waitedReads returns, by op ID, the earliest instant at which each blocking read that waited
+// its whole wait can have been answered. A blocking read is a read whose linearization point
+// lies between its invocation and its completion; one that found no change (its modify_index
+// not above its index) was held by the server until the wait elapsed, on the server's clock,
+// which began after the invocation: its answer is the lock's state at or after invocation +
+// wait·(1 − ClockRateError). That is what catches a node that answers a long wait from a state
+// it stopped applying when it was deposed. A node that stops gracefully ends waits early, so
+// reads that meet a restart or restart-all fault keep the plain interval, as do reads answered
+// before the wait could have elapsed.
+func waitedReads(ops []history.Op, cfg Config) map[int]int64 {
+	var stops []history.Interval
+	for _, f := range history.Faults(ops) {
+		if f.Fault == FaultRestart || f.Fault == FaultRestartAll {
+			stops = append(stops, f)
+		}
+	}
+	out := map[int]int64{}
+	for _, op := range ops {
+		if op.Kind != history.Read || op.Type != history.OK || op.WaitNS <= 0 || op.OutIndex > op.Index {
+			continue
+		}
+		at := op.Invoke + int64(float64(op.WaitNS)*(1-cfg.ClockRateError))
+		if at > op.Complete {
+			continue
+		}
+		near := false
+		for _, f := range stops {
+			near = near || f.Start <= op.Complete && op.Invoke <= f.End
+		}
+		if !near {
+			out[op.ID] = at
+		}
+	}
 	return out
 }
 

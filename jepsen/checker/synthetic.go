@@ -85,6 +85,12 @@ func (b *syn) read(lock, holder string, tok uint64, inv, comp int64) *syn {
 	return b.add(history.Op{Kind: history.Read, Lock: lock, Held: holder != "", OutSession: holder, OutToken: tok}, inv, comp)
 }
 
+// watch is a blocking read from index, waiting up to wait, that answered holder/tok at out.
+func (b *syn) watch(lock string, index uint64, wait time.Duration, holder string, tok, out uint64, inv, comp int64) *syn {
+	return b.add(history.Op{Kind: history.Read, Lock: lock, Index: index, WaitNS: int64(wait), Held: holder != "",
+		OutSession: holder, OutToken: tok, OutIndex: out}, inv, comp)
+}
+
 func (b *syn) renew(s string, typ history.Type, inv, comp int64) *syn {
 	op := history.Op{Kind: history.Renew, Type: typ, Session: s}
 	if typ == history.Fail {
@@ -194,6 +200,16 @@ func linearizableCases() []Case {
 			acquire(s2, "a", 5, 0, 10).cancel(s1, "a", "t1", 5, 20, 30))},
 		{"linearizable: refused as held while free", false, lin((&syn{}).
 			acquire(s1, "a", 5, 0, 10).release(s1, "a", 5, history.OK, 20, 30).held(s2, "a", s1, 5, 40, 50))},
+		{"linearizable: a blocking read answers a change during its wait", true, lin((&syn{}).
+			acquire(s1, "a", 5, 0, 10).watch("a", 5, time.Second, "", 0, 6, 20, 120).release(s1, "a", 5, history.OK, 100, 110))},
+		{"linearizable: a blocking read that waited its whole wait answers the state at its end", true, lin((&syn{}).
+			acquire(s1, "a", 5, 0, 10).watch("a", 5, time.Second, s1, 5, 5, 20, 1030).release(s1, "a", 5, history.OK, 1040, 1050))},
+		{"linearizable: a blocking read that waited its whole wait answers a state older than its end", false, lin((&syn{}).
+			acquire(s1, "a", 5, 0, 10).watch("a", 5, time.Second, s1, 5, 5, 20, 1030).release(s1, "a", 5, history.OK, 100, 110))},
+		{"linearizable: a node stopping gracefully ends a blocking read's wait early", true, lin((&syn{}).
+			acquire(s1, "a", 5, 0, 10).watch("a", 5, time.Second, s1, 5, 5, 20, 1030).release(s1, "a", 5, history.OK, 100, 110).
+			add(history.Op{Process: -1, Kind: history.Nemesis, Fault: FaultRestart, Action: history.ActionStart, FaultID: 1}, 50, 60).
+			add(history.Op{Process: -1, Kind: history.Nemesis, Fault: FaultRestart, Action: history.ActionStop, FaultID: 1}, 900, 1100))},
 		{"linearizable: a Go-client session takes and leaves the lock between raw holders, unrecorded", true, lin((&syn{}).
 			clientSession(c1, 0, 5).acquire(s1, "a", 5, 10, 20).release(s1, "a", 5, history.OK, 30, 40).
 			read("a", c1, 7, 50, 60).held(s2, "a", c1, 7, 70, 80).acquire(s2, "a", 9, 90, 100))},

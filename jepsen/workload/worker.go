@@ -33,6 +33,10 @@ type Config struct {
 	MaxHold time.Duration
 	// ReadRatio is the probability a holder reads the lock before writing.
 	ReadRatio float64
+	// BlockingReadRatio is the probability that a raw worker, before taking a lock, watches
+	// one with a blocking read (?index=&wait=) from the last modify_index it read, for up to
+	// MaxWait.
+	BlockingReadRatio float64
 	// CrashRatio is the probability that a worker crashes as it is granted a lock: it drops
 	// its session, without releasing the lock or destroying the session, which then expires.
 	CrashRatio float64
@@ -140,6 +144,8 @@ type Worker struct {
 	crashes *atomic.Int64
 	rng     *rand.Rand
 	tries   int // acquires sent, to name each one's attempt
+	// indexes is the last modify_index read of each lock, where a blocking read starts.
+	indexes map[string]uint64
 }
 
 // pick chooses the node for the next request.
@@ -193,6 +199,10 @@ func (w *Worker) run(ctx context.Context, stop <-chan struct{}) {
 				return
 			}
 		}
+		if w.rng.Float64() < w.cfg.BlockingReadRatio {
+			w.watch(ctx)
+			continue
+		}
 		lock := w.cfg.Locks[w.rng.Intn(len(w.cfg.Locks))]
 		var wait time.Duration
 		if w.rng.Float64() < 0.6 {
@@ -229,6 +239,37 @@ func (w *Worker) run(ctx context.Context, stop <-chan struct{}) {
 	}
 }
 
+// watch waits for a change of a lock with a blocking read from the last modify_index the worker
+// read of it (reading it first if it has none).
+func (w *Worker) watch(ctx context.Context) {
+	lock := w.cfg.Locks[w.rng.Intn(len(w.cfg.Locks))]
+	index, ok := w.indexes[lock]
+	if !ok {
+		w.read(ctx, lock)
+		if index, ok = w.indexes[lock]; !ok {
+			return
+		}
+	}
+	op := w.c.ReadBlocking(ctx, w.pick(w.rng), w.id, lock, index, 100*time.Millisecond+w.jitter(w.cfg.MaxWait))
+	w.learn(op)
+}
+
+// read reads the lock and remembers its modify_index.
+func (w *Worker) read(ctx context.Context, lock string) {
+	w.learn(w.c.Read(ctx, w.pick(w.rng), w.id, lock))
+}
+
+// learn remembers the modify_index a read answered.
+func (w *Worker) learn(op history.Op) {
+	if op.Type != history.OK {
+		return
+	}
+	if w.indexes == nil {
+		w.indexes = map[string]uint64{}
+	}
+	w.indexes[op.Lock] = max(w.indexes[op.Lock], op.OutIndex)
+}
+
 // cancel cancels the attempt of a lost acquire until the cancel's outcome is definite, and
 // releases a grant it reports. It returns false when the session must be abandoned instead.
 func (w *Worker) cancel(ctx context.Context, stop <-chan struct{}, s *session, lock, attempt string) bool {
@@ -256,7 +297,7 @@ func (w *Worker) cancel(ctx context.Context, stop <-chan struct{}, s *session, l
 // release. It returns false when the session must be abandoned.
 func (w *Worker) hold(ctx context.Context, stop <-chan struct{}, s *session, lock string, token uint64) bool {
 	if w.rng.Float64() < w.cfg.ReadRatio {
-		w.c.Read(ctx, w.pick(w.rng), w.id, lock)
+		w.read(ctx, lock)
 	}
 	w.maybePause(ctx, s, lock, token)
 	w.res.Write(w.id, lock, s.id, token, fmt.Sprintf("worker-%d", w.id))
