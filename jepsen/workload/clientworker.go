@@ -337,7 +337,7 @@ func (w *ClientWorker) hold(ctx context.Context, stop <-chan struct{}, s *client
 	}
 	b.finish(w.rec.Now(), why+" began")
 	detail := ""
-	lostKept = lost && h.m != nil && w.rng.Intn(2) == 0
+	lostKept = lost && h.m != nil && !w.cfg.IgnoreDone && w.rng.Intn(2) == 0
 	if lostKept {
 		detail = "; lost, not unlocked"
 	} else {
