@@ -67,9 +67,10 @@ func scenarios() []scenario {
 		// Holders crash and leave their sessions to expire; while a lock-delay is in force,
 		// leadership moves to a node whose clock is 10s off (the default skew): the delay must
 		// last across it. A build whose new leader ended delays by its wall clock failed here in
-		// two of three runs.
+		// two of three runs. Only the raw half of the workers' holders are judged by expiry, so
+		// they crash twice as often as the 5% that was enough when all workers were raw.
 		{"crash-clock", func(c *Config) {
-			c.Faults, c.Seed, c.CrashRatio, c.LockDelay = []string{nemesis.Clock}, 19, 0.05, 3*time.Second
+			c.Faults, c.Seed, c.CrashRatio, c.LockDelay = []string{nemesis.Clock}, 19, 0.1, 3*time.Second
 		}, func(t *testing.T, rep *Report, ops []history.Op) {
 			expectFault(nemesis.Clock)(t, rep, ops)
 			expectDelayedHandoffs(t, rep, "crashed holders")

@@ -191,7 +191,9 @@ func (w *ClientWorker) newHolder(s *client.Session, lock string) *holder {
 func (w *ClientWorker) chunk() time.Duration { return max(w.cfg.TTL, w.cfg.MaxWait/2) }
 
 // acquire calls Lock, TryLock or Campaign and records the call.
-func (w *ClientWorker) acquire(ctx context.Context, stop <-chan struct{}, s *client.Session, lock string, h *holder, detail string) bool {
+// It returns whether the call succeeded, and the token Token gave right after it (0 if the hold
+// was already forgotten, its session lost).
+func (w *ClientWorker) acquire(ctx context.Context, stop <-chan struct{}, s *client.Session, lock string, h *holder, detail string) (bool, uint64) {
 	op := history.Op{Process: w.id, Kind: history.ClientAcquire, Lock: lock, Session: s.ID(), API: h.api, Detail: detail}
 	var cctx context.Context
 	var cancel context.CancelFunc
@@ -232,7 +234,7 @@ func (w *ClientWorker) acquire(ctx context.Context, stop <-chan struct{}, s *cli
 		op.Type, op.Error = history.Info, err.Error()
 	}
 	w.rec.Add(op)
-	return err == nil
+	return err == nil, op.OutToken
 }
 
 func (h *holder) token() uint64 {
@@ -254,14 +256,15 @@ func (h *holder) context() context.Context {
 // must not report a lock it cannot hold.
 func (w *ClientWorker) take(ctx context.Context, stop <-chan struct{}, s *client.Session, lock string) {
 	h := w.newHolder(s, lock)
-	if !w.acquire(ctx, stop, s, lock, h, "") {
+	ok, token := w.acquire(ctx, stop, s, lock, h, "")
+	if !ok {
 		w.sleep(stop, w.jitter(50*time.Millisecond))
 		return
 	}
 	// Asking again at once, or later, once the server may have handed the lock on.
-	if w.hold(ctx, stop, s, lock, h) && w.sleep(stop, w.jitter(2*w.cfg.TTL)) {
-		if w.acquire(ctx, stop, s, lock, h, "asked again after losing the lock, without Unlock") {
-			w.hold(ctx, stop, s, lock, h)
+	if w.hold(ctx, stop, s, lock, h, token) && w.sleep(stop, w.jitter(2*w.cfg.TTL)) {
+		if ok, token := w.acquire(ctx, stop, s, lock, h, "asked again after losing the lock, without Unlock"); ok {
+			w.hold(ctx, stop, s, lock, h, token)
 		}
 	}
 }
@@ -287,11 +290,10 @@ func (b *belief) finish(t int64, why string) {
 // hold works under a granted lock: maybe read it, maybe stop (a client pause) or lose the
 // network, write to the resource under the token, keep it a while, give it back. From the
 // moment the call returned until its context is done or Unlock begins, the worker believes it
-// holds the lock (with Config.IgnoreDone, until Unlock begins). It reports whether the hold
+// holds the lock under token (with Config.IgnoreDone, until Unlock begins). It reports whether the hold
 // ended because the session was lost and the worker, half the time, did not Unlock the Mutex.
-func (w *ClientWorker) hold(ctx context.Context, stop <-chan struct{}, s *client.Session, lock string, h *holder) (lostKept bool) {
+func (w *ClientWorker) hold(ctx context.Context, stop <-chan struct{}, s *client.Session, lock string, h *holder, token uint64) (lostKept bool) {
 	start := w.rec.Now()
-	token := h.token()
 	holdCtx := h.context()
 	b := &belief{ended: make(chan struct{})}
 	if !w.cfg.IgnoreDone {
@@ -337,15 +339,18 @@ func (w *ClientWorker) hold(ctx context.Context, stop <-chan struct{}, s *client
 	}
 	b.finish(w.rec.Now(), why+" began")
 	detail := ""
+	if token == 0 {
+		detail = "; token unknown: the hold was forgotten, its session lost, as the call returned"
+	}
 	lostKept = lost && h.m != nil && !w.cfg.IgnoreDone && w.rng.Intn(2) == 0
 	if lostKept {
-		detail = "; lost, not unlocked"
+		detail += "; lost, not unlocked"
 	} else {
 		rctx, cancel := context.WithTimeout(ctx, 2*w.cfg.OpTimeout)
 		err := h.release(rctx)
 		cancel()
 		if err != nil {
-			detail = "; " + why + ": " + err.Error()
+			detail += "; " + why + ": " + err.Error()
 		}
 	}
 	b.mu.Lock()
