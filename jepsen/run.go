@@ -83,7 +83,7 @@ func runPhases(ctx context.Context, cfg Config, c *cluster.Cluster, rec *history
 	}
 	res := workload.NewResource(rec, cfg.IgnoreTokens)
 	wl := workload.New(workload.Config{Workers: cfg.Workers, Locks: cfg.LockNames(), TTL: cfg.TTL, LockDelay: cfg.LockDelay,
-		OpTimeout: cfg.OpTimeout, MaxWait: 2 * cfg.TTL, MaxHold: 200 * time.Millisecond, ReadRatio: 0.3, BlockingReadRatio: 0.1, CrashRatio: cfg.CrashRatio,
+		OpTimeout: cfg.OpTimeout, MaxWait: 2 * cfg.TTL, MaxHold: 200 * time.Millisecond, ReadRatio: 0.3, BlockingReadRatio: 0.2, CrashRatio: cfg.CrashRatio,
 		ClientWorkers: cfg.ClientWorkers(), IgnoreDone: cfg.IgnoreDone, Seed: cfg.Seed}, rec, eps, res)
 	nem := nemesis.New(nemesis.Config{Faults: cfg.Faults, Quiet: cfg.Quiet, TTL: cfg.TTL,
 		ElectionTimeout: cfg.ElectionTimeout, TargetLeader: cfg.TargetLeader, Seed: cfg.Seed, Log: out}, c, wl, rec)

@@ -107,6 +107,10 @@ func CheckBelief(ops []history.Op, _ Config) Result {
 	for _, l := range beliefs {
 		n += len(l)
 	}
+	if n == 0 && observations == 0 && len(clientSessions(ops)) == 0 {
+		res.Figures = "no client workers"
+		return res
+	}
 	res.Figures = fmt.Sprintf("%d beliefs (lock/trylock/campaign %d/%d/%d) of %d client sessions on %d locks, %d ended by a lost hold; closest call %s; %s; %d server answers inside beliefs, %d observed leaders, %d client writes inside beliefs (%d unchecked)",
 		n, byAPI["lock"], byAPI["trylock"], byAPI["campaign"], len(sessions), len(beliefs), lost, b.closestCall(),
 		b.handoverFigure(), b.checked, observations, inside, unchecked)
