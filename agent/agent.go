@@ -13,6 +13,7 @@ import (
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/config"
 	"github.com/raftlock/raftlock/httpapi"
+	"github.com/raftlock/raftlock/tlsutil"
 )
 
 // Version is the raftlock version the API reports.
@@ -25,7 +26,9 @@ type Agent struct {
 	node   *cluster.Node
 	http   *httpapi.Server
 	httpLn net.Listener
-	audit  *httpapi.AuditLog // nil without --audit-log
+	// tls holds the node's certificate and CA; nil without TLS.
+	tls   *tlsutil.Store
+	audit *httpapi.AuditLog // nil without --audit-log
 
 	serveErr chan error
 	stopOnce sync.Once
@@ -43,7 +46,11 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	var err error
+	store, err := loadTLS(cfg, log)
+	if err != nil {
+		closeListeners(ls)
+		return nil, err
+	}
 	if ls.HTTP == nil {
 		if ls.HTTP, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 			return nil, fmt.Errorf("agent: http listen: %w", err)
@@ -58,6 +65,21 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 	advHTTP := cfg.AdvertiseHTTP
 	if advHTTP == "" {
 		advHTTP = ls.HTTP.Addr().String()
+	}
+	var nodeTLS cluster.TLS
+	apiCfg := httpapi.Config{
+		Version:      Version,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Limits: httpapi.Limits{MaxSessions: cfg.MaxSessions, MaxWaitersPerLock: cfg.MaxWaitersPerLock,
+			MaxSessionsPerToken: cfg.MaxSessionsPerToken},
+		Logger:    log,
+		RateLimit: cfg.RateLimit,
+		ACL:       cfg.ACL,
+	}
+	if store != nil {
+		peer := store.PeerClientConfig()
+		nodeTLS = cluster.TLS{RaftServer: store.PeerServerConfig(), RaftClient: peer, HTTPClient: peer}
+		apiCfg.TLS, apiCfg.ForwardTLS = store.APIServerConfig(cfg.TLSVerifyClients), peer
 	}
 	node, err := cluster.New(cluster.Config{
 		ID:                 cfg.ID,
@@ -76,6 +98,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		SnapshotInterval:   cfg.SnapshotInterval,
 		TrailingLogs:       cfg.TrailingLogs,
 		Token:              cfg.AgentToken,
+		TLS:                nodeTLS,
 		Logger:             log,
 	})
 	if err != nil {
@@ -90,27 +113,20 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 			ls.HTTP.Close()
 			return nil, fmt.Errorf("agent: %w", err)
 		}
+		apiCfg.AuditLog = audit
 	}
 	a := &Agent{
-		cfg:   cfg,
-		log:   log,
-		node:  node,
-		audit: audit,
-		http: httpapi.New(node, httpapi.Config{
-			Version:      Version,
-			MaxBodyBytes: cfg.MaxBodyBytes,
-			Limits: httpapi.Limits{MaxSessions: cfg.MaxSessions, MaxWaitersPerLock: cfg.MaxWaitersPerLock,
-				MaxSessionsPerToken: cfg.MaxSessionsPerToken},
-			Logger:    log,
-			RateLimit: cfg.RateLimit,
-			AuditLog:  audit,
-			ACL:       cfg.ACL,
-		}),
+		cfg:      cfg,
+		log:      log,
+		node:     node,
+		http:     httpapi.New(node, apiCfg),
+		tls:      store,
+		audit:    audit,
 		httpLn:   ls.HTTP,
 		serveErr: make(chan error, 1),
 	}
 	go func() { a.serveErr <- a.http.Serve(ls.HTTP) }()
-	log.Info("serving", "id", cfg.ID, "http", ls.HTTP.Addr().String(), "raft", ls.Raft.Addr().String(), "data_dir", cfg.DataDir)
+	log.Info("serving", "id", cfg.ID, "api", a.Endpoint(), "raft", ls.Raft.Addr().String(), "tls", store != nil, "data_dir", cfg.DataDir)
 	if len(cfg.Join) > 0 {
 		if err := node.Join(ctx, cfg.Join); err != nil {
 			a.Kill()
@@ -127,8 +143,51 @@ func (a *Agent) Node() *cluster.Node { return a.node }
 // HTTPAddr returns the address the API listens on.
 func (a *Agent) HTTPAddr() string { return a.httpLn.Addr().String() }
 
-// Endpoint returns the API's base URL.
-func (a *Agent) Endpoint() string { return "http://" + a.HTTPAddr() }
+// Endpoint returns the API's base URL: https:// with TLS, else http://.
+func (a *Agent) Endpoint() string {
+	if a.tls != nil {
+		return "https://" + a.HTTPAddr()
+	}
+	return "http://" + a.HTTPAddr()
+}
+
+// Reload re-reads the TLS certificate, key and CA bundle for new connections (the agent
+// command calls it on SIGHUP). A file that fails to load keeps the previous material; the
+// error says which. Without TLS there is nothing to reload.
+func (a *Agent) Reload() error {
+	if a.tls == nil {
+		a.log.Info("reload: TLS is off; nothing to reload")
+		return nil
+	}
+	if err := a.tls.Reload(); err != nil {
+		return fmt.Errorf("agent: reload: %w", err)
+	}
+	return nil
+}
+
+// loadTLS loads the node's TLS files, or returns nil when TLS is off.
+func loadTLS(cfg config.Config, log hclog.Logger) (*tlsutil.Store, error) {
+	if !cfg.TLS() {
+		return nil, nil
+	}
+	minVersion, err := tlsutil.ParseMinVersion(cfg.TLSMinVersion)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	s, err := tlsutil.New(tlsutil.Files{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, CAFile: cfg.TLSCAFile}, minVersion, log.Named("tls"))
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return s, nil
+}
+
+func closeListeners(ls Listeners) {
+	for _, ln := range []net.Listener{ls.HTTP, ls.Raft} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
 
 // Errors reports a failure of the HTTP server while the agent runs.
 func (a *Agent) Errors() <-chan error { return a.serveErr }

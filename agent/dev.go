@@ -28,6 +28,9 @@ type DevOptions struct {
 	// LogStore is every new node's Raft log store ("wal" or "boltdb"); empty means what the
 	// data dir holds, and wal for a new one.
 	LogStore string
+	// TLS writes a CA, a certificate per node and a client certificate into DataDir/tls (keeping
+	// those already there) and runs every node with TLS: the API over HTTPS, Raft over mutual TLS.
+	TLS bool
 	// Tune, if set, adjusts each node's config before it starts (tests shorten timeouts).
 	Tune func(*config.Config)
 }
@@ -36,6 +39,8 @@ type DevOptions struct {
 type Dev struct {
 	opts    DevOptions
 	tempDir bool
+
+	tls *DevTLSFiles
 
 	mu      sync.Mutex
 	agents  []*Agent
@@ -64,8 +69,21 @@ func StartDev(ctx context.Context, opts DevOptions) (*Dev, error) {
 		return nil, err
 	}
 	initial := make(map[string]string)
+	ids := make([]string, len(raftLns))
 	for i, ln := range raftLns {
-		initial[nodeID(i)] = ln.Addr().String()
+		ids[i] = nodeID(i)
+		initial[ids[i]] = ln.Addr().String()
+	}
+	if opts.TLS {
+		files, err := writeDevTLS(filepath.Join(d.opts.DataDir, "tls"), ids)
+		if err != nil {
+			for _, ln := range append(httpLns, raftLns...) {
+				ln.Close()
+			}
+			d.removeTemp()
+			return nil, err
+		}
+		d.tls = &files
 	}
 	d.agents = make([]*Agent, opts.Nodes)
 	d.configs = make([]config.Config, opts.Nodes)
@@ -78,6 +96,10 @@ func StartDev(ctx context.Context, opts DevOptions) (*Dev, error) {
 		cfg.InitialCluster = initial
 		if opts.LogStore != "" {
 			cfg.LogStore = opts.LogStore
+		}
+		if d.tls != nil {
+			cfg.TLSCertFile, cfg.TLSKeyFile = d.tls.NodeFiles(cfg.ID)
+			cfg.TLSCAFile = d.tls.CAFile
 		}
 		if opts.Tune != nil {
 			opts.Tune(&cfg)
@@ -151,13 +173,25 @@ func (d *Dev) listen() (httpLns, raftLns []net.Listener, err error) {
 	return httpLns, raftLns, nil
 }
 
-// Endpoints returns every node's base URL, e.g. "http://127.0.0.1:7001".
+// Endpoints returns every node's base URL, e.g. "http://127.0.0.1:7001" ("https://" with TLS).
 func (d *Dev) Endpoints() []string {
 	out := make([]string, len(d.configs))
 	for i, c := range d.configs {
-		out[i] = "http://" + c.HTTPAddr
+		scheme := "http://"
+		if c.TLS() {
+			scheme = "https://"
+		}
+		out[i] = scheme + c.HTTPAddr
 	}
 	return out
+}
+
+// TLSFiles returns the cluster's CA and client certificate files; ok is false without TLS.
+func (d *Dev) TLSFiles() (files DevTLSFiles, ok bool) {
+	if d.tls == nil {
+		return DevTLSFiles{}, false
+	}
+	return *d.tls, true
 }
 
 // Agent returns node i's agent, or nil while it is stopped.

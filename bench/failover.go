@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -76,7 +77,7 @@ func (r *runner) failover(ctx context.Context) (FailoverResult, error) {
 		res.Skipped = "it kills the leader's process; name it in --workload to let it (the nodes must run on this machine)"
 		return res, nil
 	default:
-		pn, skip, err := findProcNodes(ctx, r.opts.Endpoints, r.opts.Supervised)
+		pn, skip, err := findProcNodes(ctx, r.opts.Endpoints, r.opts.Supervised, r.opts.clientOptions()...)
 		if err != nil {
 			return res, err
 		}
@@ -86,7 +87,7 @@ func (r *runner) failover(ctx context.Context) (FailoverResult, error) {
 		}
 		nodes = pn
 	}
-	clients, err := nodeClients(nodes.endpoints())
+	clients, err := nodeClients(nodes.endpoints(), r.opts.clientOptions()...)
 	if err != nil {
 		return res, err
 	}
@@ -189,10 +190,11 @@ func (r *runner) failoverTrial(ctx context.Context, nodes failoverNodes, clients
 
 // nodeClients returns a client for each endpoint that asks only that node, once, and gives up
 // after failoverAttemptTimeout.
-func nodeClients(eps []string) ([]*client.Client, error) {
+func nodeClients(eps []string, opts ...client.Option) ([]*client.Client, error) {
 	clients := make([]*client.Client, 0, len(eps))
+	opts = append(slices.Clone(opts), client.WithRetryTimeout(0), client.WithRequestTimeout(failoverAttemptTimeout))
 	for _, ep := range eps {
-		c, err := client.New([]string{ep}, client.WithRetryTimeout(0), client.WithRequestTimeout(failoverAttemptTimeout))
+		c, err := client.New([]string{ep}, opts...)
 		if err != nil {
 			closeClients(clients)
 			return nil, fmt.Errorf("bench: %w", err)

@@ -46,12 +46,12 @@ type procSpec struct {
 
 // findProcNodes reads the cluster's members and finds each one's process. skip says why the
 // failover workload cannot run against this cluster.
-func findProcNodes(ctx context.Context, endpoints []string, supervised bool) (p *procNodes, skip string, err error) {
+func findProcNodes(ctx context.Context, endpoints []string, supervised bool, copts ...client.Option) (p *procNodes, skip string, err error) {
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return nil, fmt.Sprintf("it finds the leader's process in /proc, which is not readable here (%v)", err), nil
 	}
-	probe, err := client.New(endpoints)
+	probe, err := client.New(endpoints, copts...)
 	if err != nil {
 		return nil, "", fmt.Errorf("bench: %w", err)
 	}

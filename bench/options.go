@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/agent"
+	"github.com/raftlock/raftlock/client"
 )
 
 // Workload names, in the order Run runs them.
@@ -65,6 +67,9 @@ func ParseWorkloads(s string) ([]string, error) {
 type Options struct {
 	// Endpoints of the cluster, e.g. "http://127.0.0.1:7001". Required.
 	Endpoints []string
+	// TLS is the clients' TLS configuration for https endpoints (CA, client certificate); nil
+	// verifies against the system's roots.
+	TLS *tls.Config
 	// Dev is the in-process cluster behind Endpoints, if any. Without it, the failover workload
 	// kills the leader's process, which must run on this machine, and only with KillProcesses.
 	Dev *agent.Dev
@@ -158,4 +163,12 @@ func (o Options) withDefaults() (Options, error) {
 		errs = append(errs, fmt.Errorf("%w: via %q (want %s, %s or %s)", ErrOptions, o.Via, ViaLeader, ViaFollower, ViaGiven))
 	}
 	return o, errors.Join(errs...)
+}
+
+// clientOptions returns the options every client of the run is made with, then extra.
+func (o Options) clientOptions(extra ...client.Option) []client.Option {
+	if o.TLS != nil {
+		return append([]client.Option{client.WithTLSConfig(o.TLS)}, extra...)
+	}
+	return extra
 }

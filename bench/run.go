@@ -27,7 +27,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r := &runner{
 		opts:  opts,
 		runID: fmt.Sprintf("%08x", rand.Uint32()),
-		hc:    &http.Client{Timeout: 5 * time.Second},
+		hc:    &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: opts.TLS}},
 	}
 	defer r.hc.CloseIdleConnections()
 	rep := &Report{}
@@ -130,7 +130,7 @@ type target struct {
 
 // connect asks the cluster who leads and returns a client ordered according to Options.Via.
 func (r *runner) connect(ctx context.Context) (*target, error) {
-	probe, err := client.New(r.opts.Endpoints)
+	probe, err := client.New(r.opts.Endpoints, r.opts.clientOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -167,7 +167,7 @@ func (r *runner) connect(ctx context.Context) (*target, error) {
 	if t.leader == "" {
 		t.leader = eps[0]
 	}
-	if t.c, err = client.New(eps); err != nil {
+	if t.c, err = client.New(eps, r.opts.clientOptions()...); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	return t, nil
@@ -198,7 +198,7 @@ func (r *runner) environment(ctx context.Context) (Environment, error) {
 		}
 		env.DiskSyncStartMs = ms(d)
 	}
-	c, err := client.New(r.opts.Endpoints)
+	c, err := client.New(r.opts.Endpoints, r.opts.clientOptions()...)
 	if err != nil {
 		return env, fmt.Errorf("bench: %w", err)
 	}

@@ -38,6 +38,8 @@ type Client struct {
 	// noAttempts is set once a server refused the acquire's attempt field (a server from
 	// before attempts): Mutexes then ask without one.
 	noAttempts atomic.Bool
+	// noReleaseAttempts is set once a server refused the release's attempt field.
+	noReleaseAttempts atomic.Bool
 }
 
 // Option configures a Client.

@@ -218,6 +218,13 @@ func (p *cutProxy) Cut() {
 	}
 }
 
+// Heal forwards new connections again after Cut or Strand; stranded ones stay stranded.
+func (p *cutProxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+}
+
 func (p *cutProxy) close() {
 	p.mu.Lock()
 	p.stranded = false
@@ -303,11 +310,11 @@ func (p *holdProxy) keep(c net.Conn) bool {
 // holdingClient returns a client whose requests go through a holdProxy to endpoint, one
 // connection per request so that the proxy can hold a request alone; want marks the request
 // to hold: one that carries an attempt.
-func holdingClient(t *testing.T, endpoint string) (*holdProxy, *client.Client) {
+func holdingClient(t *testing.T, endpoint string, opts ...client.Option) (*holdProxy, *client.Client) {
 	t.Helper()
 	p := newHoldProxy(t, endpoint, `"attempt"`)
-	c := newClient(t, []string{p.Endpoint()},
-		client.WithHTTPClient(&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}))
+	c := newClient(t, []string{p.Endpoint()}, append([]client.Option{
+		client.WithHTTPClient(&http.Client{Transport: &http.Transport{DisableKeepAlives: true}})}, opts...)...)
 	return p, c
 }
 

@@ -6,12 +6,16 @@
 //     API errors as [*APIError] values that match the sentinel errors with errors.Is.
 //   - [Session] is a lease with a TTL, renewed in the background. It keeps a conservative local
 //     deadline (the send time of the last acknowledged renewal + TTL − margin, on the monotonic
-//     clock): [Session.Done] closes when the server reports the session gone or when that
-//     deadline passes, so a holder stops believing it holds its locks before the server can give
-//     them to someone else. The sessions of one Client are renewed together, in batches, so a
-//     process may keep thousands of them.
+//     clock; [Session.SafetyMargin] gives the arithmetic): [Session.Done] closes when the server
+//     reports the session gone or when that deadline passes, so a holder stops believing it holds
+//     its locks before the server can give them to someone else. [Session.Err] is set first, and
+//     every Mutex and Election of the session forgets its hold before Done closes. The sessions
+//     of one Client are renewed together, in batches, so a process may keep thousands of them.
 //   - [Mutex] is a FIFO lock on a session. [Mutex.Token] is its fencing token: pass it to the
-//     protected resource with every operation.
+//     protected resource with every operation. Each Lock or TryLock call is one attempt on the
+//     server; an attempt that ends without a hold is withdrawn in the background, and Unlock
+//     fences the attempt that won, so no request delayed in the network can take the lock for a
+//     session that does not know it holds it.
 //   - [Election] elects one leader among candidates and lets anyone observe who leads.
 //   - [Fence] is for the protected resource: it remembers the highest token seen per lock and
 //     rejects operations that carry a lower one.

@@ -17,12 +17,21 @@ const observeWait = time.Minute
 // Election elects one leader among the candidates that campaign on the same name. It is a
 // Mutex whose value is the leader's announcement (e.g. its address): Campaign blocks until
 // this candidate leads, and anyone can read or observe who leads.
+//
+// A leadership ends with Resign or with the session. Once the session is lost, Token is 0,
+// IsLeader is false and Context is done before Session.Done closes, and Campaign fails with
+// the session's error: campaign again on a new session (as `raftlock elect` does). A
+// leadership lost while the session lives (its lock released with the session's id and token
+// by someone else) is noticed by Proclaim, which then fails with an error matching both
+// ErrNotLeader and ErrLockLost and forgets the leadership (Context done, Token 0), as etcd's
+// Election.Proclaim fails with ErrElectionNotLeader; Campaign then campaigns anew. Nothing
+// else watches the lock for such a release: Observe shows who leads.
 type Election struct {
 	s    *Session
 	name string
 
 	mu sync.Mutex
-	m  *Mutex // the campaign that won, nil while not leading
+	m  *Mutex // the campaign that won, nil before the first
 }
 
 // NewElection returns an Election on the lock name for session s.
@@ -45,10 +54,11 @@ func (e *Election) current() *Mutex {
 // IsLeader reports whether this candidate currently believes it leads.
 func (e *Election) IsLeader() bool {
 	m := e.current()
-	return m != nil && m.Context().Err() == nil
+	return m != nil && m.current() != nil
 }
 
-// Token returns the fencing token of the leadership, or 0 when not leading.
+// Token returns the fencing token of the leadership, or 0 when not leading (including as soon
+// as the session's loss is known).
 func (e *Election) Token() uint64 {
 	if m := e.current(); m != nil {
 		return m.Token()
@@ -56,8 +66,8 @@ func (e *Election) Token() uint64 {
 	return 0
 }
 
-// Context returns a context cancelled when the leadership ends (resigned or session lost).
-// While not leading it is already cancelled.
+// Context returns a context cancelled when the leadership ends (resigned, lost with the
+// session, or found lost by Proclaim). While not leading it is already cancelled.
 func (e *Election) Context() context.Context {
 	if m := e.current(); m != nil {
 		return m.Context()
@@ -65,14 +75,17 @@ func (e *Election) Context() context.Context {
 	return (&Mutex{name: e.name}).Context()
 }
 
-// Campaign blocks until this candidate leads with value, ctx is done or the session is lost.
-// Candidates are elected in the order they started campaigning. A leader that campaigns
-// again proclaims the new value.
+// Campaign blocks until this candidate leads with value, ctx is done or the session is lost
+// (it then fails with the session's error). Candidates are elected in the order they started
+// campaigning. A leader that campaigns again proclaims the new value.
 func (e *Election) Campaign(ctx context.Context, value string) error {
 	if e.IsLeader() {
 		return e.Proclaim(ctx, value)
 	}
 	m := NewMutex(e.s, e.name, WithValue(value))
+	if prev := e.current(); prev != nil {
+		m.floor = prev.highest() // a new leadership's token is above every earlier one's
+	}
 	if err := m.Lock(ctx); err != nil {
 		return fmt.Errorf("raftlock: campaign: %w", err)
 	}
@@ -83,69 +96,67 @@ func (e *Election) Campaign(ctx context.Context, value string) error {
 }
 
 // Proclaim replaces the leader's value without giving up leadership. It fails with
-// ErrNotLeader when this candidate does not lead.
+// ErrNotLeader when this candidate does not lead, and with an error matching ErrNotLeader and
+// ErrLockLost when it finds that the leadership was lost (the leadership then ends: see
+// Election).
 func (e *Election) Proclaim(ctx context.Context, value string) error {
 	m := e.current()
-	if m == nil || m.Context().Err() != nil {
+	var h *hold
+	if m != nil {
+		h = m.current()
+	}
+	if h == nil {
 		return fmt.Errorf("raftlock: proclaim on %q: %w", e.name, ErrNotLeader)
 	}
-	token := m.Token()
 	attempt := rand.Text()
-	resp, err := e.s.c.acquireAttempt(ctx, e.name, api.AcquireRequest{Session: e.s.ID(), Value: &value, Attempt: attempt})
+	resp, out, err := e.s.c.acquireAttempt(ctx, e.name, api.AcquireRequest{Session: e.s.ID(), Value: &value, Attempt: attempt})
+	var answered *APIError
+	if out.sends != 1 || err != nil && (!errors.As(err, &answered) || answered.StatusCode >= 500) {
+		// A request of this proclamation may still be on its way, and applied after the
+		// leadership ended it would grant the lock anew to this session, which would never
+		// learn of it: cancel the attempt, and give back a grant other than the leadership's.
+		m.runWithdrawalLater(attempt, h.token)
+	}
 	if err != nil {
-		var refused *APIError
-		if !errors.As(err, &refused) || refused.StatusCode >= 500 {
-			// The acquire may have been applied, or may still be: cancel it.
-			e.abandonProclaim(attempt, token)
+		e.s.gone(err)
+		if errors.Is(err, ErrLockHeld) || errors.Is(err, ErrLockDelayed) {
+			return e.lost(m, h, err)
 		}
 		return fmt.Errorf("raftlock: proclaim on %q: %w", e.name, err)
 	}
-	if resp.Token != token {
+	if resp.Token != h.token {
 		// The leadership was lost and this acquire won a new one: give it back, since the
 		// caller's work under the old token has been interrupted.
-		_ = e.s.c.Release(ctx, e.name, e.s.ID(), resp.Token)
-		return fmt.Errorf("raftlock: proclaim on %q: %w", e.name, ErrLockLost)
+		return e.lost(m, h, fmt.Errorf("the lock was granted anew under token %d", resp.Token))
 	}
 	m.mu.Lock()
-	m.value = &value
+	if m.hold == h {
+		m.value = &value
+	}
 	m.mu.Unlock()
 	return nil
 }
 
-// abandonProclaim cancels the attempt of a proclamation that failed: its request may still be
-// on its way, and applied after the leadership ended it would grant the lock anew to this
-// session, which would never learn of it. A new grant that came first is given back.
-func (e *Election) abandonProclaim(attempt string, token uint64) {
-	if e.s.Err() != nil {
-		return
+// lost ends leadership h, which Proclaim found lost while the session lives, and withdraws its
+// attempt: a request of the campaign still on its way must not queue the session again, and a
+// grant the session got anew is given back.
+func (e *Election) lost(m *Mutex, h *hold, cause error) error {
+	err := fmt.Errorf("raftlock: proclaim on %q: %w: %w: %w", e.name, ErrNotLeader, ErrLockLost, cause)
+	if m.lose(h, fmt.Errorf("leadership lost while the session lives: %w", cause)) {
+		m.withdraw(h.attempt, 0)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), e.s.c.requestTimeout)
-	defer cancel()
-	r, err := e.s.c.CancelAcquire(ctx, e.name, e.s.ID(), attempt)
-	if err != nil {
-		if !isUnsupported(err) {
-			e.s.c.logger.Warn("could not cancel a failed proclamation; its request may still grant "+
-				"the lock", "lock", e.name, "error", err)
-		}
-		return
-	}
-	if r.Held && r.Token != token {
-		_ = e.s.c.Release(ctx, e.name, e.s.ID(), r.Token)
-	}
+	return err
 }
 
 // Resign gives up leadership, so that the next candidate is elected. It is a no-op when this
 // candidate does not lead.
 func (e *Election) Resign(ctx context.Context) error {
-	e.mu.Lock()
-	m := e.m
-	e.m = nil
-	e.mu.Unlock()
+	m := e.current()
 	if m == nil {
 		return nil
 	}
 	err := m.Unlock(ctx)
-	if err != nil && !errors.Is(err, ErrLockLost) {
+	if err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotHolder) {
 		return fmt.Errorf("raftlock: resign: %w", err)
 	}
 	return nil

@@ -32,25 +32,49 @@ func WithWaitChunk(d time.Duration) MutexOption {
 	return func(m *Mutex) { m.chunk = d }
 }
 
-// Mutex is a distributed FIFO lock held by a Session. A session holds a lock at most once:
-// goroutines that compete for a lock need one session each. Work done under the lock should
-// stop when Context is done, and should pass Token to the protected resource.
+// Mutex is a distributed FIFO lock held by a Session. A session holds a lock at most once: a
+// second Mutex (or Election) of the session for the same lock is refused while the first
+// tries for it or holds it, and goroutines that compete for a lock need one session each.
+// Work done under the lock should stop when Context is done, and should pass Token to the
+// protected resource.
+//
+// A hold ends with Unlock or with the session: once the session is lost (Session.Err is set),
+// the Mutex forgets the hold before Session.Done closes, so Token is 0, Context is done and
+// Lock and TryLock fail with the session's error.
+//
+// Every Lock or TryLock call is one attempt on the server (api.AcquireRequest.Attempt). An
+// attempt that fails or is given up while a request of it may still reach the server is
+// withdrawn in the background (DELETE /v1/locks/{name}/acquire with the attempt, and a release
+// of a grant that came first), retrying while the session lives; Unlock releases with the
+// attempt that won. The server then refuses every later request of the attempt, so that no
+// request delayed in the network can queue the session or grant it the lock after the call
+// that sent it has ended. The next Lock of the session on the same lock waits for those
+// withdrawals.
 type Mutex struct {
 	s     *Session
 	name  string
 	value *string
 	chunk time.Duration
+	calls chan struct{} // one slot: Lock and TryLock calls run one at a time
 
-	mu         sync.Mutex
-	token      uint64 // 0 while not held
-	holdCtx    context.Context
-	holdCancel context.CancelCauseFunc
-	stopWatch  func() bool
+	mu    sync.Mutex
+	hold  *hold  // nil while not held
+	lost  *hold  // the last hold, if it ended without Unlock: Context and Unlock report it
+	floor uint64 // the highest token of a hold that ended; a new grant must be above it
+}
+
+// hold is one grant of the lock to a Mutex.
+type hold struct {
+	token   uint64
+	attempt string // the attempt whose request won the grant
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	stop    func() // unregisters the session loss hook
 }
 
 // NewMutex returns a Mutex for the lock name on session s. It does not contact the cluster.
 func NewMutex(s *Session, name string, opts ...MutexOption) *Mutex {
-	m := &Mutex{s: s, name: name, chunk: DefaultWaitChunk}
+	m := &Mutex{s: s, name: name, chunk: DefaultWaitChunk, calls: make(chan struct{}, 1)}
 	for _, opt := range opts {
 		opt(m)
 	}
@@ -63,34 +87,42 @@ func (m *Mutex) Key() string { return m.name }
 // Session returns the session that holds (or will hold) the lock.
 func (m *Mutex) Session() *Session { return m.s }
 
-// Token returns the fencing token of the current hold, or 0 when not held.
+// Token returns the fencing token of the current hold, or 0 when not held, including as soon
+// as the session's loss is known (Session.Err is set).
 func (m *Mutex) Token() uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.token
+	if m.hold == nil || m.s.Err() != nil {
+		return 0
+	}
+	return m.hold.token
 }
 
 // Context returns a context that is cancelled when the hold ends: on Unlock, or when the
-// session is lost (context.Cause then matches ErrLockLost and the session's error). When the
-// Mutex is not held, the context is already cancelled.
+// session is lost (context.Cause then matches ErrLockLost and the session's error), before
+// Session.Done closes. When the Mutex is not held, the context is already cancelled.
 func (m *Mutex) Context() context.Context {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.holdCtx == nil {
-		ctx, cancel := context.WithCancelCause(context.Background())
-		cancel(fmt.Errorf("%w: mutex %q is not locked", ErrNotHolder, m.name))
-		return ctx
+	switch {
+	case m.hold != nil:
+		return m.hold.ctx
+	case m.lost != nil:
+		return m.lost.ctx
 	}
-	return m.holdCtx
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(fmt.Errorf("%w: mutex %q is not locked", ErrNotHolder, m.name))
+	return ctx
 }
 
 // Lock blocks until the lock is granted, ctx is done or the session is lost. Waiters are
 // granted in arrival order. It survives leader changes and node failures by asking again:
 // the server keeps the session's place in the queue, and an acquire by the holder returns
 // the same token, so a retried request never causes a second grant. If ctx ends, Lock
-// cancels its try on the server (so that no request of it still on its way can be granted
-// later) and releases a grant that came first. Lock returns at once if this Mutex already
-// holds the lock.
+// returns at once and withdraws its attempt in the background (so that no request of it
+// still on its way can be granted later, and a grant that came first is released). Lock
+// returns at once if this Mutex already holds the lock, and fails with the session's error
+// once the session is lost.
 func (m *Mutex) Lock(ctx context.Context) error {
 	return m.lock(ctx, true)
 }
@@ -102,17 +134,53 @@ func (m *Mutex) TryLock(ctx context.Context) error {
 }
 
 func (m *Mutex) lock(ctx context.Context, wait bool) error {
+	select {
+	case m.calls <- struct{}{}:
+		defer func() { <-m.calls }()
+	case <-ctx.Done():
+		return fmt.Errorf("raftlock: lock %q: %w", m.name, context.Cause(ctx))
+	}
+	// The session first: a hold it lost is no hold.
+	if err := m.s.Err(); err != nil {
+		return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
+	}
 	m.mu.Lock()
-	held, value := m.token != 0, m.value
+	held, value := m.hold != nil, m.value
 	m.mu.Unlock()
 	if held {
 		return nil
 	}
-	if err := m.s.Err(); err != nil {
+	if err := m.s.use(ctx, m.name, m); err != nil {
 		return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
 	}
-	// Every request of this call carries one attempt, which giveUp cancels.
+	// Every request of this call carries one attempt, which ends with the call.
 	req := api.AcquireRequest{Session: m.s.ID(), Value: value, Attempt: rand.Text()}
+	token, clean, err := m.try(ctx, req, wait)
+	if err == nil {
+		err = m.granted(token, req.Attempt)
+		if err == nil {
+			return nil
+		}
+	}
+	switch {
+	case m.s.Err() != nil:
+		// The server drops the session's queue place and grants with the session; should
+		// only this process have given it up, its keepalive stopped and it expires.
+		m.s.endUse(m.name, m)
+	case clean:
+		// One request, answered without a grant: nothing of the attempt is left to withdraw.
+		m.s.endUse(m.name, m)
+	default:
+		m.withdraw(req.Attempt, token)
+	}
+	return err
+}
+
+// try runs one attempt: one acquire request, or with wait as many long polls as it takes.
+// It returns the token granted; on failure, clean reports that the attempt sent a single
+// request that the server answered without granting or queueing, so that it leaves nothing
+// to withdraw.
+func (m *Mutex) try(ctx context.Context, req api.AcquireRequest, wait bool) (token uint64, clean bool, err error) {
 	if wait {
 		req.Wait = m.chunk.String()
 	}
@@ -138,21 +206,27 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 			retry = nil
 			a.send()
 		case <-ctx.Done():
-			return a.giveUp(ctx)
+			return 0, false, a.giveUp(ctx)
 		case <-m.s.Done():
-			return a.giveUp(ctx)
+			return 0, false, a.giveUp(ctx)
 		case r := <-a.results:
 			a.inFlight--
+			a.sends += r.sends
 			if r.err == nil {
-				return m.granted(r.resp.Token)
+				a.drain()
+				return r.resp.Token, false, nil
 			}
+			m.s.gone(r.err)
 			if ctx.Err() != nil || m.s.Err() != nil {
-				return a.giveUp(ctx)
+				return 0, false, a.giveUp(ctx)
 			}
 			err := r.err
 			elapsed := errors.Is(err, ErrLockHeld) || errors.Is(err, ErrLockDelayed) // a wait chunk
-			if !wait || errors.Is(err, ErrSessionNotFound) || !elapsed && !isTransient(err) {
-				return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
+			if !wait || !elapsed && !isTransient(err) {
+				a.drain()
+				var ae *APIError
+				clean := a.requests == 1 && a.sends == 1 && errors.As(err, &ae) && ae.StatusCode < 500
+				return 0, clean, fmt.Errorf("raftlock: lock %q: %w", m.name, err)
 			}
 			if elapsed {
 				attempt = 0
@@ -190,23 +264,27 @@ type acquirer struct {
 	cancel   context.CancelFunc
 	results  chan acquireResult // one slot per request in flight, so none blocks
 	inFlight int
+	requests int         // acquire requests started
+	sends    int         // of their HTTP attempts, those that may have reached a server
 	overlap  *time.Timer // fires when the next wait chunk is due; nil without a wait
 	overdue  bool        // the overlap came while two requests were in flight
 }
 
 // acquireResult is the answer to one acquire request.
 type acquireResult struct {
-	resp *api.AcquireResponse
-	err  error
+	resp  *api.AcquireResponse
+	sends int
+	err   error
 }
 
 // send starts a request and times the next overlap from it.
 func (a *acquirer) send() {
 	a.inFlight++
+	a.requests++
 	a.overdue = false
 	go func() {
-		resp, err := a.m.acquire(a.ctx, a.req)
-		a.results <- acquireResult{resp, err}
+		resp, out, err := a.m.acquire(a.ctx, a.req)
+		a.results <- acquireResult{resp, out.sends, err}
 	}()
 	if !a.wait {
 		return
@@ -220,7 +298,7 @@ func (a *acquirer) send() {
 }
 
 // drain cuts off the requests in flight and waits for their answers, so that none is still
-// being granted when Lock looks at what they left behind.
+// being sent when the attempt's outcome is decided.
 func (a *acquirer) drain() {
 	a.cancel()
 	for ; a.inFlight > 0; a.inFlight-- {
@@ -228,20 +306,18 @@ func (a *acquirer) drain() {
 	}
 }
 
-// giveUp ends a Lock whose context ended or whose session was lost: it waits for the requests
-// in flight and, if the session lives on, takes it out of the queue (abandon).
+// giveUp ends a Lock whose context ended or whose session was lost.
 func (a *acquirer) giveUp(ctx context.Context) error {
 	a.drain()
 	m := a.m
-	if ctx.Err() != nil {
-		m.abandon(a.req.Attempt)
-		return fmt.Errorf("raftlock: lock %q: %w", m.name, context.Cause(ctx))
+	if err := m.s.Err(); err != nil {
+		return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
 	}
-	return fmt.Errorf("raftlock: lock %q: %w", m.name, m.s.Err())
+	return fmt.Errorf("raftlock: lock %q: %w", m.name, context.Cause(ctx))
 }
 
 // acquire sends one (long-poll) acquire that is also cut short when the session is lost.
-func (m *Mutex) acquire(ctx context.Context, req api.AcquireRequest) (*api.AcquireResponse, error) {
+func (m *Mutex) acquire(ctx context.Context, req api.AcquireRequest) (*api.AcquireResponse, outcome, error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(m.s.ctx, cancel)
@@ -252,17 +328,20 @@ func (m *Mutex) acquire(ctx context.Context, req api.AcquireRequest) (*api.Acqui
 // acquireAttempt sends an acquire that carries an attempt, or, to a server from before
 // attempts, one without: such a server refuses the field, and asking without it loses only
 // the attempt's protection.
-func (c *Client) acquireAttempt(ctx context.Context, name string, req api.AcquireRequest) (*api.AcquireResponse, error) {
+func (c *Client) acquireAttempt(ctx context.Context, name string, req api.AcquireRequest) (*api.AcquireResponse, outcome, error) {
 	if c.noAttempts.Load() {
 		req.Attempt = ""
 	}
-	resp, err := c.Acquire(ctx, name, req)
+	resp, out, err := c.acquire(ctx, name, req)
 	if req.Attempt != "" && refusesAttempts(err) {
 		c.noAttempts.Store(true)
 		req.Attempt = ""
-		resp, err = c.Acquire(ctx, name, req)
+		var again outcome
+		resp, again, err = c.acquire(ctx, name, req)
+		again.sends += out.sends
+		out = again
 	}
-	return resp, err
+	return resp, out, err
 }
 
 // refusesAttempts reports whether err is the answer of a server from before attempts to an
@@ -273,86 +352,196 @@ func refusesAttempts(err error) bool {
 		strings.Contains(ae.Message, `unknown field "attempt"`)
 }
 
-// granted records a grant, unless the session was lost meanwhile: then the lock cannot be
-// trusted (and goes with the session).
-func (m *Mutex) granted(token uint64) error {
+// granted records a grant, unless the session was lost meanwhile (then the lock cannot be
+// trusted, and goes with the session) or the token is not above one of a hold that ended:
+// that grant is an old hold the server still has, not this attempt's.
+func (m *Mutex) granted(token uint64, attempt string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.s.Err(); err != nil {
-		return fmt.Errorf("raftlock: lock %q: granted as the session ended: %w", m.name, err)
+	if token <= m.floor {
+		return fmt.Errorf("raftlock: lock %q: %w: granted token %d is not above %d, the token of a hold that ended",
+			m.name, ErrInternal, token, m.floor)
 	}
-	m.token = token
-	m.holdCtx, m.holdCancel = context.WithCancelCause(context.Background())
-	cancel, s, name := m.holdCancel, m.s, m.name
-	m.stopWatch = context.AfterFunc(s.ctx, func() {
-		cancel(fmt.Errorf("%w: %q: %w", ErrLockLost, name, s.Err()))
-	})
+	h := &hold{token: token, attempt: attempt}
+	h.ctx, h.cancel = context.WithCancelCause(context.Background())
+	stop, ok := m.s.onLoss(func(reason error) { m.lose(h, reason) })
+	if !ok {
+		err := fmt.Errorf("raftlock: lock %q: granted as the session ended: %w", m.name, m.s.Err())
+		h.cancel(err)
+		return err
+	}
+	h.stop = stop
+	m.hold, m.lost = h, nil
 	return nil
 }
 
-// abandon cleans up after a Lock given up while a request may have queued the session or been
-// granted: it cancels the attempt, which takes the session out of the queue and refuses the
-// attempt's requests still on their way, and releases the lock if a grant came first. Reading
+// lose ends hold h, if it is still the current one, without a release: the session was lost,
+// or (with the session alive) the lock was found held by someone else or under another token.
+func (m *Mutex) lose(h *hold, reason error) bool {
+	m.mu.Lock()
+	if m.hold != h {
+		m.mu.Unlock()
+		return false
+	}
+	m.hold, m.lost = nil, h
+	m.floor = max(m.floor, h.token)
+	m.mu.Unlock()
+	h.stop()
+	h.cancel(fmt.Errorf("%w: %q: %w", ErrLockLost, m.name, reason))
+	return true
+}
+
+// current returns the hold, nil when not held or the session is lost.
+func (m *Mutex) current() *hold {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.s.Err() != nil {
+		return nil
+	}
+	return m.hold
+}
+
+// withdraw ends m's use of the lock with a withdrawal of attempt, which may have left a queue
+// place or a grant (token, if known) behind; see runWithdrawal.
+func (m *Mutex) withdraw(attempt string, token uint64) {
+	done := m.s.startWithdrawal(m.name) // before endUse: no new try may start in between
+	m.s.endUse(m.name, m)
+	go m.runWithdrawal(done, attempt, token, 0)
+}
+
+// runWithdrawalLater withdraws attempt in the background like withdraw, without ending m's
+// use of the lock, and releases no grant under token keep (m's hold).
+func (m *Mutex) runWithdrawalLater(attempt string, keep uint64) {
+	go m.runWithdrawal(m.s.startWithdrawal(m.name), attempt, 0, keep)
+}
+
+// runWithdrawal withdraws an attempt in the background, then calls done: it cancels the
+// attempt (which takes the session out of the queue, refuses the attempt's requests still on
+// their way, and reports a grant that came first) and releases the grant (token, if known,
+// else the one reported, unless that is keep), asking again while the session lives. Reading
 // the lock is not enough: a request the server still holds (its connection cut without the
 // server noticing, or its node failed after replicating the queue entry), or one that reaches
 // the server only now, can be granted later, leaving the lock held by a session whose Mutex
-// never learns of it.
-func (m *Mutex) abandon(attempt string) {
-	if m.s.Err() != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.s.c.requestTimeout)
-	defer cancel()
-	var token uint64
-	r, err := m.s.c.CancelAcquire(ctx, m.name, m.s.ID(), attempt)
-	switch {
-	case err == nil:
-		if !r.Held {
+// never learns of it. The session's next try for the lock waits for done.
+func (m *Mutex) runWithdrawal(done func(), attempt string, token, keep uint64) {
+	defer done()
+	ctx := m.s.ctx // the withdrawal lasts as long as the session
+	for i := 0; ; i++ {
+		var err error
+		token, err = m.withdrawOnce(ctx, attempt, token, keep)
+		if err == nil || ctx.Err() != nil {
 			return
 		}
-		token = r.Token
-	case isUnsupported(err):
-		// A server without the endpoint: release a grant already made, at least.
-		l, err := m.s.c.GetLock(ctx, m.name)
-		if err != nil || !l.Held || l.Session != m.s.ID() {
+		m.s.gone(err)
+		if !isTransient(err) {
+			m.s.c.logger.Warn("could not withdraw an attempt for a lock; the session may hold "+
+				"it until it ends", "lock", m.name, "error", err)
 			return
 		}
-		token = l.Token
-	default:
-		m.s.c.logger.Warn("could not leave the queue of a lock after Lock gave up; the session may "+
-			"be granted it later", "lock", m.name, "error", err)
-		return
-	}
-	if err := m.s.c.Release(ctx, m.name, m.s.ID(), token); err != nil {
-		m.s.c.logger.Warn("could not release a lock granted after Lock gave up", "lock", m.name,
-			"error", err)
+		m.s.c.logger.Debug("withdrawing an attempt failed; asking again", "lock", m.name, "error", err)
+		t := time.NewTimer(m.s.c.backoff(i))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
 	}
 }
 
-// Unlock releases the lock. Context is cancelled first, so work under the lock stops before
-// another holder can start. It returns an error matching ErrLockLost if the lock had already
-// been lost (the work done under it may have overlapped with another holder's), and another
-// error if the cluster could not be reached; the lock is then released when the session ends.
+// withdrawOnce asks once to withdraw the attempt; it returns the grant's token as far as it
+// learned it.
+func (m *Mutex) withdrawOnce(ctx context.Context, attempt string, token, keep uint64) (uint64, error) {
+	c, sid := m.s.c, m.s.ID()
+	if token == 0 {
+		r, err := c.CancelAcquire(ctx, m.name, sid, attempt)
+		switch {
+		case err == nil:
+			if !r.Held || r.Token == keep {
+				return 0, nil
+			}
+			token = r.Token
+		case isUnsupported(err):
+			// A server without the endpoint: release a grant already made, at least.
+			l, err := c.GetLock(ctx, m.name)
+			if err != nil {
+				return 0, err
+			}
+			if !l.Held || l.Session != sid || l.Token == keep {
+				return 0, nil
+			}
+			token = l.Token
+		default:
+			return 0, err
+		}
+	}
+	err := c.ReleaseAttempt(ctx, m.name, sid, token, attempt)
+	if errors.Is(err, ErrNotHolder) {
+		return token, nil
+	}
+	return token, err
+}
+
+// highest returns the highest token this Mutex held.
+func (m *Mutex) highest() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.floor
+	if m.hold != nil {
+		f = max(f, m.hold.token)
+	}
+	return f
+}
+
+// Unlock releases the lock, naming the attempt that won it so that the server refuses any
+// request of that attempt still on its way. Context is cancelled first, so work under the
+// lock stops before another holder can start. It returns an error matching ErrLockLost if
+// the lock had already been lost (the work done under it may have overlapped with another
+// holder's), and another error if the cluster could not be reached: the release then goes on
+// in the background while the session lives (the lock is released when the session ends at
+// the latest), and the session's next Lock of the lock waits for it.
 func (m *Mutex) Unlock(ctx context.Context) error {
 	m.mu.Lock()
-	token, cancel, stopWatch := m.token, m.holdCancel, m.stopWatch
-	m.token, m.holdCtx, m.holdCancel, m.stopWatch = 0, nil, nil, nil
+	h, lost := m.hold, m.lost
+	m.hold, m.lost = nil, nil
+	if h != nil {
+		m.floor = max(m.floor, h.token)
+	}
 	m.mu.Unlock()
-	if token == 0 {
+	if h == nil && lost == nil {
 		return fmt.Errorf("raftlock: unlock %q: %w: mutex is not locked", m.name, ErrNotHolder)
 	}
-	stopWatch()
-	lost := m.s.Err() // the hold ended before Unlock: reported even if the release works
-	cancel(fmt.Errorf("raftlock: mutex %q unlocked", m.name))
-	err := m.s.c.Release(ctx, m.name, m.s.ID(), token)
-	if lost != nil && err == nil {
-		return fmt.Errorf("raftlock: unlock %q: %w: %w", m.name, ErrLockLost, lost)
+	if h == nil {
+		// Lost before: if only this process gave the session up, the server may still hold
+		// the lock for it; release it so that others need not wait for the expiry.
+		_ = m.s.c.ReleaseAttempt(ctx, m.name, m.s.ID(), lost.token, lost.attempt)
+		return fmt.Errorf("raftlock: unlock %q: %w", m.name, context.Cause(lost.ctx))
 	}
-	if errors.Is(err, ErrNotHolder) || errors.Is(err, ErrSessionNotFound) {
+	h.stop()
+	lostErr := m.s.Err() // the hold ended before Unlock: reported even if the release works
+	h.cancel(fmt.Errorf("raftlock: mutex %q unlocked", m.name))
+	// A proclamation's withdrawal first: once released, a request of it must find it fenced.
+	err := m.s.settled(ctx, m.name)
+	if err == nil {
+		err = m.s.c.ReleaseAttempt(ctx, m.name, m.s.ID(), h.token, h.attempt)
+		m.s.gone(err)
+	}
+	switch {
+	case lostErr != nil:
+		m.s.endUse(m.name, m)
+		return fmt.Errorf("raftlock: unlock %q: %w: %w", m.name, ErrLockLost, lostErr)
+	case err == nil:
+		m.s.endUse(m.name, m)
+		return nil
+	case errors.Is(err, ErrSessionNotFound):
+		m.s.endUse(m.name, m)
+		return fmt.Errorf("raftlock: unlock %q: %w: %w", m.name, ErrLockLost, err)
+	case errors.Is(err, ErrNotHolder):
+		// Someone released the lock with this session's id and token. The release fenced the
+		// attempt; a request of it that slipped in before may have taken the lock anew.
+		m.withdraw(h.attempt, 0)
 		return fmt.Errorf("raftlock: unlock %q: %w: %w", m.name, ErrLockLost, err)
 	}
-	if err != nil {
-		return fmt.Errorf("raftlock: unlock %q: %w", m.name, err)
-	}
-	return nil
+	m.withdraw(h.attempt, h.token)
+	return fmt.Errorf("raftlock: unlock %q: %w (releasing in the background while the session lives)", m.name, err)
 }

@@ -137,14 +137,20 @@ func (c *Client) Sessions(ctx context.Context, opts ...ReadOption) ([]api.Sessio
 // the holder returns its token again and a queued session keeps its place. Asking with
 // req.TTL instead of req.Session is not retried, since each attempt would create a session.
 func (c *Client) Acquire(ctx context.Context, name string, req api.AcquireRequest) (*api.AcquireResponse, error) {
+	r, _, err := c.acquire(ctx, name, req)
+	return r, err
+}
+
+// acquire is Acquire that also tells how many of its requests may have reached a server.
+func (c *Client) acquire(ctx context.Context, name string, req api.AcquireRequest) (*api.AcquireResponse, outcome, error) {
 	p, err := lockPath(name, "acquire")
 	if err != nil {
-		return nil, err
+		return nil, outcome{}, err
 	}
 	var wait time.Duration
 	if req.Wait != "" {
 		if wait, err = time.ParseDuration(req.Wait); err != nil {
-			return nil, fmt.Errorf("%w: wait %q: %v", ErrInvalidArgument, req.Wait, err)
+			return nil, outcome{}, fmt.Errorf("%w: wait %q: %v", ErrInvalidArgument, req.Wait, err)
 		}
 	}
 	cl := &call{method: http.MethodPost, path: p, body: req, wait: wait}
@@ -154,10 +160,11 @@ func (c *Client) Acquire(ctx context.Context, name string, req api.AcquireReques
 		cl.noRetryUnknown = true
 		cl.endpoint = c.endpoints[c.current()]
 	}
-	if _, err := c.do(ctx, cl); err != nil {
-		return nil, err
+	out, err := c.do(ctx, cl)
+	if err != nil {
+		return nil, out, err
 	}
-	return &r, nil
+	return &r, out, nil
 }
 
 // CancelAcquire takes session out of the lock's queue (DELETE /v1/locks/{name}/acquire), for
@@ -192,16 +199,34 @@ func (c *Client) CancelAcquire(ctx context.Context, name, session, attempt strin
 // reads the lock to learn whether the release happened, and asks again only if it did not.
 // It returns nil once the lock is no longer held by that session under that token.
 func (c *Client) Release(ctx context.Context, name, session string, token uint64) error {
+	return c.ReleaseAttempt(ctx, name, session, token, "")
+}
+
+// ReleaseAttempt is Release that also names the attempt (the AcquireRequest's) whose acquire
+// won the lock. The server fences that attempt as CancelAcquire does, so that a request of it
+// still on its way (a retry, or a long poll the network delayed) cannot queue the session or
+// take the lock again after the release; the fence is recorded even if the release itself
+// finds the lock no longer held. To a server from before attempts on releases, which refuses
+// the field, it releases without one.
+func (c *Client) ReleaseAttempt(ctx context.Context, name, session string, token uint64, attempt string) error {
 	p, err := lockPath(name, "release")
 	if err != nil {
 		return err
 	}
+	if c.noReleaseAttempts.Load() {
+		attempt = ""
+	}
 	for round := 0; ; round++ {
-		req := api.ReleaseRequest{Session: session, Token: &token}
+		req := api.ReleaseRequest{Session: session, Token: &token, Attempt: attempt}
 		out, err := c.do(ctx, &call{method: http.MethodPost, path: p, body: req,
 			out: &api.ReleaseResponse{}, noRetryUnknown: true})
 		if err == nil {
 			return nil
+		}
+		if attempt != "" && refusesAttempts(err) {
+			c.noReleaseAttempts.Store(true)
+			attempt = ""
+			continue
 		}
 		unknown := errors.Is(err, ErrTimeout) || (out.ambiguous && errors.Is(err, ErrNotHolder))
 		if !unknown || round >= 4 {

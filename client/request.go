@@ -44,6 +44,8 @@ type outcome struct {
 	ambiguous bool
 	// endpoint answered the last attempt.
 	endpoint string
+	// sends counts the attempts that may have reached a server.
+	sends int
 }
 
 // transportError is a failure to get any HTTP answer from an endpoint. It matches ErrUnavailable.
@@ -86,6 +88,10 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 		}
 		out.endpoint = ep
 		err := c.attempt(ctx, ep, cl, body)
+		var te *transportError
+		if !errors.As(err, &te) || te.sent {
+			out.sends++
+		}
 		if err == nil {
 			return out, nil
 		}

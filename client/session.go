@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,8 +43,9 @@ func WithLockDelay(d time.Duration) SessionOption {
 }
 
 // WithSafetyMargin sets how long before "last acknowledged renewal sent + TTL" the session
-// gives up its locks locally (default TTL/5). It must cover clock-rate differences and the
-// time the program needs to stop working under the lock.
+// gives up its locks locally (default TTL/5; zero or less means the default; it must be less
+// than TTL/2). It must cover clock-rate differences and the time the program needs to stop
+// working under the lock; see Session.SafetyMargin for the arithmetic.
 func WithSafetyMargin(d time.Duration) SessionOption {
 	return func(o *sessionOptions) { o.margin = d }
 }
@@ -73,6 +75,11 @@ type Session struct {
 
 	mu      sync.Mutex
 	lastAck time.Time // send time of the last acknowledged renewal (or of the create)
+	err     error     // why the session was lost: set before the loss hooks run and Done closes
+	hooks   map[uint64]func(error)
+	hookSeq uint64
+	uses    map[string]*lockUse // lock names its Mutexes try for, hold or withdraw from
+	changed chan struct{}       // closed and replaced when uses change or the session is lost
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -126,7 +133,9 @@ func (s *Session) Info() api.Session { return s.info }
 // Client returns the client the session uses.
 func (s *Session) Client() *Client { return s.c }
 
-// Done is closed when the session is lost or closed; Err then says why.
+// Done is closed when the session is lost or closed; Err then says why. By then every Mutex
+// and Election of the session has forgotten its hold: Token is 0, Context is done, and Lock,
+// TryLock and Campaign fail with Err.
 func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
 
 // Context returns a context that is cancelled when Done closes; its cause is Err.
@@ -134,12 +143,36 @@ func (s *Session) Context() context.Context { return s.ctx }
 
 // Err returns nil while the session is alive; then ErrSessionExpired (the server reported it
 // gone), ErrSessionDeadline (the local deadline passed without a renewal) or ErrSessionClosed.
+// It is set as soon as the loss is known, before the session's holds are forgotten and Done
+// closes.
 func (s *Session) Err() error {
-	if s.ctx.Err() == nil {
-		return nil
-	}
-	return context.Cause(s.ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
 }
+
+// SafetyMargin returns how long before the server could end the session this client stops
+// believing in it: the loss hooks run and Done closes at the local deadline, the send time of
+// the last acknowledged renewal + TTL − SafetyMargin, on this process's monotonic clock.
+//
+// Why that is early enough. Let S be the moment the client sent its last acknowledged renewal
+// (taken before the renewal joins its batch, so no later than any request the server saw)
+// and A ≥ S its arrival at the leader. The leader restarts the session's timer at the full
+// TTL at A, and acknowledges only after a majority of voters accepted its term in messages
+// sent after A, so a deposed leader cannot acknowledge a renewal; a leader elected later
+// restarts every timer at the full TTL once it has applied its term's barrier, after A. The
+// session (and with it its locks) therefore ends no earlier than A + TTL ≥ S + TTL, measured
+// by the leader's monotonic clock, and its locks are granted to others only by a log entry
+// committed after that. With ρ the largest rate error of the client's and the servers'
+// clocks (within 100 ppm for a quartz crystal, 500 ppm under NTP), the local deadline comes
+// at least SafetyMargin − 2·ρ·TTL before the earliest end, so the margin must be at least
+// 2·ρ·TTL plus the time the holder needs to stop acting on the lock; the default, TTL/5,
+// leaves all but 0.1 % for that. Clock offsets do not matter (each side measures durations on
+// its own clock) and network delay only makes the bound more conservative. The time to stop
+// includes the deadline timer firing late (scheduling, GC pauses), the hooks, and the work
+// under the lock ending (the CLI's --grace must fit in it). A process paused for longer than
+// that is what fencing tokens are for. docs/safety.md gives the whole argument.
+func (s *Session) SafetyMargin() time.Duration { return s.margin }
 
 // Deadline returns the local deadline: the session is considered lost from then on unless a
 // renewal sent before it is acknowledged.
@@ -165,9 +198,187 @@ func (s *Session) Close(ctx context.Context) error {
 	return nil
 }
 
-// lose marks the session lost for reason; only the first reason counts.
+// lose marks the session lost for reason; only the first reason counts. Err is set first,
+// then the loss hooks run (the session's Mutexes forget their holds), and only then Done
+// closes, so that whoever wakes up on Done finds nothing that still claims to hold.
 func (s *Session) lose(reason error) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.err = reason
+	hooks := make([]uint64, 0, len(s.hooks))
+	for id := range s.hooks {
+		hooks = append(hooks, id)
+	}
+	slices.Sort(hooks)
+	fns := make([]func(error), len(hooks))
+	for i, id := range hooks {
+		fns[i] = s.hooks[id]
+	}
+	s.hooks = nil
+	s.notifyLocked()
+	s.mu.Unlock()
+	for _, fn := range fns {
+		fn(reason)
+	}
 	s.cancel(reason)
+}
+
+// onLoss registers fn to run, with the reason, when the session is lost, before Done closes;
+// fn must not block. It reports false, registering nothing, if the session is already lost.
+// stop unregisters fn.
+func (s *Session) onLoss(fn func(error)) (stop func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, false
+	}
+	if s.hooks == nil {
+		s.hooks = make(map[uint64]func(error))
+	}
+	s.hookSeq++
+	id := s.hookSeq
+	s.hooks[id] = fn
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.hooks, id)
+	}, true
+}
+
+// gone marks the session lost if err says the server no longer knows it: a lost session is
+// never revived, so the loss is known as soon as any request learns it.
+func (s *Session) gone(err error) {
+	if errors.Is(err, ErrSessionNotFound) {
+		s.lose(fmt.Errorf("%w: session %s: %w", ErrSessionExpired, s.info.ID, err))
+	}
+}
+
+// lockUse is how the Mutexes of a session share one lock name. The server keeps one queue
+// place and one grant per session and lock, whatever the attempt: a withdrawal of a Lock that
+// gave up (which takes the session out of the queue and releases a late grant) would undo the
+// place or the grant of a newer try. So at most one Mutex tries for or holds the lock at a
+// time, and a new try starts only once every withdrawal of earlier ones has ended.
+type lockUse struct {
+	m       *Mutex // the Mutex trying for or holding the lock; nil when none
+	pending int    // withdrawals still running
+}
+
+// notifyLocked wakes those waiting for a change of uses or for the loss.
+func (s *Session) notifyLocked() {
+	if s.changed != nil {
+		close(s.changed)
+	}
+	s.changed = make(chan struct{})
+}
+
+// changedLocked returns the channel notifyLocked closes next.
+func (s *Session) changedLocked() chan struct{} {
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
+}
+
+// use makes m the session's user of lock name, once the withdrawals of earlier tries have
+// ended. It fails if another Mutex of the session uses the lock, or the session is lost.
+func (s *Session) use(ctx context.Context, name string, m *Mutex) error {
+	for {
+		s.mu.Lock()
+		if err := s.err; err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		if s.uses == nil {
+			s.uses = make(map[string]*lockUse)
+		}
+		u := s.uses[name]
+		if u == nil {
+			u = &lockUse{}
+			s.uses[name] = u
+		}
+		if u.m != nil && u.m != m {
+			s.mu.Unlock()
+			return fmt.Errorf("%w: another Mutex or Election of session %s uses lock %q (a session holds a lock at most once)",
+				ErrInvalidArgument, s.info.ID, name)
+		}
+		if u.pending == 0 {
+			u.m = m
+			s.mu.Unlock()
+			return nil
+		}
+		changed := s.changedLocked()
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for an earlier try's withdrawal: %w", context.Cause(ctx))
+		}
+	}
+}
+
+// settled waits until no withdrawal from lock name is running, or the session is lost.
+func (s *Session) settled(ctx context.Context, name string) error {
+	for {
+		s.mu.Lock()
+		u := s.uses[name]
+		if s.err != nil || u == nil || u.pending == 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		changed := s.changedLocked()
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// endUse ends m's use of lock name.
+func (s *Session) endUse(name string, m *Mutex) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u := s.uses[name]; u != nil && u.m == m {
+		u.m = nil
+		s.idleLocked(name, u)
+	}
+}
+
+// startWithdrawal records a withdrawal from lock name: the session's new tries for it wait
+// until the returned func is called.
+func (s *Session) startWithdrawal(name string) (done func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.uses == nil {
+		s.uses = make(map[string]*lockUse)
+	}
+	u := s.uses[name]
+	if u == nil {
+		u = &lockUse{}
+		s.uses[name] = u
+	}
+	u.pending++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			u.pending--
+			s.idleLocked(name, u)
+		})
+	}
+}
+
+// idleLocked forgets u once nothing uses it, and wakes the tries waiting for it.
+func (s *Session) idleLocked(name string, u *lockUse) {
+	if u.m == nil && u.pending == 0 && s.uses[name] == u {
+		delete(s.uses, name)
+	}
+	s.notifyLocked()
 }
 
 type renewResult struct {

@@ -159,3 +159,57 @@ func TestSessionsOfOneClientRenewInBatches(t *testing.T) {
 	}
 	t.Logf("%d sessions renewed for %s with %d batch requests", n, elapsed.Round(time.Millisecond), batches)
 }
+
+// slowAnswers delays the answers to batch renewals and records when each was sent.
+type slowAnswers struct {
+	next  http.RoundTripper
+	delay time.Duration
+
+	mu    sync.Mutex
+	sends []time.Time
+}
+
+func (s *slowAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path != "/v1/sessions/renew" {
+		return s.next.RoundTrip(r)
+	}
+	s.mu.Lock()
+	s.sends = append(s.sends, time.Now())
+	s.mu.Unlock()
+	resp, err := s.next.RoundTrip(r)
+	time.Sleep(s.delay) // the answer is slow on its way back
+	return resp, err
+}
+
+func (s *slowAnswers) lastSend() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sends[len(s.sends)-1]
+}
+
+// The local deadline runs from when the acknowledged renewal was sent, not from when its
+// answer came: an answer that took long says nothing about when the server restarted the TTL.
+func TestSessionDeadlineRunsFromTheRenewalsSending(t *testing.T) {
+	dev := sharedCluster(t)
+	st := &slowAnswers{next: http.DefaultTransport, delay: 600 * time.Millisecond}
+	c := newClient(t, dev.Endpoints(), client.WithHTTPClient(&http.Client{Transport: st}))
+	const ttl = 3 * time.Second
+	s := newSession(t, c, client.WithTTL(ttl))
+	if s.SafetyMargin() != ttl/5 {
+		t.Fatalf("default safety margin %s, want TTL/5", s.SafetyMargin())
+	}
+	first := s.Deadline()
+	waitFor(t, 10*time.Second, "a renewal to be acknowledged", func() bool { return s.Deadline().After(first) })
+	// The renewal whose answer moved the deadline is the last one sent: the next is due TTL/3
+	// after it, longer than its answer took.
+	if bound := st.lastSend().Add(ttl - s.SafetyMargin()); s.Deadline().After(bound) {
+		t.Fatalf("deadline %s after the renewal was sent + TTL - margin", s.Deadline().Sub(bound))
+	}
+	m := newSession(t, c, client.WithTTL(ttl), client.WithSafetyMargin(time.Second))
+	if m.SafetyMargin() != time.Second {
+		t.Fatalf("safety margin %s, want 1s", m.SafetyMargin())
+	}
+	if _, err := c.NewSession(context.Background(), client.WithTTL(ttl), client.WithSafetyMargin(ttl/2)); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("a margin of TTL/2: %v, want ErrInvalidArgument", err)
+	}
+}

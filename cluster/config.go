@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -57,8 +58,24 @@ type Config struct {
 	// unpublished until it leads.
 	Token string
 
+	// TLS, if set, encrypts and authenticates the node's traffic with other nodes.
+	TLS TLS
+
 	// Logger receives the node's and raft's logs; default discards.
 	Logger hclog.Logger
+}
+
+// TLS holds the TLS configurations of a node's traffic with other nodes; nil ones leave that
+// traffic in plain text. The configurations decide whom to trust (see package tlsutil for the
+// agent's): the node only applies them.
+type TLS struct {
+	// RaftServer and RaftClient carry Raft over TLS, for the connections peers open to this
+	// node and those it opens to them; give both or neither. An incoming connection whose
+	// handshake fails is closed before Raft reads anything from it.
+	RaftServer, RaftClient *tls.Config
+	// HTTPClient makes the node's own requests to other members' APIs (join, publishing its
+	// address, leave) use HTTPS with this configuration; endpoints without a scheme get https.
+	HTTPClient *tls.Config
 }
 
 // Defaults for Config. The timeouts suit a LAN or loopback: a crashed leader is replaced in
@@ -109,6 +126,9 @@ func (c *Config) validate() error {
 	}
 	if c.AdvertiseHTTP == "" {
 		return errors.New("cluster: config: AdvertiseHTTP is required")
+	}
+	if (c.TLS.RaftServer == nil) != (c.TLS.RaftClient == nil) {
+		return errors.New("cluster: config: TLS.RaftServer and TLS.RaftClient go together")
 	}
 	if c.LogStore != "" && c.LogStore != LogStoreBoltDB && c.LogStore != LogStoreWAL {
 		return fmt.Errorf("cluster: config: log store %q is not %q or %q", c.LogStore, LogStoreBoltDB, LogStoreWAL)

@@ -16,5 +16,7 @@
 // snapshot is read from the store once. A graceful Shutdown snapshots the applied state, so the
 // next start replays no log.
 //
-// It imports fsm and api (for the join request); it never imports httpapi.
+// It imports fsm, api (for the join request) and tlsutil (for its handshaking listener); it
+// never imports httpapi. With Config.TLS, Raft runs over mutual TLS and the node's own API calls
+// over HTTPS; the agent builds the configurations.
 package cluster

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -184,11 +185,10 @@ func (n *Node) announce(ctx context.Context, endpoints []string) error {
 	if err != nil {
 		return err
 	}
-	client := &http.Client{Timeout: 10 * time.Second}
 	var last error
 	for attempt := 0; ; attempt++ {
 		for _, ep := range endpoints {
-			if last = postMember(ctx, client, ep, body, n.cfg.Token); last == nil {
+			if last = n.postMember(ctx, ep, body); last == nil {
 				return nil
 			} else if errors.Is(last, errRefused) {
 				return fmt.Errorf("cluster: join: %w", last) // asking again will not help
@@ -206,18 +206,38 @@ func (n *Node) announce(ctx context.Context, endpoints []string) error {
 // errRefused marks a member request the API refused for its token (401 or 403).
 var errRefused = errors.New("refused: the agent's token is missing or lacks operator:write")
 
-func postMember(ctx context.Context, client *http.Client, endpoint string, body []byte, token string) error {
-	url := strings.TrimSuffix(endpoint, "/") + "/v1/cluster/members"
+// newHTTPClient returns the client of the node's own requests to other members' APIs; with
+// tlsConfig, they go over HTTPS.
+func newHTTPClient(tlsConfig *tls.Config) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = tlsConfig
+	t.ForceAttemptHTTP2 = false
+	return &http.Client{Timeout: 10 * time.Second, Transport: t}
+}
+
+// memberURL turns a member's API endpoint (host:port, or a URL) and a path into a URL; an
+// endpoint without a scheme gets https when the node speaks TLS to other members.
+func (n *Node) memberURL(endpoint, path string) string {
+	endpoint = strings.TrimSuffix(endpoint, "/")
 	if !strings.Contains(endpoint, "://") {
-		url = "http://" + url
+		scheme := "http://"
+		if n.cfg.TLS.HTTPClient != nil {
+			scheme = "https://"
+		}
+		endpoint = scheme + endpoint
 	}
+	return endpoint + path
+}
+
+func (n *Node) postMember(ctx context.Context, endpoint string, body []byte) error {
+	url := n.memberURL(endpoint, "/v1/cluster/members")
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	setToken(req, token)
-	resp, err := client.Do(req)
+	setToken(req, n.cfg.Token)
+	resp, err := n.httpc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -309,12 +329,11 @@ func (n *Node) Leave(ctx context.Context) error {
 			return err
 		}
 	}
-	client := &http.Client{Timeout: 10 * time.Second}
 	for attempt := 0; ; attempt++ {
 		_, addr := n.Leader()
 		err := errors.New("no leader known")
 		if addr != "" {
-			err = deleteMember(ctx, client, addr, n.cfg.ID, n.cfg.Token)
+			err = n.deleteMember(ctx, addr, n.cfg.ID)
 		}
 		if err == nil {
 			return nil
@@ -327,14 +346,14 @@ func (n *Node) Leave(ctx context.Context) error {
 	}
 }
 
-func deleteMember(ctx context.Context, client *http.Client, endpoint, id, token string) error {
-	url := "http://" + strings.TrimPrefix(endpoint, "http://") + "/v1/cluster/members/" + id
+func (n *Node) deleteMember(ctx context.Context, endpoint, id string) error {
+	url := n.memberURL(endpoint, "/v1/cluster/members/"+id)
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, url, nil)
 	if err != nil {
 		return err
 	}
-	setToken(req, token)
-	resp, err := client.Do(req)
+	setToken(req, n.cfg.Token)
+	resp, err := n.httpc.Do(req)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/tlsutil"
 )
 
 // Node is one member of a raftlock cluster.
@@ -29,6 +31,8 @@ type Node struct {
 	timers *leaderTimers
 	verify *confirmer
 	stats  counters
+	// httpc makes the node's own requests to other members' APIs (join, publish, leave).
+	httpc *http.Client
 
 	// readyTerm is the term in which this node leads and has passed the Barrier, with that
 	// term's timers armed; 0 when it does not lead.
@@ -65,6 +69,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.fsm = fsm.New(n)
 	n.timers = newLeaderTimers(n)
+	n.httpc = newHTTPClient(cfg.TLS.HTTPClient)
 
 	if err := n.open(); err != nil {
 		n.closeResources()
@@ -97,8 +102,13 @@ func (n *Node) open() error {
 		}
 		adv = a
 	}
+	stream := &streamLayer{Listener: ln, advertise: adv}
+	if cfg.TLS.RaftServer != nil {
+		stream.Listener = tlsutil.NewListener(ln, cfg.TLS.RaftServer, tlsutil.ListenerOptions{OnRefused: n.refusedPeer})
+		stream.dialTLS = cfg.TLS.RaftClient
+	}
 	tcfg := &raft.NetworkTransportConfig{
-		Stream:  &streamLayer{Listener: ln, advertise: adv},
+		Stream:  stream,
 		MaxPool: 5,
 		Timeout: 10 * time.Second,
 		// One RPC in flight per follower turns raft's pipelined replication off. Its pipeline
@@ -202,6 +212,13 @@ func (n *Node) closeResources() {
 	if n.store != nil {
 		n.store.Close()
 	}
+	n.httpc.CloseIdleConnections()
+}
+
+// refusedPeer counts and logs an incoming Raft connection whose TLS handshake failed.
+func (n *Node) refusedPeer(remote net.Addr, err error) {
+	n.stats.raftTLSRefused.Add(1)
+	n.log.Warn("refused a Raft connection: TLS handshake failed", "remote", remote.String(), "error", err)
 }
 
 // Close stops the node at once, as a crash would from the cluster's point of view (without

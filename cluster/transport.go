@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -11,12 +13,15 @@ import (
 
 // streamLayer is raft's stream layer over a listener the caller may have bound already, so that
 // tests and the dev cluster can use port 0 and still know every address before raft starts.
+// With TLS, the listener is a tlsutil.Listener (it hands on only connections whose handshake,
+// client certificate included, succeeded) and dialTLS secures the connections this node opens.
 // Close also closes the connections it accepted: raft's transport does not, and the goroutine
 // serving each one would stay blocked reading it, holding the transport and through it the
 // node's raft and state, for as long as the peer keeps its end open.
 type streamLayer struct {
 	net.Listener
 	advertise net.Addr
+	dialTLS   *tls.Config
 
 	mu       sync.Mutex
 	accepted map[*trackedConn]struct{}
@@ -72,8 +77,17 @@ func (c *trackedConn) Close() error {
 	return c.Conn.Close()
 }
 
+// Dial opens a connection to a peer; with TLS, the handshake is done (within timeout) before it
+// returns, so that raft never writes to a peer that failed it.
 func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout}
+	d := &net.Dialer{Timeout: timeout}
+	if s.dialTLS != nil {
+		c, err := tls.DialWithDialer(d, "tcp", string(addr), s.dialTLS)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: raft TLS to %s: %w", addr, err)
+		}
+		return c, nil
+	}
 	return d.Dial("tcp", string(addr))
 }
 

@@ -56,6 +56,16 @@ type Config struct {
 	// AgentToken is the token this agent sends when it joins, publishes its HTTP address to
 	// the leader or leaves; under ACL it needs operator:write.
 	AgentToken string
+
+	// TLSCertFile and TLSKeyFile are this node's certificate and key (PEM); with them the API is
+	// HTTPS only and Raft, forwarding and join use mutual TLS.
+	TLSCertFile, TLSKeyFile string
+	// TLSCAFile is the CA bundle peers (and, with TLSVerifyClients, API clients) are checked against.
+	TLSCAFile string
+	// TLSVerifyClients requires API clients to present a certificate of the CA.
+	TLSVerifyClients bool
+	// TLSMinVersion is "1.2" or "1.3".
+	TLSMinVersion string
 }
 
 // Default returns the defaults: one node on 127.0.0.1:7001 (HTTP) and :7101 (Raft).
@@ -77,6 +87,7 @@ func Default() Config {
 		MaxSessions:        1_000_000,
 		MaxWaitersPerLock:  10_000,
 		ShutdownTimeout:    10 * time.Second,
+		TLSMinVersion:      "1.2",
 	}
 }
 
@@ -110,6 +121,11 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Int("max-waiters-per-lock", d.MaxWaitersPerLock, "most queued acquires per lock (0: unlimited)")
 	fs.Duration("shutdown-timeout", d.ShutdownTimeout, "how long a graceful shutdown may take")
 	fs.Bool("leave-on-shutdown", false, "on SIGINT/SIGTERM, leave the cluster for good instead of just stopping")
+	fs.String("tls-cert-file", "", "this node's certificate (PEM); with --tls-key-file, the API is served over HTTPS only and Raft, forwarding and --join use mutual TLS")
+	fs.String("tls-key-file", "", "the private key of --tls-cert-file (PEM)")
+	fs.String("tls-ca-file", "", "CA bundle (PEM) other nodes' certificates (and clients', with --tls-verify-clients) must be signed by; required with --tls-cert-file")
+	fs.Bool("tls-verify-clients", false, "also require API clients to present a certificate signed by --tls-ca-file")
+	fs.String("tls-min-version", d.TLSMinVersion, "lowest TLS version accepted: 1.2 or 1.3")
 	fs.Float64("rate-limit", 0, "write requests per second one client (its token with --acl, else its IP address) may send to this node, burst twice that; beyond it 429 with Retry-After, nothing applied (0: off)")
 	fs.String("audit-log", "", "append one JSON line per state-changing request received by this node to this file (fsynced every second)")
 	fs.Bool("acl", false, "require a token on every /v1 request but health, ready and the ACL bootstrap, and check its policies; all nodes must agree")
@@ -159,6 +175,11 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		MaxWaitersPerLock:   v.GetInt("max-waiters-per-lock"),
 		ShutdownTimeout:     v.GetDuration("shutdown-timeout"),
 		LeaveOnShutdown:     v.GetBool("leave-on-shutdown"),
+		TLSCertFile:         v.GetString("tls-cert-file"),
+		TLSKeyFile:          v.GetString("tls-key-file"),
+		TLSCAFile:           v.GetString("tls-ca-file"),
+		TLSVerifyClients:    v.GetBool("tls-verify-clients"),
+		TLSMinVersion:       v.GetString("tls-min-version"),
 		RateLimit:           v.GetFloat64("rate-limit"),
 		AuditLog:            v.GetString("audit-log"),
 		ACL:                 v.GetBool("acl"),
@@ -297,12 +318,49 @@ func (c *Config) Validate() error {
 	if c.MaxSessionsPerToken < 0 {
 		bad("--max-sessions-per-token %d must be 0 (unlimited) or more", c.MaxSessionsPerToken)
 	}
+	errs = append(errs, c.validateTLS()...)
 	if c.RateLimit < 0 || c.RateLimit > 1e6 {
 		bad("--rate-limit %v must lie between 0 (off) and 1000000 requests per second", c.RateLimit)
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)
 }
+
+// validateTLS checks that the TLS settings are given together: a certificate needs its key and
+// a CA (nodes check each other against it), and the CA and client verification need TLS on.
+func (c *Config) validateTLS() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("config: "+format, args...)) }
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		bad("--tls-cert-file and --tls-key-file go together: give both or neither")
+	}
+	on := c.TLS()
+	if on && c.TLSCAFile == "" {
+		bad("--tls-ca-file is required with --tls-cert-file: nodes verify each other against it")
+	}
+	if !on && c.TLSCertFile == "" && c.TLSKeyFile == "" {
+		if c.TLSCAFile != "" {
+			bad("--tls-ca-file needs --tls-cert-file and --tls-key-file")
+		}
+		if c.TLSVerifyClients {
+			bad("--tls-verify-clients needs --tls-cert-file, --tls-key-file and --tls-ca-file")
+		}
+	}
+	if c.TLSMinVersion != "1.2" && c.TLSMinVersion != "1.3" {
+		bad("--tls-min-version %q must be 1.2 or 1.3", c.TLSMinVersion)
+	}
+	if on {
+		for _, j := range c.Join {
+			if strings.HasPrefix(strings.ToLower(j), "http://") {
+				bad("--join %q: with TLS, members are reached over HTTPS (give https:// or no scheme)", j)
+			}
+		}
+	}
+	return errs
+}
+
+// TLS reports whether the node serves TLS (certificate and key given).
+func (c *Config) TLS() bool { return c.TLSCertFile != "" && c.TLSKeyFile != "" }
 
 // AdvertisedHTTP returns the HTTP address to publish: --advertise-http, else --http-addr.
 func (c *Config) AdvertisedHTTP() string {

@@ -81,6 +81,14 @@ func TestValidationNamesTheSetting(t *testing.T) {
 		{[]string{"--data-dir", "/d", "--join", "http://a:1", "--initial-cluster", "n1=a:2"}, "not both"},
 		{[]string{"--data-dir", "/d", "--leader-lease-timeout", "2s"}, "--leader-lease-timeout"},
 		{[]string{"--data-dir", "/d", "--max-body-bytes", "10"}, "--max-body-bytes"},
+		{[]string{"--data-dir", "/d", "--tls-cert-file", "c.pem", "--tls-ca-file", "ca.pem"}, "--tls-cert-file and --tls-key-file go together"},
+		{[]string{"--data-dir", "/d", "--tls-key-file", "k.pem", "--tls-ca-file", "ca.pem"}, "--tls-cert-file and --tls-key-file go together"},
+		{[]string{"--data-dir", "/d", "--tls-cert-file", "c.pem", "--tls-key-file", "k.pem"}, "--tls-ca-file is required"},
+		{[]string{"--data-dir", "/d", "--tls-ca-file", "ca.pem"}, "--tls-ca-file needs --tls-cert-file"},
+		{[]string{"--data-dir", "/d", "--tls-verify-clients"}, "--tls-verify-clients needs"},
+		{[]string{"--data-dir", "/d", "--tls-min-version", "1.1"}, "--tls-min-version"},
+		{[]string{"--data-dir", "/d", "--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--tls-ca-file", "ca.pem",
+			"--join", "http://127.0.0.1:7001"}, "over HTTPS"},
 		{[]string{"--data-dir", "/d", "--rate-limit", "-1"}, "--rate-limit"},
 	}
 	for _, tc := range cases {
@@ -88,6 +96,20 @@ func TestValidationNamesTheSetting(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("args %v: want an error containing %q, got %v", tc.args, tc.want, err)
 		}
+	}
+}
+
+func TestTLSSettingsLoadTogether(t *testing.T) {
+	c, err := load(t, "--data-dir", "/d", "--tls-cert-file", "c.pem", "--tls-key-file", "k.pem",
+		"--tls-ca-file", "ca.pem", "--tls-verify-clients", "--tls-min-version", "1.3", "--join", "https://a:1,b:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.TLS() || c.TLSCertFile != "c.pem" || c.TLSKeyFile != "k.pem" || c.TLSCAFile != "ca.pem" || !c.TLSVerifyClients || c.TLSMinVersion != "1.3" {
+		t.Fatalf("TLS settings: %+v", c)
+	}
+	if d, err := load(t, "--data-dir", "/d"); err != nil || d.TLS() || d.TLSMinVersion != "1.2" {
+		t.Fatalf("defaults: TLS %v, minimum version %q, %v", d.TLS(), d.TLSMinVersion, err)
 	}
 }
 

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -13,9 +14,11 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/tlsutil"
 )
 
-// forwarder relays requests from a follower to the leader over pooled keep-alive connections.
+// forwarder relays requests from a follower to the leader over pooled keep-alive connections,
+// over HTTPS with this node's certificate when Config.ForwardTLS is set.
 type forwarder struct {
 	s         *Server
 	transport *http.Transport
@@ -31,11 +34,17 @@ func newForwarder(s *Server) *forwarder {
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 512,
 		IdleConnTimeout:     90 * time.Second,
+		TLSClientConfig:     s.cfg.ForwardTLS,
+		TLSHandshakeTimeout: 5 * time.Second,
+	}
+	scheme := "http"
+	if s.cfg.ForwardTLS != nil {
+		scheme = "https"
 	}
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			addr, _ := pr.In.Context().Value(leaderKey{}).(string)
-			target := &url.URL{Scheme: "http", Host: addr}
+			target := &url.URL{Scheme: scheme, Host: addr}
 			if strings.Contains(addr, "://") {
 				if u, err := url.Parse(addr); err == nil {
 					target = u
@@ -67,6 +76,8 @@ func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error
 	switch {
 	case errors.As(err, &op) && op.Op == "dial":
 		e = noLeader("the leader could not be reached; nothing was applied")
+	case tlsRefused(err):
+		e = noLeader("the TLS handshake with the leader failed (check both nodes' certificates and CA); nothing was applied")
 	case r.Context().Err() != nil:
 		return // the client went away
 	default:
@@ -77,6 +88,17 @@ func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error
 		w.Header().Set("Retry-After", e.retryAfter)
 	}
 	writeJSON(w, e.status, e.body)
+}
+
+// tlsRefused reports a failed TLS handshake with the leader, on either side. The leader's TLS
+// layer sends an alert only when the handshake fails, never after it passed the request on, so
+// a request that met one was not applied.
+func tlsRefused(err error) bool {
+	var op *net.OpError
+	var rec tls.RecordHeaderError
+	var verify *tls.CertificateVerificationError
+	return errors.Is(err, tlsutil.ErrUntrusted) || errors.Is(err, tlsutil.ErrNoCertificate) ||
+		errors.As(err, &op) && op.Op == "remote error" || errors.As(err, &rec) || errors.As(err, &verify)
 }
 
 func (f *forwarder) close() { f.transport.CloseIdleConnections() }

@@ -18,6 +18,8 @@ type metrics struct {
 	latency *prometheus.HistogramVec
 	// blocking counts the blocking queries waiting on this node.
 	blocking prometheus.Gauge
+	// tlsRefused counts API connections whose TLS handshake failed.
+	tlsRefused prometheus.Counter
 }
 
 func newMetrics(node Node) *metrics {
@@ -29,6 +31,8 @@ func newMetrics(node Node) *metrics {
 	}, []string{"route", "method", "code"})
 	m.blocking = prometheus.NewGauge(prometheus.GaugeOpts{Name: "raftlock_blocking_queries",
 		Help: "Blocking queries (GET with ?index) waiting on this node for a change."})
+	m.tlsRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_http_tls_refused_total",
+		Help: "API connections closed because their TLS handshake failed (plain HTTP, untrusted or missing client certificate)."})
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
@@ -47,6 +51,7 @@ func newMetrics(node Node) *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.latency,
 		m.blocking,
+		m.tlsRefused,
 		gauge("raftlock_raft_leader", "1 if this node is the Raft leader, else 0.", func() float64 {
 			if l, _, _, _ := status(); l {
 				return 1
@@ -63,6 +68,7 @@ func newMetrics(node Node) *metrics {
 		counter("raftlock_grants_total", "Lock grants applied by this node since it started.", func() float64 { return float64(node.Counters().Grants) }),
 		counter("raftlock_releases_total", "Lock releases (including by session end) applied since start.", func() float64 { return float64(node.Counters().Releases) }),
 		counter("raftlock_session_expiries_total", "Session expiries applied since start.", func() float64 { return float64(node.Counters().Expiries) }),
+		counter("raftlock_raft_tls_refused_total", "Incoming Raft connections closed because their TLS handshake failed (no node certificate of the CA).", func() float64 { return float64(node.Counters().RaftTLSRefused) }),
 	)
 	return m
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/tlsutil"
 )
 
 // Node is what the API needs from a cluster node; *cluster.Node implements it.
@@ -67,6 +69,12 @@ type Config struct {
 	// CommandTimeout bounds a write's wait for its commit (a blocking acquire adds its wait);
 	// default 10s. Past it the outcome is reported unknown.
 	CommandTimeout time.Duration
+	// TLS, if set, serves the API over HTTPS only: a connection whose handshake fails (plain
+	// HTTP, or a missing or untrusted client certificate when TLS asks for one) is closed
+	// without an answer.
+	TLS *tls.Config
+	// ForwardTLS, if set, makes forwarding to the leader use HTTPS with this configuration.
+	ForwardTLS *tls.Config
 	// Logger receives request errors; default discards.
 	Logger hclog.Logger
 	// RateLimit is the write requests per second one client may send to this node, with a
@@ -121,8 +129,12 @@ func New(node Node, cfg Config) *Server {
 // Handler returns the server's http.Handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 
-// Serve serves HTTP on ln until Shutdown; it returns nil after a Shutdown.
+// Serve serves HTTP (HTTPS with Config.TLS) on ln until Shutdown; it returns nil after a
+// Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.cfg.TLS != nil {
+		ln = tlsutil.NewListener(ln, s.cfg.TLS, tlsutil.ListenerOptions{OnRefused: s.refusedConn})
+	}
 	srv := s.echo.Server
 	srv.Handler = s.echo
 	srv.ReadHeaderTimeout = 10 * time.Second
@@ -132,6 +144,13 @@ func (s *Server) Serve(ln net.Listener) error {
 		return nil
 	}
 	return err
+}
+
+// refusedConn counts an API connection whose TLS handshake failed. It logs at debug level only:
+// anyone who can reach the port can cause one.
+func (s *Server) refusedConn(remote net.Addr, err error) {
+	s.metrics.tlsRefused.Inc()
+	s.log.Debug("closed an API connection: TLS handshake failed", "remote", remote.String(), "error", err)
 }
 
 // Shutdown stops accepting requests and waits for the ones in flight until ctx ends, then

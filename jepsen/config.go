@@ -57,10 +57,37 @@ type Config struct {
 	// CheckTimeout bounds porcupine's search (0: the checker default); a search cut short is
 	// reported as a failure, never as a pass.
 	CheckTimeout time.Duration
+	// Workload says how the workers hold locks: WorkloadRaw (one HTTP request per op),
+	// WorkloadClient (through the Go client) or WorkloadAll (half and half, the default).
+	Workload string
 	// IgnoreTokens makes the resource accept every write: a self-test that must fail.
 	IgnoreTokens bool
+	// IgnoreDone makes the client workers ignore the end of their holds (Mutex.Context,
+	// Session.Done): a self-test that the belief checker must flag.
+	IgnoreDone bool
 	// Out receives progress, the nemesis log and the summary; may be nil.
 	Out io.Writer
+}
+
+// Workloads.
+const (
+	// WorkloadRaw workers send one HTTP request per op, each recorded.
+	WorkloadRaw = "raw"
+	// WorkloadClient workers hold locks through the Go client, recording what they believe.
+	WorkloadClient = "client"
+	// WorkloadAll runs half the workers raw and half through the Go client.
+	WorkloadAll = "all"
+)
+
+// ClientWorkers is how many of the workers use the Go client.
+func (c Config) ClientWorkers() int {
+	switch c.Workload {
+	case WorkloadClient:
+		return c.Workers
+	case WorkloadRaw:
+		return 0
+	}
+	return c.Workers / 2
 }
 
 // DefaultConfig is a short run on three nodes with every fault.
@@ -82,6 +109,7 @@ func DefaultConfig() Config {
 		LeaderLeaseTimeout: 500 * time.Millisecond,
 		OpTimeout:          2 * time.Second,
 		LogLevel:           "info",
+		Workload:           WorkloadAll,
 	}
 }
 
@@ -113,8 +141,8 @@ func (c Config) String() string {
 	if faults == "" {
 		faults = "none"
 	}
-	s := fmt.Sprintf("nodes=%d time=%s nemesis=%s seed=%d workers=%d locks=%d ttl=%s election-timeout=%s heartbeat-timeout=%s leader-lease=%s",
-		c.Nodes, c.Time, faults, c.Seed, c.Workers, c.Locks, c.TTL, c.ElectionTimeout, c.HeartbeatTimeout, c.LeaderLeaseTimeout)
+	s := fmt.Sprintf("nodes=%d time=%s nemesis=%s seed=%d workload=%s workers=%d locks=%d ttl=%s election-timeout=%s heartbeat-timeout=%s leader-lease=%s",
+		c.Nodes, c.Time, faults, c.Seed, c.workload(), c.Workers, c.Locks, c.TTL, c.ElectionTimeout, c.HeartbeatTimeout, c.LeaderLeaseTimeout)
 	if c.LockDelay != 0 {
 		s += " lock-delay=" + c.LockDelay.String()
 	}
@@ -136,7 +164,18 @@ func (c Config) String() string {
 	if c.IgnoreTokens {
 		s += " resource=IGNORES-TOKENS(self-test)"
 	}
+	if c.IgnoreDone {
+		s += " client-workers=IGNORE-DONE(self-test)"
+	}
 	return s
+}
+
+// workload is the workload's name, the default for "".
+func (c Config) workload() string {
+	if c.Workload == "" {
+		return WorkloadAll
+	}
+	return c.Workload
 }
 
 // validate refuses configurations the harness cannot run meaningfully.
@@ -156,6 +195,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("jepsen: --time must be positive")
 	case c.Dir == "":
 		return fmt.Errorf("jepsen: no artifact directory")
+	case c.Workload != "" && c.Workload != WorkloadRaw && c.Workload != WorkloadClient && c.Workload != WorkloadAll:
+		return fmt.Errorf("jepsen: --workload %q: want %s, %s or %s", c.Workload, WorkloadRaw, WorkloadClient, WorkloadAll)
+	case c.IgnoreDone && c.ClientWorkers() == 0:
+		return fmt.Errorf("jepsen: ignoring Done needs client workers (--workload client or all)")
 	}
 	return nil
 }

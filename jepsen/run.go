@@ -83,15 +83,20 @@ func runPhases(ctx context.Context, cfg Config, c *cluster.Cluster, rec *history
 	}
 	res := workload.NewResource(rec, cfg.IgnoreTokens)
 	wl := workload.New(workload.Config{Workers: cfg.Workers, Locks: cfg.LockNames(), TTL: cfg.TTL, LockDelay: cfg.LockDelay,
-		OpTimeout: cfg.OpTimeout, MaxWait: 2 * cfg.TTL, MaxHold: 200 * time.Millisecond, ReadRatio: 0.3, CrashRatio: cfg.CrashRatio,
-		Seed: cfg.Seed}, rec, eps, res)
+		OpTimeout: cfg.OpTimeout, MaxWait: 2 * cfg.TTL, MaxHold: 200 * time.Millisecond, ReadRatio: 0.3, BlockingReadRatio: 0.2, CrashRatio: cfg.CrashRatio,
+		ClientWorkers: cfg.ClientWorkers(), IgnoreDone: cfg.IgnoreDone, Seed: cfg.Seed}, rec, eps, res)
 	nem := nemesis.New(nemesis.Config{Faults: cfg.Faults, Quiet: cfg.Quiet, TTL: cfg.TTL,
 		ElectionTimeout: cfg.ElectionTimeout, TargetLeader: cfg.TargetLeader, Seed: cfg.Seed, Log: out}, c, wl, rec)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); wl.Run(ctx, stop) }()
+	go func() {
+		defer wg.Done()
+		if err := wl.Run(ctx, stop); err != nil {
+			fmt.Fprintf(out, "jepsen: workload: %v\n", err)
+		}
+	}()
 	go func() { defer wg.Done(); nem.Run(ctx, stop) }()
 	t := time.NewTimer(cfg.Time)
 	select {
@@ -101,8 +106,8 @@ func runPhases(ctx context.Context, cfg Config, c *cluster.Cluster, rec *history
 	}
 	close(stop)
 	wg.Wait()
-	fmt.Fprintf(out, "%8.3fs jepsen: workload stopped, faults healed; workers crashed holding a lock %d times\n",
-		float64(rec.Now())/1e9, wl.Crashes())
+	fmt.Fprintf(out, "%8.3fs jepsen: workload stopped, faults healed; workers crashed holding a lock %d times, client workers were cut off holding one %d times\n",
+		float64(rec.Now())/1e9, wl.Crashes(), wl.Cuts())
 
 	sctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	if err := c.WaitReady(sctx); err != nil {

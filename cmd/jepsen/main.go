@@ -6,7 +6,8 @@
 // checker with its figures, the artifact paths, and last "N passed, M failed". The exit status
 // is 0 when every checker passed, 1 on any violation and 2 when the run could not be carried
 // out. --self-test instead proves the checkers bite: every synthetic broken history must be
-// flagged and a run against a resource that ignores tokens must fail.
+// flagged, a run against a resource that ignores tokens must fail fencing, and a run whose
+// Go-client workers ignore Done must fail belief.
 package main
 
 import (
@@ -73,7 +74,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cfg.LogStore, "log-store", "", "agents' Raft log store: wal or boltdb (default: the agent's, wal)")
 	fs.Uint64Var(&o.cfg.SnapshotEvery, "snapshot-every", 0, "agents snapshot after this many log entries and keep as many behind it, so lagging nodes install snapshots (0: agents' defaults)")
 	fs.DurationVar(&o.cfg.CheckTimeout, "check-timeout", 0, "bound on the linearizability search (0: 5m); running out is a failure")
+	fs.StringVar(&o.cfg.Workload, "workload", d.Workload, "how workers hold locks: raw (HTTP requests, each recorded), client (the Go client: Session, Mutex, Election), or all (half each)")
 	fs.BoolVar(&o.cfg.IgnoreTokens, "ignore-tokens", false, "the resource accepts stale tokens (must make fencing fail)")
+	fs.BoolVar(&o.cfg.IgnoreDone, "ignore-done", false, "client workers ignore Done: they go on believing they hold a lock after their session is gone (must make belief fail)")
 	fs.BoolVar(&o.selfTest, "self-test", false, "prove that the checkers flag broken histories, then exit")
 	fs.StringVar(&o.check, "check", "", "re-check a recorded history.jsonl instead of running (uses --ttl, --lock-delay and --election-timeout)")
 	if err := fs.Parse(args); err != nil {

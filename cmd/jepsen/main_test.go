@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/jepsen"
 	"github.com/raftlock/raftlock/jepsen/history"
 	"github.com/raftlock/raftlock/jepsen/nemesis"
 )
@@ -23,14 +24,18 @@ func TestParseFlags(t *testing.T) {
 		t.Fatalf("parsed %+v", o.cfg)
 	}
 	o, err = parse([]string{"--dir", t.TempDir()}, &bytes.Buffer{})
-	if err != nil || o.cfg.Seed == 0 || !slices.Equal(o.cfg.Faults, nemesis.All) {
-		t.Fatalf("defaults: every fault and a derived seed, got %+v %v", o.cfg, err)
+	if err != nil || o.cfg.Seed == 0 || !slices.Equal(o.cfg.Faults, nemesis.All) || o.cfg.Workload != jepsen.WorkloadAll {
+		t.Fatalf("defaults: every fault, a derived seed and both kinds of workers, got %+v %v", o.cfg, err)
+	}
+	if o.cfg.ClientWorkers() != o.cfg.Workers/2 {
+		t.Fatalf("--workload all runs half the workers through the Go client, got %d of %d", o.cfg.ClientWorkers(), o.cfg.Workers)
 	}
 }
 
 func TestBadArgumentsExitWithTwo(t *testing.T) {
 	var out, errs bytes.Buffer
-	for _, args := range [][]string{{"--nemesis", "meteor"}, {"--ttl", "1s", "--dir", t.TempDir()}, {"stray"}} {
+	for _, args := range [][]string{{"--nemesis", "meteor"}, {"--ttl", "1s", "--dir", t.TempDir()}, {"stray"},
+		{"--workload", "meteor", "--dir", t.TempDir()}, {"--workload", "raw", "--ignore-done", "--dir", t.TempDir()}} {
 		errs.Reset()
 		if code := run(context.Background(), args, &out, &errs); code != exitError {
 			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitError, errs.String())

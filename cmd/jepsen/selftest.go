@@ -45,8 +45,10 @@ func recheck(cfg jepsen.Config, path string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// selfTest checks that the checkers bite: every synthetic history gets its expected verdict,
-// and a run whose resource ignores tokens, under client pauses, fails the fencing checker.
+// selfTest checks that the checkers bite: every synthetic history gets its expected verdict, a
+// run whose resource ignores tokens, under client pauses, fails the fencing checker, and a run
+// whose Go-client workers ignore Done (they go on believing they hold a lock after their
+// session is gone), under client pauses, fails the belief checker.
 func selfTest(ctx context.Context, cfg jepsen.Config, stdout, stderr io.Writer) int {
 	passed, failed := 0, 0
 	expect := func(ok bool, format string, args ...any) {
@@ -70,11 +72,12 @@ func selfTest(ctx context.Context, cfg jepsen.Config, stdout, stderr io.Writer) 
 	}
 
 	fmt.Fprintln(stdout, "\n== a resource that ignores tokens, under client pauses (must fail fencing)")
-	cfg.IgnoreTokens = true
-	cfg.Faults = []string{nemesis.ClientPause}
-	cfg.Time = min(cfg.Time, 30*time.Second)
-	cfg.Dir = filepath.Join(cfg.Dir, "ignore-tokens")
-	rep, err := jepsen.Run(ctx, cfg)
+	tokens := cfg
+	tokens.IgnoreTokens = true
+	tokens.Faults = []string{nemesis.ClientPause}
+	tokens.Time = min(cfg.Time, 30*time.Second)
+	tokens.Dir = filepath.Join(cfg.Dir, "ignore-tokens")
+	rep, err := jepsen.Run(ctx, tokens)
 	if err != nil {
 		fmt.Fprintln(stderr, "jepsen:", err)
 		return exitError
@@ -82,6 +85,20 @@ func selfTest(ctx context.Context, cfg jepsen.Config, stdout, stderr io.Writer) 
 	rep.Print(stdout)
 	fencing, _ := rep.Result("fencing")
 	expect(!fencing.Valid, "fencing flags the token-ignoring resource: %s", fencing.Line())
+
+	fmt.Fprintln(stdout, "\n== Go-client workers that ignore Done, under client pauses (must fail belief)")
+	done := cfg
+	done.IgnoreDone, done.Workload = true, jepsen.WorkloadClient
+	done.Faults = []string{nemesis.ClientPause}
+	done.Time = min(cfg.Time, 30*time.Second)
+	done.Dir = filepath.Join(cfg.Dir, "ignore-done")
+	if rep, err = jepsen.Run(ctx, done); err != nil {
+		fmt.Fprintln(stderr, "jepsen:", err)
+		return exitError
+	}
+	rep.Print(stdout)
+	belief, _ := rep.Result("belief")
+	expect(!belief.Valid, "belief flags the workers that go on believing after their session is gone: %s", belief.Line())
 	fmt.Fprintf(stdout, "\n%d passed, %d failed\n", passed, failed)
 	if failed > 0 {
 		return exitViolation

@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/bench"
+	"github.com/raftlock/raftlock/config"
 )
 
 // benchFlags are the flags of `raftlock bench`.
@@ -38,6 +39,8 @@ type benchFlags struct {
 	memProfile     string
 	trace          string
 	logStore       string
+	tls            bool
+	tlsFiles       clientFlags // --ca-file, --cert-file, --key-file with --endpoints
 }
 
 func newBenchCmd() *cobra.Command {
@@ -66,7 +69,8 @@ A live progress line is shown when stdout is a terminal; the figures end in a ta
 process, so CPU and RSS figures are of all of them. Exit status 1 on a violation.`,
 		Example: `  raftlock bench --dev --workload all --duration 10s
   raftlock bench --endpoints http://10.0.0.1:7001,http://10.0.0.2:7001 --workload uncontended --clients 64
-  raftlock bench --dev --workload sessions --sessions 100000 --json sessions.json`,
+  raftlock bench --dev --workload sessions --sessions 100000 --json sessions.json
+  raftlock bench --dev --tls --workload uncontended   # with TLS: compare with the same run without --tls`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBench(cmd.Context(), cmd, &f)
@@ -78,6 +82,8 @@ process, so CPU and RSS figures are of all of them. Exit status 1 on a violation
 	fl.BoolVar(&f.dev, "dev", false, "start a three-node cluster in this process (random ports) and measure it")
 	fl.StringVar(&f.dataDir, "data-dir", "", "with --dev: keep the nodes' data here (default: a temporary directory)")
 	fl.StringVar(&f.logStore, "log-store", "", "with --dev: the nodes' Raft log store, wal or boltdb (default wal)")
+	fl.BoolVar(&f.tls, "tls", false, "with --dev: run the cluster with TLS (HTTPS with client certificates, Raft over mutual TLS), as raftlock dev --tls does")
+	f.tlsFiles.registerTLS(cmd)
 	fl.StringVar(&f.logLevel, "log-level", "off", "with --dev: log level of the nodes (off, error, warn, info, debug, trace)")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measurement time of each workload")
 	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "warm-up before each measurement")
@@ -120,6 +126,9 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
 		Via:           f.via,
 		Version:       version,
 	}
+	if opts.TLS, err = f.tlsFiles.tlsConfig(); err != nil {
+		return &exitError{code: exitFailure, msg: err.Error()}
+	}
 	if f.warmup == 0 {
 		opts.Warmup = -1 // zero means the default to bench.Options
 	}
@@ -129,12 +138,22 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
 	out := cmd.OutOrStdout()
 	if f.dev {
 		log := newLogger(cmd.ErrOrStderr(), f.logLevel, "text")
-		dev, err := agent.StartDev(ctx, agent.DevOptions{DataDir: f.dataDir, LogStore: f.logStore, Logger: log})
+		devOpts := agent.DevOptions{DataDir: f.dataDir, LogStore: f.logStore, Logger: log, TLS: f.tls}
+		if f.tls {
+			devOpts.Tune = func(c *config.Config) { c.TLSVerifyClients = true }
+		}
+		dev, err := agent.StartDev(ctx, devOpts)
 		if err != nil {
 			return fmt.Errorf("bench: starting the dev cluster: %w", err)
 		}
 		defer dev.Close()
 		opts.Dev, opts.Endpoints = dev, dev.Endpoints()
+		if files, ok := dev.TLSFiles(); ok {
+			c := clientFlags{caFile: files.CAFile, certFile: files.ClientCertFile, keyFile: files.ClientKeyFile}
+			if opts.TLS, err = c.tlsConfig(); err != nil {
+				return err
+			}
+		}
 	}
 	if isTerminal(out) {
 		opts.Progress = func(line string) { fmt.Fprintf(out, "\r\033[K%s", line) }

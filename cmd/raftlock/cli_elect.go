@@ -30,7 +30,9 @@ environment; "raftlock lock-info NAME" shows the leader's --value to everyone.
 
 If the leadership is lost while COMMAND runs, COMMAND and its process group get SIGTERM, then
 SIGKILL after --grace, and raftlock campaigns again with a new session, to run COMMAND anew
-when re-elected. When COMMAND exits by itself, raftlock resigns (the next candidate is
+when re-elected. The leadership is given up --safety-margin (default TTL/5) before the server
+could free it, counting from the last renewal sent, so that COMMAND has been stopped before
+another candidate can be elected: --grace (default half the margin) may not exceed the margin. When COMMAND exits by itself, raftlock resigns (the next candidate is
 elected) and exits with COMMAND's exit code.
 ` + exitCodesHelp,
 		Example: `  # three machines run this; exactly one runs the scheduler at any time
@@ -56,6 +58,9 @@ elected) and exits with COMMAND's exit code.
 func runElect(cmd *cobra.Command, f *electFlags, name string, argv []string) error {
 	ctx := cmd.Context()
 	stderr := cmd.ErrOrStderr()
+	if err := f.validate(); err != nil {
+		return err
+	}
 	c, err := f.newClient()
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 type runFlags struct {
 	clientFlags
 	ttl       time.Duration
+	margin    time.Duration
 	grace     time.Duration
 	lockDelay time.Duration
 }
@@ -26,19 +27,54 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	f.clientFlags.register(cmd, client.DefaultRetryTimeout)
 	cmd.Flags().DurationVar(&f.ttl, "ttl", client.DefaultSessionTTL,
 		"session TTL: how long the lock outlives this process if it dies (2s to 24h)")
+	cmd.Flags().DurationVar(&f.margin, "safety-margin", 0,
+		"how long before the server could free the lock raftlock gives it up and stops COMMAND, counted from the last renewal it sent; it covers --grace and clock-rate error (default TTL/5, must be less than TTL/2)")
 	cmd.Flags().DurationVar(&f.grace, "grace", 0,
-		"time between SIGTERM and SIGKILL when the lock is lost (default TTL/10, which ends before the server can grant the lock elsewhere)")
+		"time between SIGTERM and SIGKILL when the lock is lost (default half the safety margin; at most the safety margin, since the server may hand the lock on once the margin has run out)")
 	cmd.Flags().DurationVar(&f.lockDelay, "lock-delay", 0,
 		"if this process dies or loses the cluster, keep the lock from everyone else this long after the TTL runs out, for commands whose writes cannot be fenced (0 to 60s)")
 	// Everything after NAME belongs to the command, even without "--".
 	cmd.Flags().SetInterspersed(false)
 }
 
+// validate checks the timing flags before anything is asked of the cluster.
+func (f *runFlags) validate() error {
+	if f.ttl <= 0 {
+		return &exitError{code: exitFailure, msg: fmt.Sprintf("--ttl %s: the TTL must be positive", f.ttl)}
+	}
+	if f.margin < 0 || f.margin >= f.ttl/2 {
+		return &exitError{code: exitFailure, msg: fmt.Sprintf(
+			"--safety-margin %s must be positive and less than half the TTL (%s with --ttl %s): the lock is given up "+
+				"TTL minus the margin after the last renewal was sent, which must leave time for the renewals, "+
+				"sent every TTL/3, and their retries", f.margin, f.ttl/2, f.ttl)}
+	}
+	if f.grace < 0 {
+		return &exitError{code: exitFailure, msg: fmt.Sprintf("--grace %s must not be negative", f.grace)}
+	}
+	if margin := f.marginOrDefault(); f.grace > margin {
+		return &exitError{code: exitFailure, msg: fmt.Sprintf(
+			"--grace %s is longer than the safety margin %s: once the margin has run out the server may hand "+
+				"the lock to someone else while the command would still be running; use a shorter --grace or a "+
+				"larger --safety-margin (less than TTL/2)", f.grace, margin)}
+	}
+	return nil
+}
+
+// marginOrDefault is the session's safety margin: --safety-margin, or TTL/5.
+func (f *runFlags) marginOrDefault() time.Duration {
+	if f.margin > 0 {
+		return f.margin
+	}
+	return f.ttl / 5
+}
+
+// graceOrDefault is the time the command gets between SIGTERM and SIGKILL: --grace, or half
+// the safety margin, so that it has stopped before the server can free the lock.
 func (f *runFlags) graceOrDefault() time.Duration {
 	if f.grace > 0 {
 		return f.grace
 	}
-	return f.ttl / 10
+	return f.marginOrDefault() / 2
 }
 
 // newSession creates the session that holds the lock, warning on stderr when it is in danger.
@@ -46,6 +82,7 @@ func (f *runFlags) newSession(ctx context.Context, c *client.Client, kind, name 
 	host, _ := os.Hostname()
 	return c.NewSession(ctx,
 		client.WithTTL(f.ttl),
+		client.WithSafetyMargin(f.marginOrDefault()),
 		client.WithLockDelay(f.lockDelay),
 		client.WithSessionName(fmt.Sprintf("raftlock %s on %s pid %d", kind, host, os.Getpid())),
 		client.WithOnDanger(func(remaining time.Duration) {
@@ -108,6 +145,13 @@ unreachable for too long, or the session was destroyed), COMMAND and every proce
 group get SIGTERM, then SIGKILL after --grace, and raftlock exits with code 3. Signals sent
 to raftlock are passed on to COMMAND; the lock is released once it has exited.
 
+raftlock gives the lock up --safety-margin (default TTL/5) before the server could free it,
+counting from the last renewal it sent, so that COMMAND has been stopped before anyone else
+can be granted the lock: --grace (default half the margin) may not exceed the margin. The
+margin also covers the difference in rate between this machine's clock and the servers' over
+one TTL (negligible for ordinary clocks); it needs no synchronised clocks. RAFTLOCK_TOKEN
+protects against what no margin can: a machine paused for longer than that.
+
 With --wait 0 (the default) raftlock does not wait: if another session holds the lock it
 exits at once with code 75, which makes "run the nightly job on exactly one machine" a
 one-liner in every crontab. With --wait 30s it waits in the lock's FIFO queue for up to 30s;
@@ -139,6 +183,9 @@ a negative --wait waits without limit.
 func runLock(cmd *cobra.Command, f *lockFlags, hasValue bool, name string, argv []string) error {
 	ctx := cmd.Context()
 	stderr := cmd.ErrOrStderr()
+	if err := f.validate(); err != nil {
+		return err
+	}
 	c, err := f.newClient()
 	if err != nil {
 		return err

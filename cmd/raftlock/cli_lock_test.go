@@ -276,3 +276,37 @@ while [ ! -e "$DIR/done" ]; do sleep 0.05; done`
 		t.Fatalf("--lock-delay 61s: exit %d, stderr %q; want the server's refusal", r.code, r.stderr)
 	}
 }
+
+// A --grace longer than the safety margin would let the command run on after the server may
+// have handed the lock to someone else: lock and elect refuse it, and say why, before taking
+// anything; so do they a margin of TTL/2 or more.
+func TestGraceAndSafetyMarginAreBounded(t *testing.T) {
+	c := testClient(t)
+	name := testLock(t)
+	for _, cmd := range []string{"lock", "elect"} {
+		r := runCLI(t, cmd, "--ttl", "10s", "--grace", "3s", name, "--", "sh", "-c", "echo ran")
+		if r.code != exitFailure || r.stdout != "" || !strings.Contains(r.stderr, "--grace 3s is longer than the safety margin 2s") ||
+			!strings.Contains(r.stderr, "hand the lock to someone else") {
+			t.Fatalf("%s with --grace above the default margin: exit %d, stdout %q, stderr %q", cmd, r.code, r.stdout, r.stderr)
+		}
+		r = runCLI(t, cmd, "--ttl", "10s", "--safety-margin", "5s", name, "--", "sh", "-c", "echo ran")
+		if r.code != exitFailure || r.stdout != "" || !strings.Contains(r.stderr, "--safety-margin 5s must be positive and less than half the TTL") {
+			t.Fatalf("%s with a margin of TTL/2: exit %d, stdout %q, stderr %q", cmd, r.code, r.stdout, r.stderr)
+		}
+		r = runCLI(t, cmd, "--ttl", "10s", "--safety-margin", "2s", "--grace", "3s", name, "--", "sh", "-c", "echo ran")
+		if r.code != exitFailure || !strings.Contains(r.stderr, "--grace 3s is longer than the safety margin 2s") {
+			t.Fatalf("%s with --grace above --safety-margin: exit %d, stderr %q", cmd, r.code, r.stderr)
+		}
+	}
+	if !lockIsFree(t, c, name) {
+		t.Fatal("a refused run took the lock")
+	}
+	r := runCLI(t, "lock", "--ttl", "10s", "--safety-margin", "4s", "--grace", "3s", name, "--", "sh", "-c", "echo ran")
+	if r.code != 0 || r.stdout != "ran\n" {
+		t.Fatalf("--grace within --safety-margin: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, "lock", "--help")
+	if !strings.Contains(r.stdout, "--safety-margin") || !strings.Contains(r.stdout, "may not exceed the margin") {
+		t.Fatalf("lock --help does not explain the margin:\n%s", r.stdout)
+	}
+}

@@ -28,3 +28,6 @@ func signalChild(p *os.Process, ownGroup bool, sig os.Signal) error { return p.S
 
 // exitStatus is the command's exit code.
 func exitStatus(ps *os.ProcessState) int { return ps.ExitCode() }
+
+// reloadSignals are the signals on which the agent re-reads its TLS files: none here.
+func reloadSignals() []os.Signal { return nil }

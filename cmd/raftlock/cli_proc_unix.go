@@ -56,3 +56,6 @@ func exitStatus(ps *os.ProcessState) int {
 	}
 	return ps.ExitCode()
 }
+
+// reloadSignals are the signals on which the agent re-reads its TLS files.
+func reloadSignals() []os.Signal { return []os.Signal{syscall.SIGHUP} }

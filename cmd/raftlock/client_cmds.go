@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -57,38 +59,107 @@ func addClientCommands(root *cobra.Command) {
 	)
 }
 
+// Environment variables read when the TLS flags of the client commands are not given.
+const (
+	caFileEnv   = "RAFTLOCK_CA_FILE"
+	certFileEnv = "RAFTLOCK_CERT_FILE"
+	keyFileEnv  = "RAFTLOCK_KEY_FILE"
+)
+
 // clientFlags are the connection flags every client command has.
 type clientFlags struct {
 	endpoints string
 	timeout   time.Duration
 	retry     time.Duration
 	token     string
+
+	caFile, certFile, keyFile string
 }
 
 // register adds the flags; retry is the default of --retry-timeout.
 func (f *clientFlags) register(cmd *cobra.Command, retry time.Duration) {
 	cmd.Flags().StringVar(&f.endpoints, "endpoints", "",
-		"comma-separated HTTP endpoints of the cluster (default $"+endpointsEnv+", else "+defaultEndpoints+")")
+		"comma-separated endpoints of the cluster, http:// or https:// (default $"+endpointsEnv+", else "+defaultEndpoints+
+			"); with a TLS flag below, the defaults and endpoints without a scheme use https")
 	cmd.Flags().DurationVar(&f.timeout, "request-timeout", client.DefaultRequestTimeout,
 		"timeout of one request to one endpoint")
 	cmd.Flags().DurationVar(&f.retry, "retry-timeout", retry,
 		"how long a request keeps trying other endpoints while the cluster is unreachable or has no leader")
 	cmd.Flags().StringVar(&f.token, "token", "", "ACL token secret sent with every request (default $"+tokenEnv+")")
+	f.registerTLS(cmd)
 }
 
-// tokenOptions returns the client option that sends --token, else $RAFTLOCK_TOKEN, if any.
-func (f *clientFlags) tokenOptions() []client.Option {
-	t := f.token
-	if t == "" {
-		t = os.Getenv(tokenEnv)
-	}
-	if t == "" {
-		return nil
-	}
-	return []client.Option{client.WithToken(t)}
+// registerTLS adds the TLS flags only.
+func (f *clientFlags) registerTLS(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.caFile, "ca-file", "",
+		"CA bundle (PEM) to verify https endpoints against, instead of the system's (default $"+caFileEnv+")")
+	cmd.Flags().StringVar(&f.certFile, "cert-file", "",
+		"client certificate (PEM) for clusters started with --tls-verify-clients (default $"+certFileEnv+")")
+	cmd.Flags().StringVar(&f.keyFile, "key-file", "", "the private key of --cert-file (PEM) (default $"+keyFileEnv+")")
 }
 
-// endpointList resolves --endpoints, then $RAFTLOCK_ENDPOINTS, then the dev cluster.
+// orEnv returns v, or the environment variable env when v is empty.
+func orEnv(v, env string) string {
+	if v == "" {
+		return os.Getenv(env)
+	}
+	return v
+}
+
+// tlsConfig builds the client's TLS configuration from --ca-file, --cert-file and --key-file
+// (or their environment variables); nil when none is given, and https endpoints then verify
+// against the system's roots.
+func (f *clientFlags) tlsConfig() (*tls.Config, error) {
+	ca, cert, key := orEnv(f.caFile, caFileEnv), orEnv(f.certFile, certFileEnv), orEnv(f.keyFile, keyFileEnv)
+	if ca == "" && cert == "" && key == "" {
+		return nil, nil
+	}
+	if (cert == "") != (key == "") {
+		return nil, fmt.Errorf("--cert-file and --key-file go together (also as $%s and $%s)", certFileEnv, keyFileEnv)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("--ca-file: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", ca)
+		}
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("--cert-file/--key-file: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// options returns the client options of the flags (the token and TLS ones included), retry
+// overriding --retry-timeout when >= 0.
+func (f *clientFlags) options(retry time.Duration) ([]client.Option, error) {
+	if retry < 0 {
+		retry = f.retry
+	}
+	opts := []client.Option{client.WithRequestTimeout(f.timeout), client.WithRetryTimeout(retry)}
+	cfg, err := f.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if cfg != nil {
+		opts = append(opts, client.WithTLSConfig(cfg))
+	}
+	if t := orEnv(f.token, tokenEnv); t != "" {
+		opts = append(opts, client.WithToken(t))
+	}
+	return opts, nil
+}
+
+// endpointList resolves --endpoints, then $RAFTLOCK_ENDPOINTS, then the dev cluster (over
+// https when a TLS flag is given).
 func (f *clientFlags) endpointList() []string {
 	v := f.endpoints
 	if v == "" {
@@ -96,14 +167,21 @@ func (f *clientFlags) endpointList() []string {
 	}
 	if v == "" {
 		v = defaultEndpoints
+		if orEnv(f.caFile, caFileEnv) != "" || orEnv(f.certFile, certFileEnv) != "" {
+			// The dev cluster's, with TLS (raftlock dev --tls).
+			v = strings.ReplaceAll(v, "http://", "https://")
+		}
 	}
 	return strings.Split(v, ",")
 }
 
 // newClient returns a client configured by the flags.
 func (f *clientFlags) newClient() (*client.Client, error) {
-	c, err := client.New(f.endpointList(), append([]client.Option{client.WithRequestTimeout(f.timeout),
-		client.WithRetryTimeout(f.retry)}, f.tokenOptions()...)...)
+	opts, err := f.options(-1)
+	if err != nil {
+		return nil, &exitError{code: exitFailure, msg: err.Error()}
+	}
+	c, err := client.New(f.endpointList(), opts...)
 	if err != nil {
 		return nil, &exitError{code: exitFailure, msg: err.Error()}
 	}
@@ -142,7 +220,11 @@ func completeLockNames(f *clientFlags, after cobra.ShellCompDirective) cobra.Com
 		if len(args) > 0 {
 			return nil, after
 		}
-		c, err := client.New(f.endpointList(), append([]client.Option{client.WithRetryTimeout(0)}, f.tokenOptions()...)...)
+		opts, err := f.options(0)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		c, err := client.New(f.endpointList(), opts...)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}

@@ -51,6 +51,7 @@ func newRootCmd() *cobra.Command {
 	addServerCommands(root)
 	addClientCommands(root)
 	root.AddCommand(newBenchCmd())
+	root.AddCommand(newTLSCmd())
 	return root
 }
 

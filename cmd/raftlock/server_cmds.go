@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
@@ -35,12 +37,23 @@ func newAgentCmd() *cobra.Command {
 variable RAFTLOCK_<FLAG> (upper case, '-' as '_') or by a key of the same name in the
 config file given by --config; a flag on the command line wins, then the environment, then
 the file. --initial-cluster bootstraps only when the data directory holds no Raft state, so
-the same command restarts a node.`,
+the same command restarts a node.
+
+With --tls-cert-file, --tls-key-file and --tls-ca-file the API is served over HTTPS only
+(plain HTTP gets no answer), and Raft, forwarding to the leader and --join use mutual TLS:
+nodes accept only node certificates of the CA from each other. --tls-verify-clients also
+requires API clients to present a certificate of the CA. On SIGHUP the agent re-reads the
+three files for new connections; a file that fails to load keeps the old one (logged).
+raftlock tls creates a CA and certificates to try this out.`,
 		Example: `  raftlock agent --id n1 --data-dir /var/lib/raftlock/n1 \
     --http-addr 127.0.0.1:7001 --raft-addr 127.0.0.1:7101 \
     --initial-cluster n1=127.0.0.1:7101,n2=127.0.0.1:7102,n3=127.0.0.1:7103
   raftlock agent --id n4 --data-dir /var/lib/raftlock/n4 --http-addr 127.0.0.1:7004 \
-    --raft-addr 127.0.0.1:7104 --join http://127.0.0.1:7001`,
+    --raft-addr 127.0.0.1:7104 --join http://127.0.0.1:7001
+  raftlock agent --id n1 --data-dir /var/lib/raftlock/n1 \
+    --http-addr 127.0.0.1:7001 --raft-addr 127.0.0.1:7101 \
+    --initial-cluster n1=127.0.0.1:7101,n2=127.0.0.1:7102,n3=127.0.0.1:7103 \
+    --tls-cert-file certs/n1.pem --tls-key-file certs/n1-key.pem --tls-ca-file certs/ca.pem`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(cmd.Flags())
@@ -56,16 +69,32 @@ the same command restarts a node.`,
 }
 
 // runAgent runs one agent until ctx ends (SIGINT/SIGTERM), then shuts it down gracefully.
+// SIGHUP re-reads the TLS files.
 func runAgent(ctx context.Context, cfg config.Config, log hclog.Logger) error {
+	// Caught before the start, so that a SIGHUP during it does not kill the process.
+	hup := make(chan os.Signal, 1)
+	if sigs := reloadSignals(); len(sigs) > 0 {
+		signal.Notify(hup, sigs...)
+		defer signal.Stop(hup)
+	}
 	a, err := agent.Start(ctx, cfg, log, agent.Listeners{})
 	if err != nil {
 		return err
 	}
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case err := <-a.Errors():
-		log.Error("http server failed", "error", err)
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+			break wait
+		case err := <-a.Errors():
+			log.Error("http server failed", "error", err)
+			break wait
+		case <-hup:
+			if err := a.Reload(); err != nil {
+				log.Error("reload failed; kept what could not be read", "error", err)
+			}
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
@@ -74,21 +103,36 @@ func runAgent(ctx context.Context, cfg config.Config, log hclog.Logger) error {
 
 func newDevCmd() *cobra.Command {
 	var dataDir, logLevel, logStore string
+	var withTLS bool
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a three-node development cluster in this process",
 		Long: `Start three raftlock nodes in one process on 127.0.0.1 (HTTP 7001-7003, Raft
 7101-7103), with data in a temporary directory unless --data-dir is given, and print how
-to use them. Stop with Ctrl-C.`,
+to use them. Stop with Ctrl-C.
+
+With --tls, the nodes serve the API over HTTPS only, require a client certificate
+(--tls-verify-clients) and run Raft over mutual TLS. A CA (ca.pem, ca-key.pem), one
+certificate per node (n1.pem, n1-key.pem, ...) and a client certificate (client.pem,
+client-key.pem) are written into <data dir>/tls, and the curl and CLI lines to use them
+are printed. Tokens and ACLs are not built yet: TLS is all --tls adds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := newLogger(cmd.ErrOrStderr(), logLevel, "text")
-			dev, err := agent.StartDev(cmd.Context(), agent.DevOptions{DataDir: dataDir, LogStore: logStore, BasePort: 7001, Logger: log})
+			opts := agent.DevOptions{DataDir: dataDir, LogStore: logStore, BasePort: 7001, Logger: log, TLS: withTLS}
+			if withTLS {
+				opts.Tune = func(c *config.Config) { c.TLSVerifyClients = true }
+			}
+			dev, err := agent.StartDev(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}
 			defer dev.Close()
-			fmt.Fprint(cmd.OutOrStdout(), devBanner(dev.Endpoints()))
+			banner := devBanner(dev.Endpoints())
+			if files, ok := dev.TLSFiles(); ok {
+				banner = devTLSBanner(dev.Endpoints(), files)
+			}
+			fmt.Fprint(cmd.OutOrStdout(), banner)
 			<-cmd.Context().Done()
 			return nil
 		},
@@ -96,22 +140,40 @@ to use them. Stop with Ctrl-C.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the nodes' data here (default: a temporary directory, removed on exit)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "log level: trace, debug, info, warn or error")
 	cmd.Flags().StringVar(&logStore, "log-store", "", "the nodes' Raft log store of a new data dir: wal or boltdb (default wal)")
+	cmd.Flags().BoolVar(&withTLS, "tls", false, "serve HTTPS only with client certificates, Raft over mutual TLS; writes the certificates into <data dir>/tls")
 	return cmd
 }
 
 func devBanner(endpoints []string) string {
+	return devBannerWith(endpoints, "curl -s", "")
+}
+
+// devTLSBanner is the banner of a dev cluster with TLS: the CA and client certificate go into
+// the CLI's environment variables, which the curl lines use too.
+func devTLSBanner(endpoints []string, f agent.DevTLSFiles) string {
+	curl := fmt.Sprintf("curl -s --cacert $%s --cert $%s --key $%s", caFileEnv, certFileEnv, keyFileEnv)
+	env := fmt.Sprintf(`The CA and a client certificate are in %s. Set them for curl and the CLI:
+  export %s=%s %s=%s %s=%s
+  raftlock status
+
+`, f.Dir, caFileEnv, f.CAFile, certFileEnv, f.ClientCertFile, keyFileEnv, f.ClientKeyFile)
+	return devBannerWith(endpoints, curl, env)
+}
+
+func devBannerWith(endpoints []string, curl, extra string) string {
 	ep := endpoints[0]
 	var b strings.Builder
 	fmt.Fprintf(&b, "raftlock %s dev cluster is up: %s\n\n", version, strings.Join(endpoints, " "))
+	b.WriteString(extra)
 	fmt.Fprintf(&b, `Try it (any node answers):
-  curl -s -XPOST %[1]s/v1/sessions -d '{"ttl":"30s","name":"me"}'        # -> {"id":"<SID>",...}
-  curl -s -XPOST %[1]s/v1/locks/jobs/nightly/acquire -d '{"session":"<SID>"}' # -> {"token":N,...}
-  curl -s %[1]s/v1/locks/jobs/nightly
-  curl -s -XPOST %[1]s/v1/locks/jobs/nightly/release -d '{"session":"<SID>","token":N}'
-  curl -s -XPUT %[1]s/v1/sessions/<SID>/renew
-  curl -s %[1]s/v1/cluster
+  %[2]s -XPOST %[1]s/v1/sessions -d '{"ttl":"30s","name":"me"}'        # -> {"id":"<SID>",...}
+  %[2]s -XPOST %[1]s/v1/locks/jobs/nightly/acquire -d '{"session":"<SID>"}' # -> {"token":N,...}
+  %[2]s %[1]s/v1/locks/jobs/nightly
+  %[2]s -XPOST %[1]s/v1/locks/jobs/nightly/release -d '{"session":"<SID>","token":N}'
+  %[2]s -XPUT %[1]s/v1/sessions/<SID>/renew
+  %[2]s %[1]s/v1/cluster
 
 Press Ctrl-C to stop.
-`, ep)
+`, ep, curl)
 	return b.String()
 }

@@ -13,6 +13,7 @@ func CheckHistory(ops []history.Op, cfg Config) ([]Result, *Linearizability) {
 		CheckDurability(ops, cfg),
 		CheckExpiry(ops, cfg),
 		CheckLiveness(ops, cfg),
+		CheckBelief(ops, cfg),
 	}, lin
 }
 

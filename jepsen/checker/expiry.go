@@ -161,6 +161,7 @@ func CheckExpiry(ops []history.Op, cfg Config) Result {
 			e.lostAcquires = append(e.lostAcquires, op)
 		}
 	}
+	e.lostAcquires = append(e.lostAcquires, clientHolds(ops, cfg)...)
 	seen := sightings(ops)
 	for _, lock := range sortedKeys(seen) {
 		l := seen[lock]
@@ -190,6 +191,42 @@ type expiryCheck struct {
 
 	handoffs, delayed, waiters, sightings, skipped int
 	minMargin                                      time.Duration
+}
+
+// clientHolds are the Go-client calls that may have taken a lock, each stretched to when the
+// hold may have ended: the client's requests are not recorded, so its session may hold the lock
+// from the call on, unseen, until it is given back after the belief ends, or until the session
+// expires once the client stopped renewing it (a TTL and its lock-delay after the belief, or
+// after a call that failed).
+func clientHolds(ops []history.Op, cfg Config) []history.Op {
+	type key struct {
+		session, lock string
+		token         uint64
+	}
+	believed := map[key]int64{}
+	delay := map[string]time.Duration{}
+	for _, op := range ops {
+		switch op.Kind {
+		case history.Believe:
+			k := key{op.Session, op.Lock, op.OutToken}
+			believed[k] = max(believed[k], op.Complete)
+		case history.ClientSession:
+			delay[op.Session] = op.LockDelay()
+		}
+	}
+	var out []history.Op
+	for _, op := range ops {
+		if op.Kind != history.ClientAcquire || op.Type == history.Fail {
+			continue
+		}
+		end := op.Complete
+		if op.Type == history.OK {
+			end = max(end, believed[key{op.Session, op.Lock, op.OutToken}])
+		}
+		op.Complete = end + int64(float64(cfg.TTL+delay[op.Session])*(1+cfg.ClockRateError)+float64(cfg.ExpiryBound))
+		out = append(out, op)
+	}
+	return out
 }
 
 // deadline is when a session whose last renewal attempt completed at last must have lost its locks.

@@ -18,10 +18,27 @@ type Linearizability struct {
 	info   porcupine.LinearizationInfo
 }
 
-// sessionNames numbers session ids densely for the model; 0 stays "none".
+// sessionNames numbers session ids densely for the model; 0 stays "none". Sessions of the Go
+// client (foreign: their requests are not recorded) get numbers with foreignBit set.
 type sessionNames struct {
-	ids   map[string]uint32
-	names []string
+	ids     map[string]uint32
+	names   []string
+	foreign map[string]bool
+}
+
+func newSessionNames(ops []history.Op) *sessionNames {
+	return &sessionNames{ids: map[string]uint32{}, foreign: clientSessions(ops)}
+}
+
+// clientSessions are the sessions created through the Go client.
+func clientSessions(ops []history.Op) map[string]bool {
+	out := map[string]bool{}
+	for _, op := range ops {
+		if (op.Kind == history.ClientSession || op.Kind == history.Believe) && op.Session != "" {
+			out[op.Session] = true
+		}
+	}
+	return out
 }
 
 func (n *sessionNames) id(s string) uint32 {
@@ -33,15 +50,22 @@ func (n *sessionNames) id(s string) uint32 {
 	}
 	n.names = append(n.names, s)
 	id := uint32(len(n.names))
+	if n.foreign[s] {
+		id |= foreignBit
+	}
 	n.ids[s] = id
 	return id
 }
 
 func (n *sessionNames) name(id uint32) string {
-	if id == 0 || int(id) > len(n.names) {
+	k := int(id &^ foreignBit)
+	if id == 0 || id == anyHolder || k > len(n.names) {
 		return "-"
 	}
-	return shortID(n.names[id-1])
+	if isForeign(id) {
+		return "client:" + shortID(n.names[k-1])
+	}
+	return shortID(n.names[k-1])
 }
 
 // CheckLinearizable checks lock operations with porcupine, one partition per lock. Destroys of
@@ -52,8 +76,8 @@ func (n *sessionNames) name(id uint32) string {
 // after that it cannot.
 func CheckLinearizable(ops []history.Op, cfg Config) *Linearizability {
 	res := newResult("linearizable")
-	names := &sessionNames{ids: map[string]uint32{}}
-	pops := toPorcupine(ops, names)
+	names := newSessionNames(ops)
+	pops := toPorcupine(ops, names, cfg)
 	model := lockModel(names.name, lastReturns(pops), attemptReturns(pops))
 	l := &Linearizability{model: model}
 	if len(pops) == 0 {
@@ -115,7 +139,8 @@ func reportIllegal(res *Result, parts [][]porcupine.Operation, partials [][][]po
 }
 
 // toPorcupine converts the history to porcupine operations.
-func toPorcupine(ops []history.Op, names *sessionNames) []porcupine.Operation {
+func toPorcupine(ops []history.Op, names *sessionNames, cfg Config) []porcupine.Operation {
+	waited := waitedReads(ops, cfg)
 	var horizon int64
 	sessionsOf := map[string]map[string]bool{} // lock -> sessions that acted on it
 	deaths := map[string][]int64{}             // session -> completion times proving its end
@@ -178,11 +203,15 @@ func toPorcupine(ops []history.Op, names *sessionNames) []porcupine.Operation {
 	}
 	var out []porcupine.Operation
 	add := func(op history.Op, lock string, o lockOutput) {
+		call := op.Invoke
+		if t, ok := waited[op.ID]; ok {
+			call = t
+		}
 		out = append(out, porcupine.Operation{
 			ClientId: clients[op.Process],
-			Input: lockInput{lock: lock, call: op.Invoke, kind: op.Kind, session: names.id(op.Session), token: op.Token,
+			Input: lockInput{lock: lock, call: call, kind: op.Kind, session: names.id(op.Session), token: op.Token,
 				attempt: attemptID(op)},
-			Call:     op.Invoke,
+			Call:     call,
 			Output:   o,
 			Return:   ret(op, o),
 			Metadata: op,
@@ -211,6 +240,42 @@ func toPorcupine(ops []history.Op, names *sessionNames) []porcupine.Operation {
 		}
 	}
 	segmentOps(out)
+	return out
+}
+
+// waitedReads returns, by op ID, the earliest instant at which each blocking read that waited
+// its whole wait can have been answered. A blocking read is a read whose linearization point
+// lies between its invocation and its completion; one that found no change (its modify_index
+// not above its index) was held by the server until the wait elapsed, on the server's clock,
+// which began after the invocation: its answer is the lock's state at or after invocation +
+// wait·(1 − ClockRateError). That is what catches a node that answers a long wait from a state
+// it stopped applying when it was deposed. A node that stops gracefully ends waits early, so
+// reads that meet a restart or restart-all fault keep the plain interval, as do reads answered
+// before the wait could have elapsed.
+func waitedReads(ops []history.Op, cfg Config) map[int]int64 {
+	var stops []history.Interval
+	for _, f := range history.Faults(ops) {
+		if f.Fault == FaultRestart || f.Fault == FaultRestartAll {
+			stops = append(stops, f)
+		}
+	}
+	out := map[int]int64{}
+	for _, op := range ops {
+		if op.Kind != history.Read || op.Type != history.OK || op.WaitNS <= 0 || op.OutIndex > op.Index {
+			continue
+		}
+		at := op.Invoke + int64(float64(op.WaitNS)*(1-cfg.ClockRateError))
+		if at > op.Complete {
+			continue
+		}
+		near := false
+		for _, f := range stops {
+			near = near || f.Start <= op.Complete && op.Invoke <= f.End
+		}
+		if !near {
+			out[op.ID] = at
+		}
+	}
 	return out
 }
 

@@ -20,7 +20,7 @@ func CheckLiveness(ops []history.Op, cfg Config) Result {
 			continue
 		}
 		if op.Phase != history.PhaseFinal {
-			if op.Kind == history.Acquire {
+			if op.Kind == history.Acquire || op.Kind == history.ClientAcquire {
 				used[op.Lock] = true
 			}
 			continue

@@ -48,6 +48,16 @@ type lockOutput struct {
 // history: free, or held by some session under some token, until an op pins it.
 const anyHolder = ^uint32(0)
 
+// foreignBit marks the number of a foreign session: one created through the Go client, whose
+// requests are not recorded. A free lock may be taken by a foreign session at any moment, with
+// any token from the next one on, and a foreign holder may leave at any moment (the model
+// already lets any holder expire). The model learns of a foreign holder only when an op names
+// it, and then checks it like any other: one holder at a time, tokens that only grow.
+const foreignBit = uint32(1) << 31
+
+// isForeign reports whether a session number is a foreign session's.
+func isForeign(id uint32) bool { return id&foreignBit != 0 && id != anyHolder }
+
 // lockState is the model of one lock: its holder and token, the lower bound on the next grant's
 // token, the sessions known to have ended and the attempts cancelled. A holder's token is 0
 // when it was granted by an operation whose answer was lost; tokLB is then a lower bound until
@@ -143,6 +153,11 @@ func (s lockState) pin(h uint32, t uint64) (lockState, bool) {
 	if s.holder == anyHolder && h != 0 {
 		s.holder, s.token, s.tokLB = h, t, 0
 		s.minNext = max(s.minNext, t+1)
+		return s, true
+	}
+	if s.holder == 0 && isForeign(h) && t >= s.minNext {
+		// A foreign session took the free lock, unrecorded.
+		s.holder, s.token, s.tokLB, s.minNext = h, t, 0, t+1
 		return s, true
 	}
 	if s.holder == 0 || s.holder != h {
@@ -245,7 +260,7 @@ func stepAcquire(s lockState, in lockInput, out lockOutput) []lockState {
 		s.holder, s.token, s.tokLB, s.minNext = me, out.token, 0, out.token+1
 		return []lockState{s}
 	case outHeld:
-		if !alive || s.holder == 0 || s.holder == me || out.holder == me {
+		if !alive || s.holder == me || out.holder == me || s.holder == 0 && !isForeign(out.holder) {
 			return nil
 		}
 		if out.holder == 0 {

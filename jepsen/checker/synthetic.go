@@ -17,10 +17,12 @@ type Case struct {
 	Run func() Result
 }
 
-// Session ids of the synthetic histories.
+// Session ids of the synthetic histories; c1 and c2 are sessions of the Go client.
 const (
 	s1 = "aaaaaaaa111111111111111111111111"
 	s2 = "bbbbbbbb222222222222222222222222"
+	c1 = "cccccccc111111111111111111111111"
+	c2 = "dddddddd222222222222222222222222"
 )
 
 // ms converts milliseconds to run-clock nanoseconds.
@@ -40,6 +42,11 @@ func (b *syn) add(op history.Op, inv, comp int64) *syn {
 
 func (b *syn) create(s string, inv, comp int64) *syn {
 	return b.add(history.Op{Kind: history.CreateSession, Session: s, TTLNS: int64(2 * time.Second)}, inv, comp)
+}
+
+// clientSession is a session created through the Go client, whose requests are not recorded.
+func (b *syn) clientSession(s string, inv, comp int64) *syn {
+	return b.add(history.Op{Kind: history.ClientSession, Session: s, TTLNS: int64(2 * time.Second)}, inv, comp)
 }
 
 func (b *syn) acquire(s, lock string, tok uint64, inv, comp int64) *syn {
@@ -76,6 +83,12 @@ func (b *syn) cancel(s, lock, attempt string, tok uint64, inv, comp int64) *syn 
 
 func (b *syn) read(lock, holder string, tok uint64, inv, comp int64) *syn {
 	return b.add(history.Op{Kind: history.Read, Lock: lock, Held: holder != "", OutSession: holder, OutToken: tok}, inv, comp)
+}
+
+// watch is a blocking read from index, waiting up to wait, that answered holder/tok at out.
+func (b *syn) watch(lock string, index uint64, wait time.Duration, holder string, tok, out uint64, inv, comp int64) *syn {
+	return b.add(history.Op{Kind: history.Read, Lock: lock, Index: index, WaitNS: int64(wait), Held: holder != "",
+		OutSession: holder, OutToken: tok, OutIndex: out}, inv, comp)
 }
 
 func (b *syn) renew(s string, typ history.Type, inv, comp int64) *syn {
@@ -145,6 +158,7 @@ func SyntheticCases() []Case {
 	cases = append(cases, expiryCases()...)
 	cases = append(cases, livenessCases()...)
 	cases = append(cases, convergenceCases()...)
+	cases = append(cases, beliefCases()...)
 	return cases
 }
 
@@ -186,6 +200,24 @@ func linearizableCases() []Case {
 			acquire(s2, "a", 5, 0, 10).cancel(s1, "a", "t1", 5, 20, 30))},
 		{"linearizable: refused as held while free", false, lin((&syn{}).
 			acquire(s1, "a", 5, 0, 10).release(s1, "a", 5, history.OK, 20, 30).held(s2, "a", s1, 5, 40, 50))},
+		{"linearizable: a blocking read answers a change during its wait", true, lin((&syn{}).
+			acquire(s1, "a", 5, 0, 10).watch("a", 5, time.Second, "", 0, 6, 20, 120).release(s1, "a", 5, history.OK, 100, 110))},
+		{"linearizable: a blocking read that waited its whole wait answers the state at its end", true, lin((&syn{}).
+			acquire(s1, "a", 5, 0, 10).watch("a", 5, time.Second, s1, 5, 5, 20, 1030).release(s1, "a", 5, history.OK, 1040, 1050))},
+		{"linearizable: a blocking read that waited its whole wait answers a state older than its end", false, lin((&syn{}).
+			acquire(s1, "a", 5, 0, 10).watch("a", 5, time.Second, s1, 5, 5, 20, 1030).release(s1, "a", 5, history.OK, 100, 110))},
+		{"linearizable: a node stopping gracefully ends a blocking read's wait early", true, lin((&syn{}).
+			acquire(s1, "a", 5, 0, 10).watch("a", 5, time.Second, s1, 5, 5, 20, 1030).release(s1, "a", 5, history.OK, 100, 110).
+			add(history.Op{Process: -1, Kind: history.Nemesis, Fault: FaultRestart, Action: history.ActionStart, FaultID: 1}, 50, 60).
+			add(history.Op{Process: -1, Kind: history.Nemesis, Fault: FaultRestart, Action: history.ActionStop, FaultID: 1}, 900, 1100))},
+		{"linearizable: a Go-client session takes and leaves the lock between raw holders, unrecorded", true, lin((&syn{}).
+			clientSession(c1, 0, 5).acquire(s1, "a", 5, 10, 20).release(s1, "a", 5, history.OK, 30, 40).
+			read("a", c1, 7, 50, 60).held(s2, "a", c1, 7, 70, 80).acquire(s2, "a", 9, 90, 100))},
+		{"linearizable: a Go-client session seen holding while a raw holder lives", false, lin((&syn{}).
+			clientSession(c1, 0, 5).acquire(s1, "a", 5, 10, 20).read("a", c1, 7, 30, 40).renew(s1, history.OK, 50, 60).
+			release(s1, "a", 5, history.OK, 70, 80))},
+		{"linearizable: a Go-client session seen under a token older than a grant before it", false, lin((&syn{}).
+			clientSession(c1, 0, 5).acquire(s1, "a", 9, 10, 20).release(s1, "a", 9, history.OK, 30, 40).read("a", c1, 7, 50, 60))},
 	}
 }
 
@@ -208,6 +240,12 @@ func fencingCases() []Case {
 		{"fencing: two writers under one token", false, with((&syn{}).acquire(s1, "a", 5, 0, 10).read("a", s2, 5, 11, 12).
 			write(s1, "a", 5, true, 13, 14).write(s2, "a", 5, true, 15, 16), CheckFencing)},
 		{"fencing: client pauses but nothing stale was rejected", false, cfgStale(stale())},
+		{"fencing: a stale write accepted by a resource that does not check tokens is not judged here", true, cfgStale(stale().
+			write(s1, "a", 5, false, 4000, 4001).
+			add(history.Op{Kind: history.Write, Session: s1, Lock: "a", Token: 5, Unchecked: true}, 4002, 4003))},
+		{"fencing: a Go-client worker writes under the token it believed it was granted", true, with((&syn{}).
+			clientSession(c1, 0, 5).add(history.Op{Kind: history.Believe, Session: c1, Lock: "a", OutToken: 7}, 10, 50).
+			write(c1, "a", 7, true, 20, 21), CheckFencing)},
 	}
 }
 
@@ -296,5 +334,52 @@ func convergenceCases() []Case {
 			(&syn{}).final(s1, "a", 5, true, 0, 10))},
 		{"convergence: a node lost the final grant", false, conv([]NodeState{node("n1", 7, lock), node("n2", 7, other)},
 			(&syn{}).final(s1, "a", 5, true, 0, 10))},
+	}
+}
+
+// believe is a Go-client worker's belief that s held lock under tok from inv to comp.
+func (b *syn) believe(s, lock string, tok uint64, inv, comp int64, detail string) *syn {
+	return b.add(history.Op{Kind: history.Believe, Session: s, Lock: lock, OutToken: tok, API: "lock", Detail: detail}, inv, comp)
+}
+
+// clientLock is a Go-client call that took lock under tok.
+func (b *syn) clientLock(s, lock string, tok uint64, inv, comp int64) *syn {
+	return b.add(history.Op{Kind: history.ClientAcquire, Session: s, Lock: lock, OutToken: tok, API: "lock"}, inv, comp)
+}
+
+// clientHandover is c1 holding "a" under token 7 from 20 to 100, then c2 under 9 from 130 to
+// 200, with a raw holder s1 before them.
+func clientHandover() *syn {
+	return (&syn{}).clientSession(c1, 0, 5).clientSession(c2, 0, 5).
+		acquire(s1, "a", 5, 0, 5).release(s1, "a", 5, history.OK, 6, 8).
+		clientLock(c1, "a", 7, 10, 20).believe(c1, "a", 7, 20, 100, "unlock began").
+		read("a", c1, 7, 40, 50).
+		clientLock(c2, "a", 9, 90, 130).believe(c2, "a", 9, 130, 200, "unlock began").
+		add(history.Op{Kind: history.Observe, Process: 50, Lock: "a", Held: true, OutSession: c1, OutToken: 7}, 0, 60).
+		add(history.Op{Kind: history.Observe, Process: 50, Lock: "a", Held: true, OutSession: c2, OutToken: 9}, 30, 140)
+}
+
+func beliefCases() []Case {
+	return []Case{
+		{"belief: holds pass from one client session to the next", true, with(clientHandover(), CheckBelief)},
+		{"belief: a write inside the writer's belief", true, with(clientHandover().
+			add(history.Op{Kind: history.Write, Session: c1, Lock: "a", Token: 7, Unchecked: true}, 60, 61), CheckBelief)},
+		{"belief: two client sessions believe at once", false, with(clientHandover().
+			clientLock(c1, "b", 11, 300, 310).believe(c1, "b", 11, 310, 400, "context done: session deadline passed").
+			clientLock(c2, "b", 12, 320, 390).believe(c2, "b", 12, 390, 450, "unlock began"), CheckBelief)},
+		{"belief: the server shows another holder inside a belief", false, with(clientHandover().
+			clientLock(c1, "b", 11, 300, 310).believe(c1, "b", 11, 310, 400, "context done: session deadline passed").
+			read("b", s2, 13, 350, 360), CheckBelief)},
+		{"belief: the server shows the lock free inside a belief", false, with(clientHandover().
+			clientLock(c1, "b", 11, 300, 310).believe(c1, "b", 11, 310, 400, "context done: session deadline passed").
+			read("b", "", 0, 350, 360), CheckBelief)},
+		{"belief: a belief outlives a higher token granted to another (Lock reports a lost hold)", false, with(clientHandover().
+			clientLock(c1, "b", 11, 300, 310).believe(c1, "b", 11, 310, 400, "context done: session deadline passed").
+			acquire(s2, "b", 13, 3000, 3010).
+			clientLock(c1, "b", 11, 4000, 4001).believe(c1, "b", 11, 4001, 4001, "context done: session deadline passed"), CheckBelief)},
+		{"belief: an observer told of an older leader after a newer one", false, with(clientHandover().
+			add(history.Op{Kind: history.Observe, Process: 50, Lock: "a", Held: true, OutSession: c1, OutToken: 7}, 140, 210), CheckBelief)},
+		{"belief: a client worker writes without believing it holds", false, with(clientHandover().
+			add(history.Op{Kind: history.Write, Session: c1, Lock: "a", Token: 7, Unchecked: true}, 110, 111), CheckBelief)},
 	}
 }

@@ -35,10 +35,31 @@ const (
 	Cancel Kind = "cancel"
 	// Release is POST /v1/locks/{name}/release with Token.
 	Release Kind = "release"
-	// Read is a linearizable GET /v1/locks/{name}; Held, OutSession and OutToken describe it.
+	// Read is a linearizable GET /v1/locks/{name}; Held, OutSession and OutToken describe it,
+	// OutIndex is its modify_index. A blocking read (WaitNS > 0) asked with ?index=Index&wait.
+	// The Go client's reads (GetLock, Election.Leader) are recorded as reads too, without Node.
 	Read Kind = "read"
 	// Write is a write to the fenced resource with Token; ok if accepted, fail if rejected.
+	// Unchecked marks a write to a resource that does not check tokens (always accepted).
 	Write Kind = "write"
+	// ClientSession is a session created through the Go client (client.Client.NewSession):
+	// its requests are not recorded one by one, so the linearizability model lets it take and
+	// leave locks at any moment.
+	ClientSession Kind = "client_session"
+	// ClientAcquire is a call of the Go client that takes a lock (API: Mutex.Lock,
+	// Mutex.TryLock or Election.Campaign), with its wait; ok with OutToken, fail for a refusal
+	// (lock_held naming OutSession/OutToken, lock_delayed), info otherwise (the call gave up
+	// or the session was lost: the lock may have been granted and given back).
+	ClientAcquire Kind = "client_acquire"
+	// Believe is the interval in which a Go-client worker believed it held Lock under OutToken
+	// (taken through API): from the moment Lock, TryLock or Campaign returned success
+	// (Invoke) to the moment the hold's context was done or Unlock or Resign began (Complete).
+	// Detail says how it ended.
+	Believe Kind = "believe"
+	// Observe is a leader reported by client.Client.Observe: Lock held by OutSession under
+	// OutToken at some instant between Invoke (when the observer began waiting for this
+	// report) and Complete (when it received it).
+	Observe Kind = "observe"
 	// Nemesis is the start or stop of a fault (Fault, Action, FaultID, Detail).
 	Nemesis Kind = "nemesis"
 )
@@ -76,6 +97,12 @@ type Op struct {
 	TTLNS   int64  `json:"ttl_ns,omitempty"`
 	// LockDelayNS is the lock-delay of a created session.
 	LockDelayNS int64 `json:"lock_delay_ns,omitempty"`
+	// Index is the ?index of a blocking read.
+	Index uint64 `json:"index,omitempty"`
+	// API is the client call that took a believed lock: lock, trylock or campaign.
+	API string `json:"api,omitempty"`
+	// Unchecked marks a write to a resource that does not check fencing tokens.
+	Unchecked bool `json:"unchecked,omitempty"`
 
 	// Outputs. For an ok acquire OutSession/OutToken are the grant; for a read or a lock_held
 	// refusal they are the holder.
@@ -85,8 +112,10 @@ type Op struct {
 	Held       bool   `json:"held,omitempty"`
 	OutSession string `json:"out_session,omitempty"`
 	OutToken   uint64 `json:"out_token,omitempty"`
+	// OutIndex is the modify_index a read answered.
+	OutIndex uint64 `json:"out_index,omitempty"`
 
-	// Nemesis fields.
+	// Nemesis fields; Detail also says how a belief ended.
 	Fault   string `json:"fault,omitempty"`
 	Action  string `json:"action,omitempty"`
 	FaultID int    `json:"fault_id,omitempty"`
@@ -124,10 +153,19 @@ func (o Op) String() string {
 	if o.WaitNS != 0 {
 		s += " wait=" + o.Wait().String()
 	}
+	if o.Index != 0 {
+		s += fmt.Sprintf(" index=%d", o.Index)
+	}
+	if o.API != "" {
+		s += " api=" + o.API
+	}
+	if o.Unchecked {
+		s += " unchecked"
+	}
 	if o.Attempt != "" {
 		s += " attempt=" + o.Attempt
 	}
-	if o.Kind == Read || o.Kind == Cancel || o.Code == "lock_held" {
+	if o.Kind == Read || o.Kind == Cancel || o.Code == "lock_held" || o.Kind == Observe {
 		s += fmt.Sprintf(" held=%v", o.Held || o.OutSession != "")
 	}
 	if o.OutSession != "" {
@@ -135,6 +173,9 @@ func (o Op) String() string {
 	}
 	if o.OutToken != 0 {
 		s += fmt.Sprintf(" -> token=%d", o.OutToken)
+	}
+	if o.OutIndex != 0 {
+		s += fmt.Sprintf(" -> index=%d", o.OutIndex)
 	}
 	if o.Code != "" {
 		s += " code=" + o.Code
@@ -147,6 +188,9 @@ func (o Op) String() string {
 	}
 	if o.Phase != "" {
 		s += " phase=" + o.Phase
+	}
+	if o.Detail != "" {
+		s += " (" + o.Detail + ")"
 	}
 	return s
 }

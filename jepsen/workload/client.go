@@ -227,11 +227,22 @@ func (c *Client) Release(ctx context.Context, ep Endpoint, process int, lock, se
 
 // Read reads the lock linearizably.
 func (c *Client) Read(ctx context.Context, ep Endpoint, process int, lock string) history.Op {
-	op := history.Op{Process: process, Kind: history.Read, Lock: lock}
+	return c.read(ctx, ep, history.Op{Process: process, Kind: history.Read, Lock: lock}, "", 0)
+}
+
+// ReadBlocking is a blocking read: GET /v1/locks/{name}?index=&wait=, which the server holds
+// until the lock's modify_index exceeds index or wait elapses, then answers linearizably.
+func (c *Client) ReadBlocking(ctx context.Context, ep Endpoint, process int, lock string, index uint64, wait time.Duration) history.Op {
+	op := history.Op{Process: process, Kind: history.Read, Lock: lock, Index: index, WaitNS: int64(wait)}
+	q := url.Values{"index": {fmt.Sprint(index)}, "wait": {wait.String()}}
+	return c.read(ctx, ep, op, "?"+q.Encode(), c.opTimeout+wait)
+}
+
+func (c *Client) read(ctx context.Context, ep Endpoint, op history.Op, query string, timeout time.Duration) history.Op {
 	var out api.Lock
-	op = c.exec(ctx, ep, op, request{method: http.MethodGet, path: "/v1/locks/" + lock, out: &out})
+	op = c.exec(ctx, ep, op, request{method: http.MethodGet, path: "/v1/locks/" + op.Lock + query, out: &out, timeout: timeout})
 	if op.Type == history.OK {
-		op.Held = out.Held
+		op.Held, op.OutIndex = out.Held, out.ModifyIndex
 		if out.Held {
 			op.OutSession, op.OutToken = out.Session, out.Token
 		}

@@ -123,3 +123,22 @@ func TestResourceRejectsStaleTokens(t *testing.T) {
 		t.Fatal("the token-ignoring resource accepts everything")
 	}
 }
+
+func TestUncheckedRegisterAcceptsEverythingApart(t *testing.T) {
+	rec := history.NewRecorder(nil)
+	r := NewResource(rec, false)
+	r.Write(0, "a", "s2", 9, "y")
+	if !r.WriteAt(1, "a", "s1", 5, "late", true, -1) {
+		t.Fatal("a register that does not check tokens accepts a stale token")
+	}
+	if r.Write(0, "a", "s1", 5, "late") {
+		t.Fatal("the checked register still rejects it")
+	}
+	if !r.WriteAt(1, "a", "s3", 11, "z", true, 3) || !r.Write(0, "a", "s2", 10, "ok") {
+		t.Fatal("an unchecked write must not raise the checked register's highest token")
+	}
+	ops := rec.Ops()
+	if !ops[1].Unchecked || ops[1].Type != history.OK || ops[3].Invoke != 3 {
+		t.Fatalf("unchecked writes are recorded as such, at the time the writer decided: %s / %s", ops[1], ops[3])
+	}
+}

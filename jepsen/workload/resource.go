@@ -14,23 +14,37 @@ type Resource struct {
 	// ignoreTokens accepts every write: the plain Redis-lock situation the checkers must catch.
 	ignoreTokens bool
 
-	mu      sync.Mutex
-	highest map[string]uint64
-	values  map[string]string
+	mu        sync.Mutex
+	highest   map[string]uint64
+	values    map[string]string
+	unchecked map[string]string // the registers that do not check tokens
 }
 
 // NewResource returns a fenced resource; with ignoreTokens it accepts every write.
 func NewResource(rec *history.Recorder, ignoreTokens bool) *Resource {
-	return &Resource{rec: rec, ignoreTokens: ignoreTokens, highest: map[string]uint64{}, values: map[string]string{}}
+	return &Resource{rec: rec, ignoreTokens: ignoreTokens, highest: map[string]uint64{}, values: map[string]string{},
+		unchecked: map[string]string{}}
 }
 
 // Write stores value for lock under token if the token is not stale, and reports whether it did.
 func (r *Resource) Write(process int, lock, session string, token uint64, value string) bool {
+	return r.WriteAt(process, lock, session, token, value, false, -1)
+}
+
+// WriteAt is Write by a writer that decided to write at invoke (on the run clock; -1: now),
+// possibly some time before. With unchecked the write goes to a register of the lock that
+// does not check tokens: it is always accepted, and recorded as Unchecked.
+func (r *Resource) WriteAt(process int, lock, session string, token uint64, value string, unchecked bool, invoke int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	inv := r.rec.Now()
-	ok := r.ignoreTokens || token >= r.highest[lock]
-	if ok {
+	if invoke < 0 {
+		invoke = r.rec.Now()
+	}
+	ok := unchecked || r.ignoreTokens || token >= r.highest[lock]
+	switch {
+	case unchecked:
+		r.unchecked[lock] = value
+	case ok:
 		r.values[lock] = value
 		if token > r.highest[lock] {
 			r.highest[lock] = token
@@ -40,7 +54,11 @@ func (r *Resource) Write(process int, lock, session string, token uint64, value 
 	if !ok {
 		typ = history.Fail
 	}
-	r.rec.Add(history.Op{Process: process, Kind: history.Write, Type: typ, Invoke: inv, Lock: lock,
-		Session: session, Token: token, OutToken: r.highest[lock]})
+	op := history.Op{Process: process, Kind: history.Write, Type: typ, Invoke: invoke, Lock: lock,
+		Session: session, Token: token, OutToken: r.highest[lock], Unchecked: unchecked}
+	if unchecked {
+		op.OutToken = 0
+	}
+	r.rec.Add(op)
 	return ok
 }

@@ -33,9 +33,21 @@ type Config struct {
 	MaxHold time.Duration
 	// ReadRatio is the probability a holder reads the lock before writing.
 	ReadRatio float64
+	// BlockingReadRatio is the probability that a raw worker, before taking a lock, watches
+	// one with a blocking read (?index=&wait=) from the last modify_index it read, for up to
+	// MaxWait.
+	BlockingReadRatio float64
 	// CrashRatio is the probability that a worker crashes as it is granted a lock: it drops
 	// its session, without releasing the lock or destroying the session, which then expires.
 	CrashRatio float64
+	// ClientWorkers is how many of the Workers hold locks through the Go client (see
+	// ClientWorker) instead of raw HTTP requests; an observer per lock then follows its
+	// holders through client.Client.Observe.
+	ClientWorkers int
+	// IgnoreDone makes the client workers ignore the end of their holds' contexts: they go on
+	// believing they hold a lock after their session is gone (a self-test the belief checker
+	// must flag).
+	IgnoreDone bool
 	// Seed makes each worker's choices reproducible.
 	Seed int64
 }
@@ -49,6 +61,8 @@ type Workload struct {
 	pauses chan time.Duration
 	// crashes counts the workers that crashed holding a lock (see Config.CrashRatio).
 	crashes atomic.Int64
+	// cuts counts the client workers cut off from the cluster as they were granted a lock.
+	cuts atomic.Int64
 }
 
 // New returns a workload over the endpoints, recording into rec and writing to res.
@@ -59,6 +73,9 @@ func New(cfg Config, rec *history.Recorder, endpoints []Endpoint, res *Resource)
 
 // Crashes returns how many times a worker crashed holding a lock.
 func (wl *Workload) Crashes() int64 { return wl.crashes.Load() }
+
+// Cuts returns how many times a client worker was cut off from the cluster holding a lock.
+func (wl *Workload) Cuts() int64 { return wl.cuts.Load() }
 
 // Client is the workload's HTTP client.
 func (wl *Workload) Client() *Client { return wl.c }
@@ -75,12 +92,36 @@ func (wl *Workload) PauseHolder(d time.Duration) bool {
 	}
 }
 
-// Run runs the workers until stop is closed, then lets each release what it holds and destroy
-// its session, and returns when all are done. ctx aborts requests in flight; it should outlive
-// stop by a few TTLs.
-func (wl *Workload) Run(ctx context.Context, stop <-chan struct{}) {
+// Run runs the workers (the last ClientWorkers of them through the Go client) until stop is
+// closed, then lets each release what it holds and destroy its session, and returns when all
+// are done. ctx aborts requests in flight; it should outlive stop by a few TTLs. An error means
+// a client worker could not be set up; the workers already started have then stopped too.
+func (wl *Workload) Run(ctx context.Context, stop <-chan struct{}) error {
+	raw := wl.cfg.Workers - wl.cfg.ClientWorkers
+	var cws []*ClientWorker
+	for i := raw; i < wl.cfg.Workers; i++ {
+		w, err := wl.newClientWorker(i, i-raw, wl.c.Endpoints())
+		if err != nil {
+			for _, w := range cws {
+				w.close()
+			}
+			return err
+		}
+		cws = append(cws, w)
+	}
 	var wg sync.WaitGroup
-	for i := 0; i < wl.cfg.Workers; i++ {
+	defer wg.Wait()
+	for _, w := range cws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.run(ctx, stop)
+		}()
+	}
+	if wl.cfg.ClientWorkers > 0 {
+		wl.observe(ctx, stop, &wg)
+	}
+	for i := 0; i < raw; i++ {
 		w := &Worker{id: i, cfg: wl.cfg, c: wl.c, res: wl.res, rec: wl.rec, pauses: wl.pauses, crashes: &wl.crashes,
 			rng: rand.New(rand.NewSource(wl.cfg.Seed*1000 + int64(i)))}
 		wg.Add(1)
@@ -89,7 +130,7 @@ func (wl *Workload) Run(ctx context.Context, stop <-chan struct{}) {
 			w.run(ctx, stop)
 		}()
 	}
-	wg.Wait()
+	return nil
 }
 
 // Worker is one client: a loop over sessions and locks.
@@ -103,6 +144,8 @@ type Worker struct {
 	crashes *atomic.Int64
 	rng     *rand.Rand
 	tries   int // acquires sent, to name each one's attempt
+	// indexes is the last modify_index read of each lock, where a blocking read starts.
+	indexes map[string]uint64
 }
 
 // pick chooses the node for the next request.
@@ -156,6 +199,10 @@ func (w *Worker) run(ctx context.Context, stop <-chan struct{}) {
 				return
 			}
 		}
+		if w.rng.Float64() < w.cfg.BlockingReadRatio {
+			w.watch(ctx)
+			continue
+		}
 		lock := w.cfg.Locks[w.rng.Intn(len(w.cfg.Locks))]
 		var wait time.Duration
 		if w.rng.Float64() < 0.6 {
@@ -192,6 +239,37 @@ func (w *Worker) run(ctx context.Context, stop <-chan struct{}) {
 	}
 }
 
+// watch waits for a change of a lock with a blocking read from the last modify_index the worker
+// read of it (reading it first if it has none).
+func (w *Worker) watch(ctx context.Context) {
+	lock := w.cfg.Locks[w.rng.Intn(len(w.cfg.Locks))]
+	index, ok := w.indexes[lock]
+	if !ok {
+		w.read(ctx, lock)
+		if index, ok = w.indexes[lock]; !ok {
+			return
+		}
+	}
+	op := w.c.ReadBlocking(ctx, w.pick(w.rng), w.id, lock, index, 100*time.Millisecond+w.jitter(w.cfg.MaxWait))
+	w.learn(op)
+}
+
+// read reads the lock and remembers its modify_index.
+func (w *Worker) read(ctx context.Context, lock string) {
+	w.learn(w.c.Read(ctx, w.pick(w.rng), w.id, lock))
+}
+
+// learn remembers the modify_index a read answered.
+func (w *Worker) learn(op history.Op) {
+	if op.Type != history.OK {
+		return
+	}
+	if w.indexes == nil {
+		w.indexes = map[string]uint64{}
+	}
+	w.indexes[op.Lock] = max(w.indexes[op.Lock], op.OutIndex)
+}
+
 // cancel cancels the attempt of a lost acquire until the cancel's outcome is definite, and
 // releases a grant it reports. It returns false when the session must be abandoned instead.
 func (w *Worker) cancel(ctx context.Context, stop <-chan struct{}, s *session, lock, attempt string) bool {
@@ -219,7 +297,7 @@ func (w *Worker) cancel(ctx context.Context, stop <-chan struct{}, s *session, l
 // release. It returns false when the session must be abandoned.
 func (w *Worker) hold(ctx context.Context, stop <-chan struct{}, s *session, lock string, token uint64) bool {
 	if w.rng.Float64() < w.cfg.ReadRatio {
-		w.c.Read(ctx, w.pick(w.rng), w.id, lock)
+		w.read(ctx, lock)
 	}
 	w.maybePause(ctx, s, lock, token)
 	w.res.Write(w.id, lock, s.id, token, fmt.Sprintf("worker-%d", w.id))

@@ -1,0 +1,25 @@
+// Package tlsutil holds a node's TLS material and the TLS configurations built from it.
+//
+// A Store loads the node's certificate and key and the CA bundle from PEM files and re-reads
+// them on Reload (the agent calls it on SIGHUP); a file that fails to load keeps the previous
+// material. Every configuration it hands out reads the current material at each handshake, so
+// a reload applies to new connections without restarting anything:
+//
+//   - APIServerConfig: the HTTPS API, optionally requiring client certificates of the CA.
+//   - PeerServerConfig and PeerClientConfig: node-to-node traffic (Raft, forwarding, join),
+//     mutual TLS where each side must present a node certificate of the CA.
+//
+// A node certificate is one signed by the CA and valid for both server and client
+// authentication; a client certificate (client authentication only) is accepted by the API but
+// refused between nodes. Node-to-node connections check the CA and the certificate's usages,
+// not the host name: a node is whoever holds a node certificate of the cluster's CA, whatever
+// address (proxy, NAT) it was reached at. Clients of the API check host names as usual.
+//
+// Listener performs the TLS handshake before handing a connection on, so that a peer that fails
+// it (no certificate, another CA, plain text) is dropped before its first byte is read.
+//
+// NewCA and CA.Issue create ECDSA P-256 certificates with the standard library only, for the
+// `raftlock tls` commands and the development cluster.
+//
+// It imports only the standard library and hclog.
+package tlsutil
