@@ -2,7 +2,11 @@ package client_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +100,61 @@ func TestWithTokenAgainstAnACLCluster(t *testing.T) {
 	}
 	if toks, err := admin.Tokens(ctx); err != nil || len(toks) != 2 {
 		t.Fatalf("tokens %+v %v", toks, err)
+	}
+}
+
+// The same over TLS: a cluster started with TLS and --acl, clients with a CA and a token, the
+// requests spread over every node (followers forward them over mutual TLS, with the token).
+func TestWithTokenOverTLS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dev, err := agent.StartDev(ctx, agent.DevOptions{TLS: true, Tune: func(c *config.Config) { c.ACL = true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	files, ok := dev.TLSFiles()
+	if !ok {
+		t.Fatal("no TLS files")
+	}
+	pem, err := os.ReadFile(files.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	tlsCfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	eps := dev.Endpoints()
+
+	boot, err := newClient(t, eps[1:], client.WithTLSConfig(tlsCfg)).ACLBootstrap(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := newClient(t, eps, client.WithTLSConfig(tlsCfg), client.WithToken(boot.SecretID))
+	if _, err := admin.CreatePolicy(ctx, api.Policy{Name: "jobs", Locks: []api.LockRule{{Prefix: "jobs/", Access: "write"}}}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := admin.CreateToken(ctx, api.CreateTokenRequest{Policies: []string{"jobs"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ep := range eps {
+		worker := newClient(t, []string{ep}, client.WithTLSConfig(tlsCfg), client.WithToken(tok.SecretID))
+		m := lockedMutex(ctx, t, worker, fmt.Sprintf("jobs/tls-%d", i))
+		if l, err := admin.GetLock(ctx, m.Key(), client.AtEndpoint(ep)); err != nil || !l.Held || l.Token != m.Token() {
+			t.Fatalf("through %s: %+v %v", ep, l, err)
+		}
+		if _, err := worker.Cluster(ctx); !errors.Is(err, client.ErrForbidden) {
+			t.Fatalf("cluster without operator: %v", err)
+		}
+	}
+	if err := admin.DeleteToken(ctx, tok.AccessorID); err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range eps {
+		worker := newClient(t, []string{ep}, client.WithTLSConfig(tlsCfg), client.WithToken(tok.SecretID), client.WithRetryTimeout(0))
+		if _, err := worker.TokenSelf(ctx); !errors.Is(err, client.ErrUnauthorized) {
+			t.Fatalf("a deleted token through %s: %v", ep, err)
+		}
 	}
 }
