@@ -31,6 +31,10 @@ type DevOptions struct {
 	// TLS writes a CA, a certificate per node and a client certificate into DataDir/tls (keeping
 	// those already there) and runs every node with TLS: the API over HTTPS, Raft over mutual TLS.
 	TLS bool
+	// ACL runs every node with --acl and bootstraps the cluster once: the management token's
+	// secret goes into DataDir/management-token (mode 0600), which a restart on the same
+	// DataDir reads again; it is also each node's agent token.
+	ACL bool
 	// Tune, if set, adjusts each node's config before it starts (tests shorten timeouts).
 	Tune func(*config.Config)
 }
@@ -40,7 +44,8 @@ type Dev struct {
 	opts    DevOptions
 	tempDir bool
 
-	tls *DevTLSFiles
+	tls   *DevTLSFiles
+	token string // the management token's secret, with ACL
 
 	mu      sync.Mutex
 	agents  []*Agent
@@ -85,6 +90,15 @@ func StartDev(ctx context.Context, opts DevOptions) (*Dev, error) {
 		}
 		d.tls = &files
 	}
+	if opts.ACL {
+		if d.token, err = readDevToken(d.opts.DataDir); err != nil {
+			for _, ln := range append(httpLns, raftLns...) {
+				ln.Close()
+			}
+			d.removeTemp()
+			return nil, err
+		}
+	}
 	d.agents = make([]*Agent, opts.Nodes)
 	d.configs = make([]config.Config, opts.Nodes)
 	for i := range opts.Nodes {
@@ -100,6 +114,9 @@ func StartDev(ctx context.Context, opts DevOptions) (*Dev, error) {
 		if d.tls != nil {
 			cfg.TLSCertFile, cfg.TLSKeyFile = d.tls.NodeFiles(cfg.ID)
 			cfg.TLSCAFile = d.tls.CAFile
+		}
+		if opts.ACL {
+			cfg.ACL, cfg.AgentToken = true, d.token
 		}
 		if opts.Tune != nil {
 			opts.Tune(&cfg)
@@ -118,6 +135,12 @@ func StartDev(ctx context.Context, opts DevOptions) (*Dev, error) {
 	if err := d.waitPublished(ctx); err != nil {
 		d.Close()
 		return nil, err
+	}
+	if opts.ACL {
+		if err := d.bootstrapACL(ctx); err != nil {
+			d.Close()
+			return nil, err
+		}
 	}
 	return d, nil
 }

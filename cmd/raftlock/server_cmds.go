@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/raftlock/raftlock/agent"
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/config"
 )
 
@@ -103,7 +104,8 @@ wait:
 
 func newDevCmd() *cobra.Command {
 	var dataDir, logLevel, logStore string
-	var withTLS bool
+	var withTLS, secure bool
+	var basePort int
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a three-node development cluster in this process",
@@ -115,12 +117,21 @@ With --tls, the nodes serve the API over HTTPS only, require a client certificat
 (--tls-verify-clients) and run Raft over mutual TLS. A CA (ca.pem, ca-key.pem), one
 certificate per node (n1.pem, n1-key.pem, ...) and a client certificate (client.pem,
 client-key.pem) are written into <data dir>/tls, and the curl and CLI lines to use them
-are printed. Tokens and ACLs are not built yet: TLS is all --tls adds.`,
+are printed.
+
+--secure is --tls with ACLs on (--acl): the cluster is bootstrapped once and the secret of
+its management token is written into <data dir>/management-token (mode 0600). Started
+again with the same --data-dir, it keeps its CA, certificates and token. The printed
+export lines set RAFTLOCK_ENDPOINTS, the certificate files and RAFTLOCK_TOKEN for the CLI,
+and the curl lines use the same variables.`,
+		Example: `  raftlock dev
+  raftlock dev --secure --data-dir ./raftlock-dev`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := newLogger(cmd.ErrOrStderr(), logLevel, "text")
-			opts := agent.DevOptions{DataDir: dataDir, LogStore: logStore, BasePort: 7001, Logger: log, TLS: withTLS}
-			if withTLS {
+			opts := agent.DevOptions{DataDir: dataDir, LogStore: logStore, BasePort: basePort, Logger: log,
+				TLS: withTLS || secure, ACL: secure}
+			if opts.TLS {
 				opts.Tune = func(c *config.Config) { c.TLSVerifyClients = true }
 			}
 			dev, err := agent.StartDev(cmd.Context(), opts)
@@ -130,7 +141,11 @@ are printed. Tokens and ACLs are not built yet: TLS is all --tls adds.`,
 			defer dev.Close()
 			banner := devBanner(dev.Endpoints())
 			if files, ok := dev.TLSFiles(); ok {
-				banner = devTLSBanner(dev.Endpoints(), files)
+				if tokenFile, ok := dev.TokenFile(); ok {
+					banner = devSecureBanner(dev.Endpoints(), files, tokenFile)
+				} else {
+					banner = devTLSBanner(dev.Endpoints(), files)
+				}
 			}
 			fmt.Fprint(cmd.OutOrStdout(), banner)
 			<-cmd.Context().Done()
@@ -141,6 +156,9 @@ are printed. Tokens and ACLs are not built yet: TLS is all --tls adds.`,
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "log level: trace, debug, info, warn or error")
 	cmd.Flags().StringVar(&logStore, "log-store", "", "the nodes' Raft log store of a new data dir: wal or boltdb (default wal)")
 	cmd.Flags().BoolVar(&withTLS, "tls", false, "serve HTTPS only with client certificates, Raft over mutual TLS; writes the certificates into <data dir>/tls")
+	cmd.Flags().BoolVar(&secure, "secure", false, "--tls and ACLs: bootstraps once and writes the management token into <data dir>/management-token")
+	cmd.Flags().IntVar(&basePort, "base-port", 7001, "HTTP port of the first node (Raft: +100); 0 picks free ports")
+	_ = cmd.Flags().MarkHidden("base-port")
 	return cmd
 }
 
@@ -156,8 +174,40 @@ func devTLSBanner(endpoints []string, f agent.DevTLSFiles) string {
   export %s=%s %s=%s %s=%s
   raftlock status
 
-`, f.Dir, caFileEnv, f.CAFile, certFileEnv, f.ClientCertFile, keyFileEnv, f.ClientKeyFile)
+`, f.Dir, caFileEnv, shQuote(f.CAFile), certFileEnv, shQuote(f.ClientCertFile), keyFileEnv, shQuote(f.ClientKeyFile))
 	return devBannerWith(endpoints, curl, env)
+}
+
+// devSecureBanner is the banner of a dev cluster with TLS and ACLs: the endpoints, certificate
+// files and management token go into the CLI's environment variables, which the curl lines
+// use too. The secret itself is not printed, only the file that holds it.
+func devSecureBanner(endpoints []string, f agent.DevTLSFiles, tokenFile string) string {
+	curl := fmt.Sprintf(`curl -s --cacert $%s --cert $%s --key $%s -H "%s: $%s"`,
+		caFileEnv, certFileEnv, keyFileEnv, api.HeaderToken, tokenEnv)
+	env := fmt.Sprintf(`TLS (client certificates required) and ACLs are on. The CA and a client certificate
+are in %s, the management token's secret in %s.
+Set them for curl and the CLI:
+  export %s=%s
+  export %s=%s %s=%s %s=%s
+  export %s="$(cat %s)"
+  raftlock status
+  raftlock acl token list
+
+`, f.Dir, tokenFile,
+		endpointsEnv, strings.Join(endpoints, ","),
+		caFileEnv, shQuote(f.CAFile), certFileEnv, shQuote(f.ClientCertFile), keyFileEnv, shQuote(f.ClientKeyFile),
+		tokenEnv, shQuote(tokenFile))
+	return devBannerWith(endpoints, curl, env)
+}
+
+// shQuote quotes s for a POSIX shell, unless it needs none.
+func shQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:,@%=", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func devBannerWith(endpoints []string, curl, extra string) string {
