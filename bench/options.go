@@ -70,6 +70,9 @@ type Options struct {
 	// TLS is the clients' TLS configuration for https endpoints (CA, client certificate); nil
 	// verifies against the system's roots.
 	TLS *tls.Config
+	// Token is the ACL token secret every client of the run sends (clusters with --acl); it
+	// needs write on the bench's lock names (bench/...), and operator:read to find the leader.
+	Token string
 	// Dev is the in-process cluster behind Endpoints, if any. Without it, the failover workload
 	// kills the leader's process, which must run on this machine, and only with KillProcesses.
 	Dev *agent.Dev
@@ -167,8 +170,12 @@ func (o Options) withDefaults() (Options, error) {
 
 // clientOptions returns the options every client of the run is made with, then extra.
 func (o Options) clientOptions(extra ...client.Option) []client.Option {
+	var opts []client.Option
 	if o.TLS != nil {
-		return append([]client.Option{client.WithTLSConfig(o.TLS)}, extra...)
+		opts = append(opts, client.WithTLSConfig(o.TLS))
 	}
-	return extra
+	if o.Token != "" {
+		opts = append(opts, client.WithToken(o.Token))
+	}
+	return append(opts, extra...)
 }

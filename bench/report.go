@@ -26,18 +26,21 @@ type Environment struct {
 	// LogStore is the Raft log store of the node that answered, as GET /v1/cluster says.
 	LogStore string `json:"log_store"`
 	// Dev is set when the cluster ran inside the bench process.
-	Dev        bool     `json:"dev"`
-	Endpoints  []string `json:"endpoints"`
-	Via        string   `json:"via"`
-	GOMAXPROCS int      `json:"gomaxprocs"`
-	NumCPU     int      `json:"num_cpu"`
-	CPUModel   string   `json:"cpu_model,omitempty"`
-	GoVersion  string   `json:"go_version"`
-	OS         string   `json:"os"`
-	Arch       string   `json:"arch"`
-	Date       string   `json:"date"`
-	Duration   string   `json:"duration"`
-	Warmup     string   `json:"warmup"`
+	Dev       bool     `json:"dev"`
+	Endpoints []string `json:"endpoints"`
+	// TLS is set when the endpoints are https; Token when the clients sent an ACL token.
+	TLS        bool   `json:"tls"`
+	Token      bool   `json:"token"`
+	Via        string `json:"via"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	NumCPU     int    `json:"num_cpu"`
+	CPUModel   string `json:"cpu_model,omitempty"`
+	GoVersion  string `json:"go_version"`
+	OS         string `json:"os"`
+	Arch       string `json:"arch"`
+	Date       string `json:"date"`
+	Duration   string `json:"duration"`
+	Warmup     string `json:"warmup"`
 	// LoadAvg is the machine's load average (1, 5, 15 minutes) as the run started and as it
 	// ended, where the OS tells it: other work on the machine skews every figure.
 	LoadAvgStart string `json:"load_avg_start,omitempty"`
@@ -95,8 +98,15 @@ func (r *Report) WriteTable(out io.Writer) error {
 	if e.Dev {
 		where = "an in-process (--dev) cluster of"
 	}
-	fmt.Fprintf(out, "raftlock bench %s against %s %d nodes (server %s, log store %s), requests sent first to the %s\n",
-		e.Version, where, e.ClusterSize, e.ServerVersion, e.LogStore, viaWords(e.Via))
+	security := "plain HTTP"
+	if e.TLS {
+		security = "TLS"
+	}
+	if e.Token {
+		security += ", ACL token"
+	}
+	fmt.Fprintf(out, "raftlock bench %s against %s %d nodes (server %s, log store %s, %s), requests sent first to the %s\n",
+		e.Version, where, e.ClusterSize, e.ServerVersion, e.LogStore, security, viaWords(e.Via))
 	cpus := fmt.Sprintf("%d CPUs", e.NumCPU)
 	if e.CPUModel != "" {
 		cpus += " (" + e.CPUModel + ")"

@@ -190,6 +190,8 @@ func (r *runner) environment(ctx context.Context) (Environment, error) {
 		Duration:     r.opts.Duration.String(),
 		Warmup:       r.opts.Warmup.String(),
 		LoadAvgStart: loadAvg(),
+		TLS:          len(r.opts.Endpoints) > 0 && strings.HasPrefix(r.opts.Endpoints[0], "https://"),
+		Token:        r.opts.Token != "",
 	}
 	if r.opts.Dev != nil {
 		d, err := syncLatency(r.opts.Dev.DataDir())

@@ -40,6 +40,8 @@ type benchFlags struct {
 	trace          string
 	logStore       string
 	tls            bool
+	secure         bool
+	token          string
 	tlsFiles       clientFlags // --ca-file, --cert-file, --key-file with --endpoints
 }
 
@@ -66,11 +68,18 @@ started in this process with --dev, each for --duration after --warmup:
 
 A live progress line is shown when stdout is a terminal; the figures end in a table, and
 --json FILE writes them with the environment. With --dev every node and the bench share one
-process, so CPU and RSS figures are of all of them. Exit status 1 on a violation.`,
+process, so CPU and RSS figures are of all of them. Exit status 1 on a violation.
+
+A cluster with ACLs (--acl) needs --token (or $RAFTLOCK_TOKEN): a token with write on
+"bench/" and operator:read (it finds the leader with GET /v1/cluster); /metrics needs none.
+--dev --secure measures a cluster with TLS and ACLs, as raftlock dev --secure runs it,
+with its management token.`,
 		Example: `  raftlock bench --dev --workload all --duration 10s
   raftlock bench --endpoints http://10.0.0.1:7001,http://10.0.0.2:7001 --workload uncontended --clients 64
   raftlock bench --dev --workload sessions --sessions 100000 --json sessions.json
-  raftlock bench --dev --tls --workload uncontended   # with TLS: compare with the same run without --tls`,
+  raftlock bench --dev --tls --workload uncontended   # with TLS: compare with the same run without --tls
+  raftlock bench --dev --secure --workload uncontended   # TLS and ACLs
+  raftlock bench --endpoints https://10.0.0.1:7001 --ca-file ca.pem --cert-file c.pem --key-file c-key.pem --token $SECRET`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBench(cmd.Context(), cmd, &f)
@@ -83,6 +92,8 @@ process, so CPU and RSS figures are of all of them. Exit status 1 on a violation
 	fl.StringVar(&f.dataDir, "data-dir", "", "with --dev: keep the nodes' data here (default: a temporary directory)")
 	fl.StringVar(&f.logStore, "log-store", "", "with --dev: the nodes' Raft log store, wal or boltdb (default wal)")
 	fl.BoolVar(&f.tls, "tls", false, "with --dev: run the cluster with TLS (HTTPS with client certificates, Raft over mutual TLS), as raftlock dev --tls does")
+	fl.BoolVar(&f.secure, "secure", false, "with --dev: --tls and ACLs (--acl), measured with the cluster's management token, as raftlock dev --secure runs it")
+	fl.StringVar(&f.token, "token", "", "ACL token secret sent with every request (default $"+tokenEnv+")")
 	f.tlsFiles.registerTLS(cmd)
 	fl.StringVar(&f.logLevel, "log-level", "off", "with --dev: log level of the nodes (off, error, warn, info, debug, trace)")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measurement time of each workload")
@@ -125,6 +136,7 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
 		KillProcesses: strings.Contains(strings.ToLower(f.workload), bench.Failover),
 		Via:           f.via,
 		Version:       version,
+		Token:         orEnv(f.token, tokenEnv),
 	}
 	if opts.TLS, err = f.tlsFiles.tlsConfig(); err != nil {
 		return &exitError{code: exitFailure, msg: err.Error()}
@@ -138,8 +150,8 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
 	out := cmd.OutOrStdout()
 	if f.dev {
 		log := newLogger(cmd.ErrOrStderr(), f.logLevel, "text")
-		devOpts := agent.DevOptions{DataDir: f.dataDir, LogStore: f.logStore, Logger: log, TLS: f.tls}
-		if f.tls {
+		devOpts := agent.DevOptions{DataDir: f.dataDir, LogStore: f.logStore, Logger: log, TLS: f.tls || f.secure, ACL: f.secure}
+		if devOpts.TLS {
 			devOpts.Tune = func(c *config.Config) { c.TLSVerifyClients = true }
 		}
 		dev, err := agent.StartDev(ctx, devOpts)
@@ -153,6 +165,9 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
 			if opts.TLS, err = c.tlsConfig(); err != nil {
 				return err
 			}
+		}
+		if f.secure {
+			opts.Token = dev.ManagementToken()
 		}
 	}
 	if isTerminal(out) {
