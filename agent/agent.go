@@ -80,6 +80,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		peer := store.PeerClientConfig()
 		nodeTLS = cluster.TLS{RaftServer: store.PeerServerConfig(), RaftClient: peer, HTTPClient: peer}
 		apiCfg.TLS, apiCfg.ForwardTLS = store.APIServerConfig(cfg.TLSVerifyClients), peer
+		apiCfg.IsNode = store.IsNode
 	}
 	node, err := cluster.New(cluster.Config{
 		ID:                 cfg.ID,

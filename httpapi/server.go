@@ -75,6 +75,12 @@ type Config struct {
 	TLS *tls.Config
 	// ForwardTLS, if set, makes forwarding to the leader use HTTPS with this configuration.
 	ForwardTLS *tls.Config
+	// IsNode tells, with TLS, whether a connection's client certificate is a node certificate
+	// of the cluster's CA. Only such connections may mark a request as forwarded by another
+	// node (X-Raftlock-Forwarded); from others the mark is removed and the request is handled
+	// as a client's. Nil with TLS trusts no connection. Without TLS the mark cannot be
+	// authenticated and is believed.
+	IsNode func(*tls.ConnectionState) bool
 	// Logger receives request errors; default discards.
 	Logger hclog.Logger
 	// RateLimit is the write requests per second one client may send to this node, with a
@@ -177,6 +183,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true, LogErrorFunc: s.logPanic}))
+	e.Use(s.checkForwarded) // before everything that believes the mark
 	e.Use(s.metrics.middleware)
 	e.Use(s.headers)
 	if s.cfg.AuditLog != nil {

@@ -205,12 +205,15 @@ func (s *Store) verifyPeer(cs tls.ConnectionState, usages []x509.ExtKeyUsage) er
 }
 
 // APIServerConfig returns the HTTPS API's server configuration (HTTP/1.1). With verifyClients,
-// a client must present a certificate of the CA allowing client authentication.
+// a client must present a certificate of the CA allowing client authentication. Without it a
+// certificate is asked for but optional and unchecked, so that the API can still tell another
+// node's forwarded requests (IsNode) from a client's.
 func (s *Store) APIServerConfig(verifyClients bool) *tls.Config {
 	c := &tls.Config{
 		MinVersion:     s.minVersion,
 		GetCertificate: s.getCertificate,
 		NextProtos:     []string{"http/1.1"},
+		ClientAuth:     tls.RequestClientCert,
 	}
 	if verifyClients {
 		// The CA bundle can change on Reload, so the chain is checked here against the current
@@ -221,6 +224,13 @@ func (s *Store) APIServerConfig(verifyClients bool) *tls.Config {
 		}
 	}
 	return c
+}
+
+// IsNode reports whether the other side of a connection presented a node certificate of the
+// current CA bundle: one that allows both server and client authentication, as the
+// certificates of `raftlock tls cert create --node` do and client certificates do not.
+func (s *Store) IsNode(cs *tls.ConnectionState) bool {
+	return cs != nil && s.verifyPeer(*cs, nodeUsages) == nil
 }
 
 // PeerServerConfig returns the configuration for connections other nodes open to this one

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -345,6 +346,42 @@ func TestParseMinVersion(t *testing.T) {
 	for _, in := range []string{"1.1", "1.0", "tls1.3", "2"} {
 		if _, err := tlsutil.ParseMinVersion(in); err == nil {
 			t.Errorf("ParseMinVersion(%q) accepted", in)
+		}
+	}
+}
+
+// IsNode accepts only node certificates (server and client authentication) of the store's CA.
+func TestIsNodeTellsNodeCertificatesOfTheCA(t *testing.T) {
+	p := newPKI(t, "cluster")
+	s := p.store("n1")
+	state := func(certFile string) *tls.ConnectionState {
+		t.Helper()
+		pair, err := tls.LoadX509KeyPair(certFile, strings.TrimSuffix(certFile, ".pem")+"-key.pem")
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(pair.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}}
+	}
+	node, _ := p.issue("n2", false)
+	app, _ := p.issue("app", true)
+	stranger, _ := newPKI(t, "other").issue("n2", false)
+	for _, c := range []struct {
+		name string
+		cs   *tls.ConnectionState
+		want bool
+	}{
+		{"node certificate of the CA", state(node), true},
+		{"client certificate of the CA", state(app), false},
+		{"node certificate of another CA", state(stranger), false},
+		{"no certificate", &tls.ConnectionState{}, false},
+		{"no TLS", nil, false},
+	} {
+		if got := s.IsNode(c.cs); got != c.want {
+			t.Errorf("%s: IsNode = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

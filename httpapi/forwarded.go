@@ -1,0 +1,29 @@
+package httpapi
+
+import (
+	"github.com/labstack/echo/v4"
+
+	"github.com/raftlock/raftlock/api"
+)
+
+// checkForwarded removes the X-Raftlock-Forwarded mark from a request that did not come from
+// another node of the cluster. The rate limiter and the audit log skip marked requests (the
+// node that forwarded them counted and recorded them), and a marked request is answered
+// where it arrives, never forwarded again: a client that set the mark itself could otherwise
+// send writes straight to the leader unlimited and unrecorded. With TLS only a connection
+// with a node certificate of the cluster's CA may carry the mark; without TLS nothing can
+// tell a node from a client, and the mark is believed (docs/security.md).
+func (s *Server) checkForwarded(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if s.cfg.TLS == nil || req.Header.Get(api.HeaderForwarded) == "" {
+			return next(c)
+		}
+		if req.TLS == nil || s.cfg.IsNode == nil || !s.cfg.IsNode(req.TLS) {
+			s.log.Debug("ignored X-Raftlock-Forwarded from a connection without a node certificate",
+				"remote", remoteHost(req), "path", req.URL.Path)
+			req.Header.Del(api.HeaderForwarded)
+		}
+		return next(c)
+	}
+}
