@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
@@ -129,6 +130,14 @@ and the curl lines use the same variables.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := newLogger(cmd.ErrOrStderr(), logLevel, "text")
+			if dataDir != "" {
+				// The printed file names then work from any directory.
+				abs, err := filepath.Abs(dataDir)
+				if err != nil {
+					return err
+				}
+				dataDir = abs
+			}
 			opts := agent.DevOptions{DataDir: dataDir, LogStore: logStore, BasePort: basePort, Logger: log,
 				TLS: withTLS || secure, ACL: secure}
 			if opts.TLS {
