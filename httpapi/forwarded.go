@@ -1,6 +1,10 @@
 package httpapi
 
 import (
+	"context"
+	"net"
+	"sync"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/raftlock/raftlock/api"
@@ -19,11 +23,40 @@ func (s *Server) checkForwarded(next echo.HandlerFunc) echo.HandlerFunc {
 		if s.cfg.TLS == nil || req.Header.Get(api.HeaderForwarded) == "" {
 			return next(c)
 		}
-		if req.TLS == nil || s.cfg.IsNode == nil || !s.cfg.IsNode(req.TLS) {
+		if !s.fromNode(c) {
 			s.log.Debug("ignored X-Raftlock-Forwarded from a connection without a node certificate",
 				"remote", remoteHost(req), "path", req.URL.Path)
 			req.Header.Del(api.HeaderForwarded)
 		}
 		return next(c)
 	}
+}
+
+// fromNode says whether the request's connection presented a node certificate of the CA. The
+// answer is worked out once per connection (a forwarding node keeps its connection to the
+// leader alive), against the CA bundle of that moment.
+func (s *Server) fromNode(c echo.Context) bool {
+	req := c.Request()
+	if req.TLS == nil || s.cfg.IsNode == nil {
+		return false
+	}
+	check := func() bool { return s.cfg.IsNode(req.TLS) }
+	if p, ok := req.Context().Value(connPeerKey{}).(*connPeer); ok {
+		p.once.Do(func() { p.node = check() })
+		return p.node
+	}
+	return check()
+}
+
+// connPeer caches, for one connection, whether its client certificate is a node's.
+type connPeer struct {
+	once sync.Once
+	node bool
+}
+
+type connPeerKey struct{}
+
+// withConnPeer gives each connection's requests a shared connPeer (http.Server.ConnContext).
+func withConnPeer(ctx context.Context, _ net.Conn) context.Context {
+	return context.WithValue(ctx, connPeerKey{}, &connPeer{})
 }

@@ -145,6 +145,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	srv.Handler = s.echo
 	srv.ReadHeaderTimeout = 10 * time.Second
 	srv.IdleTimeout = 2 * time.Minute
+	srv.ConnContext = withConnPeer
 	err := srv.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
