@@ -89,12 +89,7 @@ func (w *ClientWorker) sleep(stop <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-func (w *ClientWorker) jitter(max time.Duration) time.Duration {
-	if max <= 0 {
-		return 0
-	}
-	return time.Duration(w.rng.Int63n(int64(max)))
-}
+func (w *ClientWorker) jitter(max time.Duration) time.Duration { return jitter(w.rng, max) }
 
 // run takes locks until stop closes, then gives back what it holds and closes its session.
 func (w *ClientWorker) run(ctx context.Context, stop <-chan struct{}) {

@@ -175,11 +175,14 @@ func stopped(stop <-chan struct{}) bool {
 	}
 }
 
-func (w *Worker) jitter(max time.Duration) time.Duration {
+func (w *Worker) jitter(max time.Duration) time.Duration { return jitter(w.rng, max) }
+
+// jitter is a random duration in [0, max), or 0 when max is not positive.
+func jitter(rng *rand.Rand, max time.Duration) time.Duration {
 	if max <= 0 {
 		return 0
 	}
-	return time.Duration(w.rng.Int63n(int64(max)))
+	return time.Duration(rng.Int63n(int64(max)))
 }
 
 func (w *Worker) run(ctx context.Context, stop <-chan struct{}) {
