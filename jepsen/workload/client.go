@@ -38,7 +38,7 @@ type Client struct {
 // does not wait, cfg.TLS and cfg.Tokens secure them. Keep-alives are off so that a request is
 // never silently retried on a reused connection, and every dial failure is definite.
 func NewClient(rec *history.Recorder, endpoints []Endpoint, cfg Config) *Client {
-	tr := &http.Transport{DisableKeepAlives: true, TLSClientConfig: cfg.TLS}
+	tr := &http.Transport{DisableKeepAlives: true, TLSClientConfig: cfg.TLS.Clone()}
 	return &Client{rec: rec, endpoints: endpoints, hc: &http.Client{Transport: tr}, opTimeout: cfg.OpTimeout,
 		cfg: cfg}
 }
