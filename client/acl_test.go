@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,6 +139,18 @@ func TestWithTokenOverTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One tls.Config serves many clients at once: each takes its own copy (net/http writes
+	// into the configuration of a transport as it first uses it, which -race reports).
+	var wg sync.WaitGroup
+	for _, ep := range eps {
+		c := newClient(t, []string{ep}, client.WithTLSConfig(tlsCfg), client.WithToken(tok.SecretID))
+		wg.Go(func() {
+			if _, err := c.TokenSelf(ctx); err != nil {
+				t.Errorf("token self through %s: %v", ep, err)
+			}
+		})
+	}
+	wg.Wait()
 	for i, ep := range eps {
 		worker := newClient(t, []string{ep}, client.WithTLSConfig(tlsCfg), client.WithToken(tok.SecretID))
 		m := lockedMutex(ctx, t, worker, fmt.Sprintf("jobs/tls-%d", i))

@@ -65,9 +65,10 @@ func WithRetryTimeout(d time.Duration) Option {
 	return func(o *clientOptions) { o.retryTimeout = d }
 }
 
-// WithTLSConfig sets the TLS configuration used for https endpoints.
+// WithTLSConfig sets the TLS configuration used for https endpoints. The client keeps its own
+// copy, so one configuration may serve many clients.
 func WithTLSConfig(cfg *tls.Config) Option {
-	return func(o *clientOptions) { o.tlsConfig = cfg }
+	return func(o *clientOptions) { o.tlsConfig = cfg.Clone() }
 }
 
 // WithHTTPClient replaces the tuned HTTP client; its Timeout must be zero, since long polls

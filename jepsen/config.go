@@ -65,6 +65,9 @@ type Config struct {
 	// IgnoreDone makes the client workers ignore the end of their holds (Mutex.Context,
 	// Session.Done): a self-test that the belief checker must flag.
 	IgnoreDone bool
+	// Secure runs the agents with TLS (API and Raft) and --acl; every worker, probe and
+	// observer then holds a token of its own.
+	Secure bool
 	// Out receives progress, the nemesis log and the summary; may be nil.
 	Out io.Writer
 }
@@ -154,6 +157,9 @@ func (c Config) String() string {
 	}
 	if c.LogStore != "" {
 		s += " log-store=" + c.LogStore
+	}
+	if c.Secure {
+		s += " secure=tls+acl"
 	}
 	if c.SnapshotEvery != 0 {
 		s += fmt.Sprintf(" snapshot-every=%d", c.SnapshotEvery)

@@ -37,7 +37,21 @@ func scenarios() []scenario {
 		{"leader-pause", func(c *Config) {
 			c.Faults, c.Seed, c.TargetLeader = []string{nemesis.Pause}, 12, true
 		}, expectFault(nemesis.Pause)},
-		{"partition", func(c *Config) { c.Faults, c.Seed = []string{nemesis.Partition}, 13 }, expectFault(nemesis.Partition)},
+		// Partitions on a secure cluster: TLS for the API and Raft, --acl, every worker, probe and
+		// observer with a token of its own, through proxies that cut TLS connections too.
+		{"partition-secure", func(c *Config) { c.Faults, c.Seed, c.Secure = []string{nemesis.Partition}, 13, true },
+			func(t *testing.T, rep *Report, ops []history.Op) {
+				expectFault(nemesis.Partition)(t, rep, ops)
+				refused := 0
+				for _, op := range ops {
+					if op.Status == 401 || op.Status == 403 {
+						refused++
+					}
+				}
+				if refused > 0 {
+					t.Errorf("%d requests of the workers were refused by the ACLs", refused)
+				}
+			}},
 		// Graceful restarts: leadership transfer, a snapshot at shutdown, a start from it.
 		{"restart", func(c *Config) { c.Faults, c.Seed = []string{nemesis.Restart}, 17 }, expectFault(nemesis.Restart)},
 		// The whole cluster stopped at once and started again: leadership handed to nodes that

@@ -60,7 +60,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	c, err := cluster.Start(sctx, cluster.Options{Binary: binary, Dir: filepath.Join(cfg.Dir, "nodes"), Nodes: cfg.Nodes,
 		LogLevel: cfg.LogLevel, HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
-		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, ClockSkew: cfg.ClockSkew, ExtraArgs: agentArgs(cfg)})
+		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, ClockSkew: cfg.ClockSkew, ExtraArgs: agentArgs(cfg), Secure: cfg.Secure})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("jepsen: start cluster: %w", err)
@@ -71,20 +71,40 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	fmt.Fprintf(out, "jepsen: %d nodes ready\n", len(c.Nodes))
 
-	runPhases(ctx, cfg, c, rec, out, rep)
+	wcfg := workloadConfig(cfg)
+	if c.Secure() {
+		wcfg.TLS, wcfg.Tokens = c.TLSConfig(), map[int]string{}
+		tctx, cancel := context.WithTimeout(ctx, startTimeout)
+		for _, p := range wcfg.Processes() {
+			tok, err := c.NewToken(tctx, fmt.Sprintf("jepsen process %d", p))
+			if err != nil {
+				cancel()
+				return nil, fmt.Errorf("jepsen: token of process %d: %w", p, err)
+			}
+			wcfg.Tokens[p] = tok
+		}
+		cancel()
+		fmt.Fprintf(out, "jepsen: TLS and ACLs on; %d tokens, one per worker, probe and observer\n", len(wcfg.Tokens))
+	}
+	runPhases(ctx, cfg, wcfg, c, rec, out, rep)
 	return rep, nil
 }
 
+// workloadConfig is the workload's part of the configuration.
+func workloadConfig(cfg Config) workload.Config {
+	return workload.Config{Workers: cfg.Workers, Locks: cfg.LockNames(), TTL: cfg.TTL, LockDelay: cfg.LockDelay,
+		OpTimeout: cfg.OpTimeout, MaxWait: 2 * cfg.TTL, MaxHold: 200 * time.Millisecond, ReadRatio: 0.3, BlockingReadRatio: 0.2, CrashRatio: cfg.CrashRatio,
+		ClientWorkers: cfg.ClientWorkers(), IgnoreDone: cfg.IgnoreDone, Seed: cfg.Seed}
+}
+
 // runPhases runs the workload and the nemesis, then the final phases, and fills rep.
-func runPhases(ctx context.Context, cfg Config, c *cluster.Cluster, rec *history.Recorder, out io.Writer, rep *Report) {
+func runPhases(ctx context.Context, cfg Config, wcfg workload.Config, c *cluster.Cluster, rec *history.Recorder, out io.Writer, rep *Report) {
 	var eps []workload.Endpoint
 	for _, n := range c.Nodes {
 		eps = append(eps, workload.Endpoint{ID: n.ID, Addr: n.HTTPAddr})
 	}
 	res := workload.NewResource(rec, cfg.IgnoreTokens)
-	wl := workload.New(workload.Config{Workers: cfg.Workers, Locks: cfg.LockNames(), TTL: cfg.TTL, LockDelay: cfg.LockDelay,
-		OpTimeout: cfg.OpTimeout, MaxWait: 2 * cfg.TTL, MaxHold: 200 * time.Millisecond, ReadRatio: 0.3, BlockingReadRatio: 0.2, CrashRatio: cfg.CrashRatio,
-		ClientWorkers: cfg.ClientWorkers(), IgnoreDone: cfg.IgnoreDone, Seed: cfg.Seed}, rec, eps, res)
+	wl := workload.New(wcfg, rec, eps, res)
 	nem := nemesis.New(nemesis.Config{Faults: cfg.Faults, Quiet: cfg.Quiet, TTL: cfg.TTL,
 		ElectionTimeout: cfg.ElectionTimeout, TargetLeader: cfg.TargetLeader, Seed: cfg.Seed, Log: out}, c, wl, rec)
 

@@ -76,6 +76,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.cfg.CheckTimeout, "check-timeout", 0, "bound on the linearizability search (0: 5m); running out is a failure")
 	fs.StringVar(&o.cfg.Workload, "workload", d.Workload, "how workers hold locks: raw (HTTP requests, each recorded), client (the Go client: Session, Mutex, Election), or all (half each)")
 	fs.BoolVar(&o.cfg.IgnoreTokens, "ignore-tokens", false, "the resource accepts stale tokens (must make fencing fail)")
+	fs.BoolVar(&o.cfg.Secure, "secure", false, "run the agents with TLS (API and Raft, a CA made for the run) and --acl, each worker with a token of its own")
 	fs.BoolVar(&o.cfg.IgnoreDone, "ignore-done", false, "client workers ignore Done: they go on believing they hold a lock after their session is gone (must make belief fail)")
 	fs.BoolVar(&o.selfTest, "self-test", false, "prove that the checkers flag broken histories, then exit")
 	fs.StringVar(&o.check, "check", "", "re-check a recorded history.jsonl instead of running (uses --ttl, --lock-delay and --election-timeout)")

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -34,6 +35,9 @@ type Options struct {
 	ClockSkew time.Duration
 	// ExtraArgs are appended to every agent's command line.
 	ExtraArgs []string
+	// Secure runs the nodes with TLS (the API and Raft, certificates of a CA made for the run in
+	// Dir/tls) and --acl; Start bootstraps the management token the harness then uses.
+	Secure bool
 }
 
 // Cluster is a running set of agent processes and the proxies between them.
@@ -45,7 +49,9 @@ type Cluster struct {
 
 	offsets map[string]time.Duration // each node's --clock-offset
 
-	hc *http.Client
+	hc    *http.Client
+	tls   *tls.Config // trusts the cluster's CA; nil unless Options.Secure
+	token string      // the harness's management token, once bootstrapped
 }
 
 // Agents listen below Linux's ephemeral range (32768 and up), so that a restarted node never
@@ -122,9 +128,17 @@ func New(opts Options) (*Cluster, error) {
 	for _, n := range c.Nodes {
 		initial = append(initial, n.ID+"="+n.RaftAddr)
 	}
+	var secure map[string][]string
+	if opts.Secure {
+		if secure, c.tls, err = secureSetup(filepath.Join(opts.Dir, "tls"), c.IDs()); err != nil {
+			c.Mesh.Close()
+			return nil, err
+		}
+		c.hc = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: c.tls}}
+	}
 	c.offsets = map[string]time.Duration{}
 	for i, n := range c.Nodes {
-		n.args = agentArgs(opts, n, strings.Join(initial, ","), c.Mesh.PeerAddrs(n.ID))
+		n.args = append(agentArgs(opts, n, strings.Join(initial, ","), c.Mesh.PeerAddrs(n.ID)), secure[n.ID]...)
 		if opts.ClockSkew != 0 {
 			offset := time.Duration(float64(opts.ClockSkew) * (float64(i) - float64(opts.Nodes-1)/2))
 			n.args = append(n.args, "--clock-offset", offset.String())
@@ -177,6 +191,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	for _, n := range c.Nodes {
 		if err := n.Start(); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if c.tls != nil {
+		if err := c.bootstrap(ctx); err != nil {
 			c.Close()
 			return nil, err
 		}

@@ -38,12 +38,15 @@ func (c *Cluster) call(ctx context.Context, n *Node, method, path string, body, 
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+n.HTTPAddr+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.Scheme()+"://"+n.HTTPAddr+path, rd)
 	if err != nil {
 		return 0, fmt.Errorf("cluster: %w", err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set(api.HeaderToken, c.token)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -31,14 +31,16 @@ type Client struct {
 	endpoints []Endpoint
 	hc        *http.Client
 	opTimeout time.Duration // bounds a request that does not wait; a waiting acquire adds its wait
+	cfg       Config        // its TLS and tokens
 }
 
-// NewClient returns a client that records into rec; opTimeout bounds each request that does
-// not wait. Keep-alives are off so that a request is
+// NewClient returns a client that records into rec; cfg.OpTimeout bounds each request that
+// does not wait, cfg.TLS and cfg.Tokens secure them. Keep-alives are off so that a request is
 // never silently retried on a reused connection, and every dial failure is definite.
-func NewClient(rec *history.Recorder, endpoints []Endpoint, opTimeout time.Duration) *Client {
-	tr := &http.Transport{DisableKeepAlives: true}
-	return &Client{rec: rec, endpoints: endpoints, hc: &http.Client{Transport: tr}, opTimeout: opTimeout}
+func NewClient(rec *history.Recorder, endpoints []Endpoint, cfg Config) *Client {
+	tr := &http.Transport{DisableKeepAlives: true, TLSClientConfig: cfg.TLS.Clone()}
+	return &Client{rec: rec, endpoints: endpoints, hc: &http.Client{Transport: tr}, opTimeout: cfg.OpTimeout,
+		cfg: cfg}
 }
 
 // Endpoints are the nodes the client talks to.
@@ -78,13 +80,16 @@ func (c *Client) exec(ctx context.Context, ep Endpoint, op history.Op, r request
 			sent.Store(true)
 		}
 	}}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), r.method, "http://"+ep.Addr+r.path, body)
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), r.method, c.cfg.scheme()+"://"+ep.Addr+r.path, body)
 	if err != nil {
 		op.Type, op.Error = history.Fail, err.Error()
 		return op
 	}
 	if r.body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if tok := c.cfg.token(op.Process); tok != "" {
+		req.Header.Set(api.HeaderToken, tok)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

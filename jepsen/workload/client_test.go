@@ -71,7 +71,7 @@ func TestOutcomeClassification(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			rec := history.NewRecorder(nil)
-			cl := NewClient(rec, nil, 300*time.Millisecond)
+			cl := NewClient(rec, nil, Config{OpTimeout: 300 * time.Millisecond})
 			op := cl.Acquire(context.Background(), endpointOf(t, c.handler), 0, "l", "s", "", 0, "")
 			if op.Type != c.typ || op.Code != c.code || op.OutSession != c.holder || op.OutToken != c.holderTo {
 				t.Fatalf("got %s", op)
@@ -93,7 +93,7 @@ func TestUnreachableNodeIsADefiniteFailure(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens here now
-	cl := NewClient(history.NewRecorder(nil), nil, time.Second)
+	cl := NewClient(history.NewRecorder(nil), nil, Config{OpTimeout: time.Second})
 	op := cl.Release(context.Background(), Endpoint{ID: "n9", Addr: addr}, 0, "l", "s", 3)
 	if op.Type != history.Fail || !strings.HasPrefix(op.Error, "not sent") {
 		t.Fatalf("a request that was never sent must fail definitely: %s", op)

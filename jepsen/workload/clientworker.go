@@ -44,12 +44,12 @@ type ClientWorker struct {
 
 // newClientWorker starts the worker's proxies and client.
 func (wl *Workload) newClientWorker(id, k int, endpoints []Endpoint) (*ClientWorker, error) {
-	nc, err := newNetCut(endpoints)
+	nc, err := newNetCut(endpoints, wl.cfg.scheme())
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(nc.Endpoints(), client.WithRequestTimeout(wl.cfg.OpTimeout),
-		client.WithRetryTimeout(2*wl.cfg.OpTimeout))
+	c, err := client.New(nc.Endpoints(), wl.cfg.clientOptions(id, client.WithRequestTimeout(wl.cfg.OpTimeout),
+		client.WithRetryTimeout(2*wl.cfg.OpTimeout))...)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("workload: client: %w", err)
@@ -89,12 +89,7 @@ func (w *ClientWorker) sleep(stop <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-func (w *ClientWorker) jitter(max time.Duration) time.Duration {
-	if max <= 0 {
-		return 0
-	}
-	return time.Duration(w.rng.Int63n(int64(max)))
-}
+func (w *ClientWorker) jitter(max time.Duration) time.Duration { return jitter(w.rng, max) }
 
 // run takes locks until stop closes, then gives back what it holds and closes its session.
 func (w *ClientWorker) run(ctx context.Context, stop <-chan struct{}) {
@@ -413,14 +408,15 @@ func (w *ClientWorker) maybePause(ctx context.Context, lock string, token uint64
 
 // netCut is a worker's own proxies to the nodes, which can black-hole its traffic for a while.
 type netCut struct {
+	scheme  string
 	proxies []*proxy.Proxy
 	mu      sync.Mutex
 	until   time.Time
 	timer   *time.Timer
 }
 
-func newNetCut(endpoints []Endpoint) (*netCut, error) {
-	n := &netCut{}
+func newNetCut(endpoints []Endpoint, scheme string) (*netCut, error) {
+	n := &netCut{scheme: scheme}
 	for _, ep := range endpoints {
 		p, err := proxy.Listen(ep.Addr)
 		if err != nil {
@@ -436,7 +432,7 @@ func newNetCut(endpoints []Endpoint) (*netCut, error) {
 func (n *netCut) Endpoints() []string {
 	var out []string
 	for _, p := range n.proxies {
-		out = append(out, "http://"+p.Addr())
+		out = append(out, n.scheme+"://"+p.Addr())
 	}
 	return out
 }

@@ -14,16 +14,16 @@ import (
 func (wl *Workload) observe(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) {
 	var urls []string
 	for _, ep := range wl.c.Endpoints() {
-		urls = append(urls, "http://"+ep.Addr)
+		urls = append(urls, wl.cfg.scheme()+"://"+ep.Addr)
 	}
 	octx, cancel := context.WithCancel(ctx)
 	var owg sync.WaitGroup
 	for i, lock := range wl.cfg.Locks {
-		c, err := client.New(urls, client.WithRequestTimeout(wl.cfg.OpTimeout))
+		process := observerProcess(wl.cfg, i)
+		c, err := client.New(urls, wl.cfg.clientOptions(process, client.WithRequestTimeout(wl.cfg.OpTimeout))...)
 		if err != nil {
 			continue // cannot happen with the nodes' addresses
 		}
-		process := 3*wl.cfg.Workers + i
 		owg.Add(1)
 		go func() {
 			defer owg.Done()

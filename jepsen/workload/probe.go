@@ -18,7 +18,7 @@ func (wl *Workload) Probe(ctx context.Context, bound time.Duration) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wl.probe(ctx, 2*wl.cfg.Workers+i, lock, bound)
+			wl.probe(ctx, probeProcess(wl.cfg, i), lock, bound)
 		}()
 	}
 	wg.Wait()

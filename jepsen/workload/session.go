@@ -63,7 +63,7 @@ func (w *Worker) newSession(ctx context.Context, stop <-chan struct{}) *session 
 			kctx, cancel := context.WithCancel(ctx)
 			s := &session{id: op.Session, cancel: cancel, done: make(chan struct{})}
 			// The keepalive has its own random source: rand.Rand is not safe for concurrent use.
-			go w.keepalive(kctx, s, w.id+w.cfg.Workers, rand.New(rand.NewSource(w.rng.Int63())))
+			go w.keepalive(kctx, s, renewerProcess(w.cfg, w.id), rand.New(rand.NewSource(w.rng.Int63())))
 			return s
 		}
 		if !w.sleep(stop, 50*time.Millisecond+time.Duration(w.rng.Int63n(int64(100*time.Millisecond)))) {

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/jepsen/history"
 )
 
@@ -50,6 +52,56 @@ type Config struct {
 	IgnoreDone bool
 	// Seed makes each worker's choices reproducible.
 	Seed int64
+	// TLS, if set, makes every request HTTPS, trusting this configuration's CAs.
+	TLS *tls.Config
+	// Tokens are the ACL token secrets by process (worker, probe, observer); a process without
+	// one sends no token.
+	Tokens map[int]string
+}
+
+// Processes are the process ids of the workload's ops: the workers, then a liveness probe and
+// an observer per lock. A secure run gives each its own token.
+func (c Config) Processes() []int {
+	var out []int
+	for i := range c.Workers {
+		out = append(out, i)
+	}
+	for i := range c.Locks {
+		out = append(out, probeProcess(c, i), observerProcess(c, i))
+	}
+	return out
+}
+
+func renewerProcess(c Config, worker int) int { return c.Workers + worker }
+func probeProcess(c Config, lock int) int     { return 2*c.Workers + lock }
+func observerProcess(c Config, lock int) int  { return 3*c.Workers + lock }
+
+// token is the token of process: a worker's renewals use the worker's own, since a session
+// may be renewed only by the token that made it.
+func (c Config) token(process int) string {
+	if process >= c.Workers && process < 2*c.Workers {
+		process -= c.Workers
+	}
+	return c.Tokens[process]
+}
+
+// scheme is the URL scheme of the nodes' API.
+func (c Config) scheme() string {
+	if c.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// clientOptions are the Go client's options for process: TLS and its token.
+func (c Config) clientOptions(process int, opts ...client.Option) []client.Option {
+	if c.TLS != nil {
+		opts = append(opts, client.WithTLSConfig(c.TLS))
+	}
+	if tok := c.token(process); tok != "" {
+		opts = append(opts, client.WithToken(tok))
+	}
+	return opts
 }
 
 // Workload is the set of workers, the resource they write to and the client pauses they obey.
@@ -67,7 +119,7 @@ type Workload struct {
 
 // New returns a workload over the endpoints, recording into rec and writing to res.
 func New(cfg Config, rec *history.Recorder, endpoints []Endpoint, res *Resource) *Workload {
-	return &Workload{cfg: cfg, rec: rec, c: NewClient(rec, endpoints, cfg.OpTimeout), res: res,
+	return &Workload{cfg: cfg, rec: rec, c: NewClient(rec, endpoints, cfg), res: res,
 		pauses: make(chan time.Duration, 1)}
 }
 
@@ -175,11 +227,14 @@ func stopped(stop <-chan struct{}) bool {
 	}
 }
 
-func (w *Worker) jitter(max time.Duration) time.Duration {
+func (w *Worker) jitter(max time.Duration) time.Duration { return jitter(w.rng, max) }
+
+// jitter is a random duration in [0, max), or 0 when max is not positive.
+func jitter(rng *rand.Rand, max time.Duration) time.Duration {
 	if max <= 0 {
 		return 0
 	}
-	return time.Duration(w.rng.Int63n(int64(max)))
+	return time.Duration(rng.Int63n(int64(max)))
 }
 
 func (w *Worker) run(ctx context.Context, stop <-chan struct{}) {
