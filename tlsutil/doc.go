@@ -5,7 +5,8 @@
 // material. Every configuration it hands out reads the current material at each handshake, so
 // a reload applies to new connections without restarting anything:
 //
-//   - APIServerConfig: the HTTPS API, optionally requiring client certificates of the CA.
+//   - APIServerConfig: the HTTPS API, optionally requiring client certificates of the CA; it
+//     always asks for one, so that IsNode can tell another node's forwarded requests apart.
 //   - PeerServerConfig and PeerClientConfig: node-to-node traffic (Raft, forwarding, join),
 //     mutual TLS where each side must present a node certificate of the CA.
 //
