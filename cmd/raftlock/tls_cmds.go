@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -68,6 +69,9 @@ Existing files are kept unless --force is given.`,
 			if err != nil {
 				return err
 			}
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
 			certFile, keyFile := filepath.Join(dir, caCertName), filepath.Join(dir, caKeyName)
 			if err := tlsutil.WriteFiles(certFile, ca.CertPEM(), keyFile, key, force); err != nil {
 				return existing(err)
@@ -76,7 +80,7 @@ Existing files are kept unless --force is given.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dir, "dir", ".", "directory to write the files into (must exist)")
+	cmd.Flags().StringVar(&dir, "dir", ".", "directory to write the files into (created, mode 0700, if missing)")
 	cmd.Flags().StringVar(&name, "name", "raftlock CA", "the CA's common name")
 	cmd.Flags().IntVar(&days, "days", 5*365, "validity in days")
 	cmd.Flags().BoolVar(&force, "force", false, "replace existing files")
