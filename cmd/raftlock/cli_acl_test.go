@@ -96,6 +96,13 @@ func TestACLCommands(t *testing.T) {
 	// only read elsewhere.
 	must(nil, "lock", "--token", tok.SecretID, "jobs/cli", "--", "true") // flags before the name: the rest is the command's
 	must([]string{tokenEnv + "=" + tok.SecretID}, "lock", "jobs/cli", "--", "true")
+	// Inside, RAFTLOCK_TOKEN stays the ACL token given by --token, so that a raftlock command
+	// run by COMMAND acts with it; the fencing token has its own name.
+	inner := must([]string{"RAFTLOCK_TEST_EXE=" + cliEnv.bin}, "lock", "--token", tok.SecretID, "jobs/cli", "--", "sh", "-c",
+		`echo "fencing=$RAFTLOCK_FENCING_TOKEN acl=$RAFTLOCK_TOKEN"; "$RAFTLOCK_TEST_EXE" lock-info -o json "$RAFTLOCK_LOCK"`)
+	if !strings.Contains(inner, "acl="+tok.SecretID) || strings.Contains(inner, "fencing= ") || !strings.Contains(inner, `"token"`) {
+		t.Fatalf("a lock's command under ACLs saw:\n%s", inner)
+	}
 	if r := run(nil, "lock", "--token", tok.SecretID, "db/cli", "--", "true"); r.code != exitFailure || !strings.Contains(r.stderr, "write access") {
 		t.Fatalf("lock outside the policy: exit %d, stderr %q", r.code, r.stderr)
 	}

@@ -24,9 +24,9 @@ func newElectCmd() *cobra.Command {
 		Long: `Campaign in the election NAME and run COMMAND only while this process leads.
 
 Candidates are elected in the order they started campaigning. While another candidate leads,
-raftlock waits. Once elected it runs COMMAND with RAFTLOCK_LOCK, RAFTLOCK_TOKEN (the fencing
-token of this leadership), RAFTLOCK_SESSION, RAFTLOCK_VALUE and RAFTLOCK_ENDPOINTS in its
-environment; "raftlock lock-info NAME" shows the leader's --value to everyone.
+raftlock waits. Once elected it runs COMMAND with RAFTLOCK_LOCK, RAFTLOCK_FENCING_TOKEN (the
+fencing token of this leadership), RAFTLOCK_SESSION, RAFTLOCK_VALUE and RAFTLOCK_ENDPOINTS in
+its environment, and RAFTLOCK_TOKEN as "raftlock lock --help" says; "raftlock lock-info NAME" shows the leader's --value to everyone.
 
 If the leadership is lost while COMMAND runs, COMMAND and its process group get SIGTERM, then
 SIGKILL after --grace, and raftlock campaigns again with a new session, to run COMMAND anew
@@ -110,7 +110,7 @@ func leadOnce(ctx context.Context, f *electFlags, sess *client.Session, name str
 		return childResult{}, false, failure("campaigning", err)
 	}
 	fmt.Fprintf(stderr, "raftlock: elected leader of %q (token %d)\n", name, e.Token())
-	env := append(childEnv(sess.Client(), name, e.Token(), sess.ID()), "RAFTLOCK_VALUE="+f.value)
+	env := append(childEnv(sess.Client(), orEnv(f.token, tokenEnv), name, e.Token(), sess.ID()), "RAFTLOCK_VALUE="+f.value)
 	res, err := runChild(childSpec{
 		argv: argv, env: env, grace: f.graceOrDefault(),
 		stdin: cmd.InOrStdin(), stdout: cmd.OutOrStdout(), stderr: stderr,

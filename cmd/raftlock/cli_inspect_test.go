@@ -137,7 +137,7 @@ func TestElectRunsCommandWhileLeading(t *testing.T) {
 	}
 	// The command reads the election from inside: it leads, with its value and token.
 	cmd, stdout, stderr := startCLI(t, "elect", "--value", "second", name, "--", "sh", "-c",
-		`echo "$RAFTLOCK_TOKEN $RAFTLOCK_VALUE"; "$RAFTLOCK_BIN" lock-info "$RAFTLOCK_LOCK" -o json`)
+		`echo "$RAFTLOCK_FENCING_TOKEN $RAFTLOCK_VALUE"; "$RAFTLOCK_BIN" lock-info "$RAFTLOCK_LOCK" -o json`)
 	waitFor(t, 10*time.Second, "the candidate to queue", func() bool {
 		l, err := c.GetLock(ctx, name)
 		return err == nil && l.Waiters == 1

@@ -115,14 +115,21 @@ func splitCommand(args []string) (string, []string, error) {
 	return args[0], rest, nil
 }
 
-// childEnv is what the command learns about its lock.
-func childEnv(c *client.Client, name string, token uint64, session string) []string {
-	return []string{
+// childEnv is what the command learns about its lock. RAFTLOCK_TOKEN names the ACL token
+// wherever one is in use, so that raftlock commands run by COMMAND act with it; without one
+// it still carries the fencing token, as it did before ACLs existed.
+func childEnv(c *client.Client, aclToken, name string, token uint64, session string) []string {
+	fencing := strconv.FormatUint(token, 10)
+	env := []string{
 		"RAFTLOCK_LOCK=" + name,
-		"RAFTLOCK_TOKEN=" + strconv.FormatUint(token, 10),
+		"RAFTLOCK_FENCING_TOKEN=" + fencing,
 		"RAFTLOCK_SESSION=" + session,
 		"RAFTLOCK_ENDPOINTS=" + strings.Join(c.Endpoints(), ","),
 	}
+	if aclToken == "" {
+		return append(env, tokenEnv+"="+fencing)
+	}
+	return append(env, tokenEnv+"="+aclToken)
 }
 
 type lockFlags struct {
@@ -138,8 +145,9 @@ func newLockCmd() *cobra.Command {
 		Short: "Run a command while holding a lock",
 		Long: `Take the lock NAME, run COMMAND while holding it, and release it when COMMAND exits.
 
-COMMAND runs with RAFTLOCK_LOCK (the name), RAFTLOCK_TOKEN (the fencing token: pass it to the
-resource you protect), RAFTLOCK_SESSION and RAFTLOCK_ENDPOINTS in its environment. raftlock
+COMMAND runs with RAFTLOCK_LOCK (the name), RAFTLOCK_FENCING_TOKEN (pass it to the resource
+you protect), RAFTLOCK_SESSION and RAFTLOCK_ENDPOINTS in its environment; RAFTLOCK_TOKEN is
+the ACL token in use (--token), or, on a cluster without ACLs, the fencing token again. raftlock
 keeps the session alive meanwhile. If the lock is lost while COMMAND runs (the cluster was
 unreachable for too long, or the session was destroyed), COMMAND and every process in its
 group get SIGTERM, then SIGKILL after --grace, and raftlock exits with code 3. Signals sent
@@ -149,7 +157,7 @@ raftlock gives the lock up --safety-margin (default TTL/5) before the server cou
 counting from the last renewal it sent, so that COMMAND has been stopped before anyone else
 can be granted the lock: --grace (default half the margin) may not exceed the margin. The
 margin also covers the difference in rate between this machine's clock and the servers' over
-one TTL (negligible for ordinary clocks); it needs no synchronised clocks. RAFTLOCK_TOKEN
+one TTL (negligible for ordinary clocks); it needs no synchronised clocks. The fencing token
 protects against what no margin can: a machine paused for longer than that.
 
 With --wait 0 (the default) raftlock does not wait: if another session holds the lock it
@@ -161,7 +169,7 @@ a negative --wait waits without limit.
   raftlock lock jobs/nightly -- /usr/local/bin/nightly.sh
 
   # wait up to a minute for the lock, and tell the resource which token we hold
-  raftlock lock --wait 1m db/migrate -- sh -c 'migrate --fencing-token "$RAFTLOCK_TOKEN"'
+  raftlock lock --wait 1m db/migrate -- sh -c 'migrate --fencing-token "$RAFTLOCK_FENCING_TOKEN"'
 
   # against a real cluster
   RAFTLOCK_ENDPOINTS=http://10.0.0.1:7001,http://10.0.0.2:7001 raftlock lock --ttl 30s backup -- ./backup.sh`,
@@ -208,7 +216,7 @@ func runLock(cmd *cobra.Command, f *lockFlags, hasValue bool, name string, argv 
 		return err
 	}
 	res, err := runChild(childSpec{
-		argv: argv, env: childEnv(c, name, m.Token(), sess.ID()), grace: f.graceOrDefault(),
+		argv: argv, env: childEnv(c, orEnv(f.token, tokenEnv), name, m.Token(), sess.ID()), grace: f.graceOrDefault(),
 		stdin: cmd.InOrStdin(), stdout: cmd.OutOrStdout(), stderr: stderr,
 	}, m.Context())
 	uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -15,16 +15,19 @@ import (
 func TestLockRunsCommandWithLockEnvironment(t *testing.T) {
 	c := testClient(t)
 	name := testLock(t)
-	r := runCLI(t, "lock", name, "--", "sh", "-c", `echo "$RAFTLOCK_LOCK $RAFTLOCK_TOKEN $RAFTLOCK_SESSION"`)
+	r := runCLI(t, "lock", name, "--", "sh", "-c", `echo "$RAFTLOCK_LOCK $RAFTLOCK_FENCING_TOKEN $RAFTLOCK_SESSION $RAFTLOCK_TOKEN"`)
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	f := strings.Fields(r.stdout)
-	if len(f) != 3 || f[0] != name {
+	if len(f) != 4 || f[0] != name {
 		t.Fatalf("child saw %q", r.stdout)
 	}
 	if tok, err := strconv.ParseUint(f[1], 10, 64); err != nil || tok == 0 {
-		t.Fatalf("RAFTLOCK_TOKEN %q", f[1])
+		t.Fatalf("RAFTLOCK_FENCING_TOKEN %q", f[1])
+	}
+	if f[3] != f[1] { // no ACL token in use: the old name still carries the fencing token
+		t.Fatalf("RAFTLOCK_TOKEN %q, fencing token %q", f[3], f[1])
 	}
 	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(f[2]) {
 		t.Fatalf("RAFTLOCK_SESSION %q", f[2])
@@ -74,7 +77,7 @@ func TestConcurrentLockRunsSurviveLeaderCrash(t *testing.T) {
 func runConcurrentLocks(t *testing.T, during func()) {
 	name := testLock(t)
 	out := filepath.Join(t.TempDir(), "out")
-	script := `for i in 1 2 3 4 5; do echo "$RAFTLOCK_TOKEN $i" >> "$OUT"; sleep 0.05; done`
+	script := `for i in 1 2 3 4 5; do echo "$RAFTLOCK_FENCING_TOKEN $i" >> "$OUT"; sleep 0.05; done`
 	t.Setenv("OUT", out)
 	const runs = 3
 	var all []func() cliResult
