@@ -1,14 +1,15 @@
 package httpapi
 
 import (
-	"context"
+	"bytes"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -18,17 +19,19 @@ import (
 )
 
 // forwarder relays requests from a follower to the leader over pooled keep-alive connections,
-// over HTTPS with this node's certificate when Config.ForwardTLS is set.
+// over HTTPS with this node's certificate when Config.ForwardTLS is set. It is a plain client
+// rather than httputil.ReverseProxy: requests here are small and already read (the handlers
+// decode them before they forward), so each goes out in one write, headers and body together,
+// and answers are copied through pooled buffers.
 type forwarder struct {
 	s         *Server
 	transport *http.Transport
-	proxy     *httputil.ReverseProxy
+	scheme    string
+	bufs      sync.Pool // *[]byte for copying answers
 }
 
-type leaderKey struct{}
-
 func newForwarder(s *Server) *forwarder {
-	f := &forwarder{s: s}
+	f := &forwarder{s: s, scheme: "http"}
 	f.transport = &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        1024,
@@ -36,35 +39,65 @@ func newForwarder(s *Server) *forwarder {
 		IdleConnTimeout:     90 * time.Second,
 		TLSClientConfig:     s.cfg.ForwardTLS,
 		TLSHandshakeTimeout: 5 * time.Second,
+		DisableCompression:  true, // pass answers on as the leader wrote them
 	}
-	scheme := "http"
 	if s.cfg.ForwardTLS != nil {
-		scheme = "https"
+		f.scheme = "https"
 	}
-	f.proxy = &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			addr, _ := pr.In.Context().Value(leaderKey{}).(string)
-			target := &url.URL{Scheme: scheme, Host: addr}
-			if strings.Contains(addr, "://") {
-				if u, err := url.Parse(addr); err == nil {
-					target = u
-				}
-			}
-			pr.SetURL(target)
-			pr.Out.Header.Set(api.HeaderForwarded, s.node.ID())
-		},
-		Transport:    f.transport,
-		ErrorHandler: f.proxyError,
-	}
+	f.bufs.New = func() any { b := make([]byte, 8<<10); return &b }
 	return f
 }
 
-// forward relays the request to the leader at addr and streams back its answer, headers
+// hopHeaders are the headers of one connection (RFC 9110, section 7.6.1), not passed on.
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// forward relays the request to the leader at addr and copies back its answer, headers
 // included (so X-Raftlock-Index is the leader's).
 func (f *forwarder) forward(c echo.Context, addr string) error {
-	req := c.Request()
-	req = req.WithContext(context.WithValue(req.Context(), leaderKey{}, addr))
-	f.proxy.ServeHTTP(c.Response(), req)
+	in := c.Request()
+	target := f.scheme + "://" + addr
+	if strings.Contains(addr, "://") {
+		target = strings.TrimSuffix(addr, "/")
+	}
+	var body io.Reader = http.NoBody
+	if in.Body != nil && in.Body != http.NoBody && in.ContentLength != 0 {
+		data, err := io.ReadAll(in.Body) // in memory already, or bounded by the body limit
+		if err != nil {
+			return invalid("reading the request body: %v", err)
+		}
+		body = bytes.NewReader(data)
+	}
+	out, err := http.NewRequestWithContext(in.Context(), in.Method, target+in.URL.RequestURI(), body)
+	if err != nil {
+		return fmt.Errorf("forwarding to the leader at %q: %w", addr, err)
+	}
+	out.Header = in.Header.Clone()
+	for _, h := range hopHeaders {
+		out.Header.Del(h)
+	}
+	out.Header.Set(api.HeaderForwarded, f.s.node.ID())
+	res, err := f.transport.RoundTrip(out)
+	if err != nil {
+		f.proxyError(c.Response(), in, err)
+		return nil
+	}
+	defer res.Body.Close()
+	h := c.Response().Header()
+	for k, v := range res.Header {
+		h[k] = v
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+	c.Response().WriteHeader(res.StatusCode)
+	buf := f.bufs.Get().(*[]byte)
+	defer f.bufs.Put(buf)
+	if _, err := io.CopyBuffer(c.Response(), res.Body, *buf); err != nil {
+		// The status line is out: the answer stays short of its Content-Length, so the
+		// server closes the connection and the client sees a broken response.
+		f.s.log.Debug("forwarding: the leader's answer broke off", "path", in.URL.Path, "error", err)
+	}
 	return nil
 }
 
