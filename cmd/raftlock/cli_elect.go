@@ -26,7 +26,8 @@ func newElectCmd() *cobra.Command {
 Candidates are elected in the order they started campaigning. While another candidate leads,
 raftlock waits. Once elected it runs COMMAND with RAFTLOCK_LOCK, RAFTLOCK_FENCING_TOKEN (the
 fencing token of this leadership), RAFTLOCK_SESSION, RAFTLOCK_VALUE and RAFTLOCK_ENDPOINTS in
-its environment, and RAFTLOCK_TOKEN as "raftlock lock --help" says; "raftlock lock-info NAME" shows the leader's --value to everyone.
+its environment, and RAFTLOCK_TOKEN as "raftlock lock --help" says; "raftlock lock-info NAME"
+shows the leader's --value to everyone.
 
 If the leadership is lost while COMMAND runs, COMMAND and its process group get SIGTERM, then
 SIGKILL after --grace, and raftlock campaigns again with a new session, to run COMMAND anew
