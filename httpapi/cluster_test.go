@@ -148,6 +148,45 @@ func TestFollowerForwardsWrites(t *testing.T) {
 	}
 }
 
+// A follower passes request bodies and answers on whole, however large: values of the largest
+// size go in through each follower, and a linearizable list of them, far larger than the
+// forwarder's copy buffer, comes back through each follower as the leader gives it.
+func TestFollowerForwardsWholeBodies(t *testing.T) {
+	d := sharedCluster(t)
+	leader, followers := roles(t, d)
+	prefix := lockName(t) + "/"
+	var want []api.Lock
+	for i, f := range followers {
+		sid := session(t, f)
+		for j := range 20 {
+			name := fmt.Sprintf("%s%d-%02d", prefix, i, j)
+			value := strings.Repeat(string(rune('a'+j)), 4096) // the default largest value
+			g := mustAcquire(t, f, name, sid, &value)
+			want = append(want, api.Lock{Name: name, Held: true, Session: sid, Token: g.Token, Value: value})
+		}
+	}
+	var fromLeader api.LockList
+	ok(t, do(t, http.MethodGet, leader+"/v1/locks?prefix="+prefix, nil), http.StatusOK, &fromLeader)
+	for _, f := range followers {
+		r := do(t, http.MethodGet, f+"/v1/locks?prefix="+prefix, nil)
+		var got api.LockList
+		ok(t, r, http.StatusOK, &got)
+		if len(r.body) < 40*4096 {
+			t.Fatalf("a list of %d bytes through %s", len(r.body), f)
+		}
+		if len(got.Locks) != len(want) || len(fromLeader.Locks) != len(want) {
+			t.Fatalf("%d locks through %s and %d from the leader, want %d", len(got.Locks), f, len(fromLeader.Locks), len(want))
+		}
+		for i, w := range want {
+			g, l := got.Locks[i], fromLeader.Locks[i]
+			if g.Name != w.Name || g.Session != w.Session || g.Token != w.Token || g.Value != w.Value || !g.Held || g != l {
+				t.Fatalf("lock %d through %s: %s (held %v, token %d, value of %d bytes), want %s token %d; leader says %s token %d",
+					i, f, g.Name, g.Held, g.Token, len(g.Value), w.Name, w.Token, l.Name, l.Token)
+			}
+		}
+	}
+}
+
 func TestHealthAndReady(t *testing.T) {
 	d := sharedCluster(t)
 	for _, ep := range d.Endpoints() {
