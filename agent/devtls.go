@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -24,6 +25,20 @@ type DevTLSFiles struct {
 // NodeFiles returns node id's certificate and key files.
 func (f DevTLSFiles) NodeFiles(id string) (certFile, keyFile string) {
 	return filepath.Join(f.Dir, id+".pem"), filepath.Join(f.Dir, id+"-key.pem")
+}
+
+// ClientConfig returns a TLS client configuration that trusts the dev CA and presents the
+// dev client certificate.
+func (f DevTLSFiles) ClientConfig() (*tls.Config, error) {
+	pool, err := tlsutil.LoadCAPool(f.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("agent: dev TLS: %w", err)
+	}
+	pair, err := tls.LoadX509KeyPair(f.ClientCertFile, f.ClientKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("agent: dev TLS client certificate: %w", err)
+	}
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // writeDevTLS writes, into dir, a CA and certificates for the nodes and a client, keeping the

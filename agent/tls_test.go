@@ -42,17 +42,12 @@ func startTLSDev(t *testing.T, tune func(*config.Config)) (*agent.Dev, agent.Dev
 // tlsConfig trusts the dev CA and, with withCert, presents the dev client certificate.
 func tlsConfig(t *testing.T, files agent.DevTLSFiles, withCert bool) *tls.Config {
 	t.Helper()
-	pool, err := tlsutil.LoadCAPool(files.CAFile)
+	cfg, err := files.ClientConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &tls.Config{RootCAs: pool}
-	if withCert {
-		pair, err := tls.LoadX509KeyPair(files.ClientCertFile, files.ClientKeyFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
+	if !withCert {
+		cfg.Certificates = nil
 	}
 	return cfg
 }

@@ -2,7 +2,6 @@ package bench_test
 
 import (
 	"context"
-	"crypto/tls"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/bench"
 	"github.com/raftlock/raftlock/config"
-	"github.com/raftlock/raftlock/tlsutil"
 )
 
 // TestRunOverTLS measures a cluster that requires client certificates, through Options.TLS
@@ -24,17 +22,13 @@ func TestRunOverTLS(t *testing.T) {
 	}
 	defer dev.Close()
 	files, _ := dev.TLSFiles()
-	pool, err := tlsutil.LoadCAPool(files.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.LoadX509KeyPair(files.ClientCertFile, files.ClientKeyFile)
+	cfg, err := files.ClientConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
 	rep, err := bench.Run(ctx, bench.Options{
 		Endpoints:          dev.Endpoints(),
-		TLS:                &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}},
+		TLS:                cfg,
 		Dev:                dev,
 		Workloads:          []string{bench.Uncontended},
 		UncontendedClients: []int{2},

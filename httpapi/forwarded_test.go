@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/config"
 	"github.com/raftlock/raftlock/httpapi"
-	"github.com/raftlock/raftlock/tlsutil"
 )
 
 // With TLS, only another node (a node certificate of the cluster's CA) may mark a request as
@@ -60,15 +58,11 @@ func testForwardedMark(t *testing.T, verifyClients bool) {
 	})
 
 	files, _ := d.TLSFiles()
-	pool, err := tlsutil.LoadCAPool(files.CAFile)
+	cfg, err := files.ClientConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair, err := tls.LoadX509KeyPair(files.ClientCertFile, files.ClientKeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc := &http.Client{Timeout: deadline, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}
+	hc := &http.Client{Timeout: deadline, Transport: &http.Transport{TLSClientConfig: cfg}}
 	t.Cleanup(hc.CloseIdleConnections)
 	post := func(url string, forged bool) int {
 		t.Helper()
