@@ -117,17 +117,8 @@ func (s *Server) renewSessions(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		for _, id := range ids {
-			if caller == nil {
-				break // ACLs are off
-			}
-			// One session of another token refuses the whole batch; one that does not exist
-			// is reported not found, as without ACLs.
-			if info, ok := s.node.FSM().Session(id); ok {
-				if err := caller.session(info); err != nil {
-					return err
-				}
-			}
+		if err := s.ownsAll(caller, ids); err != nil {
+			return err
 		}
 		resp := api.RenewSessionsResponse{Renewed: []api.RenewResponse{}, NotFound: notFound, Unknown: []string{}}
 		if len(ids) > 0 {
@@ -172,6 +163,23 @@ func (s *Server) destroySession(c echo.Context) error {
 		}
 		return c.JSON(http.StatusOK, api.DestroyResponse{Released: released})
 	})
+}
+
+// ownsAll refuses unless the caller owns every session of ids that exists: one session of
+// another token refuses the whole batch, and one that does not exist is left to be reported
+// not found, as without ACLs. Without ACLs it looks nothing up.
+func (s *Server) ownsAll(caller *identity, ids []fsm.SessionID) error {
+	if caller == nil {
+		return nil
+	}
+	for _, id := range ids {
+		if info, ok := s.node.FSM().Session(id); ok {
+			if err := caller.session(info); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // callerOwns refuses unless the caller owns the session (or ACLs are off); a session that does
