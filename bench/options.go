@@ -25,9 +25,11 @@ const (
 	// ViaLeader puts the leader's endpoint first (found with GET /v1/cluster), so requests are
 	// not forwarded; the figures then do not depend on which node happened to win the election.
 	ViaLeader = "leader"
-	// ViaFollower puts a follower first, so every write is forwarded to the leader.
+	// ViaFollower puts a follower first and keeps the clients there (client.WithoutLeaderRouting),
+	// so every write is forwarded to the leader.
 	ViaFollower = "follower"
-	// ViaGiven keeps the endpoints in the order given, as an ordinary program would.
+	// ViaGiven starts with the endpoints in the order given, as an ordinary program would
+	// (whose client then moves to the leader's endpoint by itself).
 	ViaGiven = "given"
 )
 

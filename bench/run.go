@@ -167,7 +167,11 @@ func (r *runner) connect(ctx context.Context) (*target, error) {
 	if t.leader == "" {
 		t.leader = eps[0]
 	}
-	if t.c, err = client.New(eps, r.opts.clientOptions()...); err != nil {
+	var extra []client.Option
+	if r.opts.Via == ViaFollower {
+		extra = append(extra, client.WithoutLeaderRouting())
+	}
+	if t.c, err = client.New(eps, r.opts.clientOptions(extra...)...); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	return t, nil

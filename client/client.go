@@ -19,6 +19,8 @@ const (
 	DefaultRequestTimeout = 10 * time.Second
 	// DefaultRetryTimeout bounds how long a request keeps retrying on other endpoints.
 	DefaultRetryTimeout = 15 * time.Second
+	// leaderLookupTimeout bounds the request that looks the leader's endpoint up.
+	leaderLookupTimeout = 2 * time.Second
 )
 
 // Client talks to a raftlock cluster through any of its endpoints. It is safe for concurrent
@@ -40,6 +42,12 @@ type Client struct {
 	noAttempts atomic.Bool
 	// noReleaseAttempts is set once a server refused the release's attempt field.
 	noReleaseAttempts atomic.Bool
+	// followLeader moves requests to the leader's endpoint (unless WithoutLeaderRouting).
+	followLeader bool
+	// leaderID is the leader whose endpoint was last looked up; nil before the first.
+	leaderID atomic.Pointer[string]
+	// lookingUp is held by the one request that looks the leader's endpoint up.
+	lookingUp atomic.Bool
 }
 
 // Option configures a Client.
@@ -52,6 +60,7 @@ type clientOptions struct {
 	httpClient     *http.Client
 	logger         hclog.Logger
 	token          string
+	noLeaderRoute  bool
 }
 
 // WithRequestTimeout bounds each attempt of a request; long polls get their wait on top.
@@ -80,6 +89,13 @@ func WithHTTPClient(hc *http.Client) Option {
 // WithLogger sets a logger for failover and keepalive messages (default: discard).
 func WithLogger(l hclog.Logger) Option {
 	return func(o *clientOptions) { o.logger = l }
+}
+
+// WithoutLeaderRouting keeps requests on the endpoints in the order given. By default the
+// client moves to the leader's endpoint once an answer names a leader it has not seen, so
+// that followers need not forward its requests.
+func WithoutLeaderRouting() Option {
+	return func(o *clientOptions) { o.noLeaderRoute = true }
 }
 
 // New returns a Client for the given endpoints, e.g. "http://127.0.0.1:7001". An endpoint
@@ -123,6 +139,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		backoffMax:     time.Second,
 		logger:         o.logger,
 		token:          o.token,
+		followLeader:   !o.noLeaderRoute,
 	}
 	if c.logger == nil {
 		c.logger = hclog.NewNullLogger()

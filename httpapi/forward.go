@@ -77,6 +77,7 @@ func (f *forwarder) forward(c echo.Context, addr string) error {
 		out.Header.Del(h)
 	}
 	out.Header.Set(api.HeaderForwarded, f.s.node.ID())
+	f.s.metrics.forwarded.Inc()
 	res, err := f.transport.RoundTrip(out)
 	if err != nil {
 		f.proxyError(c.Response(), in, err)

@@ -20,6 +20,8 @@ type metrics struct {
 	blocking prometheus.Gauge
 	// tlsRefused counts API connections whose TLS handshake failed.
 	tlsRefused prometheus.Counter
+	// forwarded counts requests this node passed on to the leader.
+	forwarded prometheus.Counter
 }
 
 func newMetrics(node Node) *metrics {
@@ -33,6 +35,8 @@ func newMetrics(node Node) *metrics {
 		Help: "Blocking queries (GET with ?index) waiting on this node for a change."})
 	m.tlsRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_http_tls_refused_total",
 		Help: "API connections closed because their TLS handshake failed (plain HTTP, untrusted or missing client certificate)."})
+	m.forwarded = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_http_forwarded_requests_total",
+		Help: "Requests this node received as a follower and forwarded to the leader (clients that send them to the leader save the hop)."})
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
@@ -52,6 +56,7 @@ func newMetrics(node Node) *metrics {
 		m.latency,
 		m.blocking,
 		m.tlsRefused,
+		m.forwarded,
 		gauge("raftlock_raft_leader", "1 if this node is the Raft leader, else 0.", func() float64 {
 			if l, _, _, _ := status(); l {
 				return 1
