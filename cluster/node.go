@@ -116,7 +116,9 @@ func (n *Node) open() error {
 		// leader change, say): the decoder stops reading while the sender parks on a full
 		// hand-off channel, so that follower never gets another entry and Shutdown waits
 		// forever (hashicorp/raft#612; seen here as a dev cluster whose Close never returned).
-		// Plain replication still sends up to MaxAppendEntries entries per request.
+		// Plain replication still sends up to MaxAppendEntries entries per request, and with
+		// one append in flight a follower syncs once for all that arrived meanwhile: measured
+		// faster than the pipeline, even one that cannot wedge (docs/performance.md).
 		MaxRPCsInFlight: 1,
 		Logger:          cfg.Logger.Named("raft-net"),
 	}
