@@ -19,7 +19,7 @@ const (
 	DefaultRequestTimeout = 10 * time.Second
 	// DefaultRetryTimeout bounds how long a request keeps retrying on other endpoints.
 	DefaultRetryTimeout = 15 * time.Second
-	// leaderLookupTimeout bounds the request that looks the leader's endpoint up.
+	// leaderLookupTimeout bounds the requests that look the leader's endpoint up.
 	leaderLookupTimeout = 2 * time.Second
 )
 
@@ -42,12 +42,9 @@ type Client struct {
 	noAttempts atomic.Bool
 	// noReleaseAttempts is set once a server refused the release's attempt field.
 	noReleaseAttempts atomic.Bool
-	// followLeader moves requests to the leader's endpoint (unless WithoutLeaderRouting).
-	followLeader bool
-	// leaderID is the leader whose endpoint was last looked up; nil before the first.
-	leaderID atomic.Pointer[string]
-	// lookingUp is held by the one request that looks the leader's endpoint up.
-	lookingUp atomic.Bool
+	// router moves requests to the leader's endpoint; nil with WithoutLeaderRouting or a
+	// single endpoint.
+	router *leaderRouter
 }
 
 // Option configures a Client.
@@ -92,8 +89,8 @@ func WithLogger(l hclog.Logger) Option {
 }
 
 // WithoutLeaderRouting keeps requests on the endpoints in the order given. By default the
-// client moves to the leader's endpoint once an answer names a leader it has not seen, so
-// that followers need not forward its requests.
+// client moves to the leader's endpoint once an answer names a leader it has not seen (it
+// asks each endpoint which node it is), so that followers need not forward its requests.
 func WithoutLeaderRouting() Option {
 	return func(o *clientOptions) { o.noLeaderRoute = true }
 }
@@ -139,7 +136,9 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		backoffMax:     time.Second,
 		logger:         o.logger,
 		token:          o.token,
-		followLeader:   !o.noLeaderRoute,
+	}
+	if !o.noLeaderRoute && len(eps) > 1 {
+		c.router = newLeaderRouter(c)
 	}
 	if c.logger == nil {
 		c.logger = hclog.NewNullLogger()
@@ -175,6 +174,9 @@ func (c *Client) Endpoints() []string {
 
 // Close releases idle connections. Sessions of the client should be closed first.
 func (c *Client) Close() error {
+	if c.router != nil {
+		c.router.close()
+	}
 	if c.ownTransport != nil {
 		c.ownTransport.CloseIdleConnections()
 	}

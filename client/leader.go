@@ -3,64 +3,96 @@ package client
 import (
 	"context"
 	"net/http"
-	"net/url"
-	"strings"
-
-	"github.com/raftlock/raftlock/api"
+	"sync"
 )
 
-// routeToLeader makes the endpoint of leader id the one tried first, when the client has it
-// among its endpoints. A follower forwards every write and linearizable read to the leader,
-// which costs the cluster a second HTTP exchange per request; talking to the leader saves it.
+// leaderRouter moves a client's requests to the endpoint of the leader. A follower forwards
+// every write and linearizable read to the leader, which costs the cluster a second HTTP
+// exchange per request; talking to the leader saves it.
 //
-// It looks the leader's HTTP address up (GET /v1/cluster, stale) once per leader it has not
-// seen, in the request that met it, one request at a time. Endpoints that do not match a
-// member's advertised address (a proxy, a load balancer, another name for the host) are left
-// in the order given, as is a client whose lookup fails (a token without cluster read, say).
-func (c *Client) routeToLeader(ctx context.Context, id string) {
-	if !c.followLeader {
+// When an answer names a leader it has not looked up, the router asks every endpoint which
+// node it is (GET /v1/health, which needs no token), in the background, and makes the one
+// that is the leader the endpoint tried first. Endpoints that answer with no id, or none that
+// is the leader, leave the order as it was.
+type leaderRouter struct {
+	c *Client
+
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	seen      string // the leader last looked up, under mu
+	lookingUp bool   // a lookup runs, under mu
+}
+
+func newLeaderRouter(c *Client) *leaderRouter {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &leaderRouter{c: c, ctx: ctx, cancel: cancel}
+}
+
+// saw starts a lookup of leader id's endpoint unless it was looked up already or one runs.
+func (r *leaderRouter) saw(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.lookingUp || id == r.seen {
 		return
 	}
-	if p := c.leaderID.Load(); p != nil && *p == id {
+	r.lookingUp = true
+	r.wg.Add(1)
+	go r.lookup(id)
+}
+
+func (r *leaderRouter) lookup(id string) {
+	defer r.wg.Done()
+	idx := r.find(id)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lookingUp = false
+	if r.ctx.Err() != nil {
 		return
 	}
-	if !c.lookingUp.CompareAndSwap(false, true) {
-		return
-	}
-	defer c.lookingUp.Store(false)
-	idx, err := c.leaderEndpoint(ctx, id)
-	if err != nil {
-		if ctx.Err() == nil {
-			c.leaderID.Store(&id) // do not ask again for this leader
-		}
-		c.logger.Debug("looking up the leader's endpoint", "leader", id, "error", err)
-		return
-	}
-	c.leaderID.Store(&id)
-	if idx >= 0 && c.current() != idx {
-		c.logger.Debug("moving to the leader's endpoint", "leader", id, "endpoint", c.endpoints[idx])
-		c.cur.Store(uint64(idx))
+	r.seen = id // also when no endpoint is the leader: do not ask again for this one
+	if idx >= 0 && r.c.current() != idx {
+		r.c.logger.Debug("moving to the leader's endpoint", "leader", id, "endpoint", r.c.endpoints[idx])
+		r.c.cur.Store(uint64(idx))
 	}
 }
 
-// leaderEndpoint returns the index of the endpoint that serves member id, or -1.
-func (c *Client) leaderEndpoint(ctx context.Context, id string) (int, error) {
-	var cl api.Cluster
-	q := url.Values{"consistency": {"stale"}}
-	lookup := &call{method: http.MethodGet, path: "/v1/cluster", query: q, out: &cl,
-		attemptTimeout: min(c.requestTimeout, leaderLookupTimeout)}
-	if err := c.attempt(ctx, c.endpoints[c.current()], lookup, nil); err != nil {
-		return -1, err
-	}
-	for _, m := range cl.Members {
-		if m.ID != id || m.HTTPAddr == "" {
-			continue
-		}
-		for i, ep := range c.endpoints {
-			if u, err := url.Parse(ep); err == nil && strings.EqualFold(u.Host, m.HTTPAddr) {
-				return i, nil
+// find asks every endpoint for its node id and returns the index of the first that is id, or -1.
+func (r *leaderRouter) find(id string) int {
+	ctx, cancel := context.WithTimeout(r.ctx, leaderLookupTimeout)
+	defer cancel()
+	ids := make([]string, len(r.c.endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range r.c.endpoints {
+		wg.Go(func() {
+			var h struct {
+				ID string `json:"id"`
 			}
+			probe := &call{method: http.MethodGet, path: "/v1/health", out: &h, attemptTimeout: leaderLookupTimeout}
+			if err := r.c.attempt(ctx, ep, probe, nil); err != nil {
+				r.c.logger.Debug("asking an endpoint which node it is", "endpoint", ep, "error", err)
+				return
+			}
+			ids[i] = h.ID
+		})
+	}
+	wg.Wait()
+	for i, got := range ids {
+		if got != "" && got == id {
+			return i
 		}
 	}
-	return -1, nil
+	return -1
+}
+
+// close stops a running lookup and waits for it.
+func (r *leaderRouter) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.cancel()
+	r.mu.Unlock()
+	r.wg.Wait()
 }

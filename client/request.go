@@ -91,8 +91,8 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 		out.endpoint = ep
 		cl.leader = ""
 		err := c.attempt(ctx, ep, cl, body)
-		if cl.leader != "" {
-			c.routeToLeader(ctx, cl.leader)
+		if cl.leader != "" && c.router != nil {
+			c.router.saw(cl.leader)
 		}
 		var te *transportError
 		if !errors.As(err, &te) || te.sent {
