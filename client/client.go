@@ -137,11 +137,11 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		logger:         o.logger,
 		token:          o.token,
 	}
-	if !o.noLeaderRoute && len(eps) > 1 {
-		c.router = newLeaderRouter(c)
-	}
 	if c.logger == nil {
 		c.logger = hclog.NewNullLogger()
+	}
+	if !o.noLeaderRoute && len(eps) > 1 {
+		c.router = newLeaderRouter(c)
 	}
 	c.renewer = &renewer{c: c}
 	if c.hc == nil {
