@@ -105,7 +105,7 @@ with its management token.`,
 	fl.IntVar(&f.sessionWorkers, "session-workers", 4, "goroutines that renew the sessions, each in batches")
 	fl.IntVar(&f.trials, "failover-trials", 5, "leader kills of the failover workload")
 	fl.BoolVar(&f.supervised, "supervised", false, "failover with --endpoints: a supervisor restarts killed nodes; wait for it instead of restarting them")
-	fl.StringVar(&f.via, "via", bench.ViaLeader, "send requests first to: leader, follower (measures forwarding) or given (endpoint order)")
+	fl.StringVar(&f.via, "via", bench.ViaLeader, "send requests first to: leader, follower (stays there: measures forwarding) or given (endpoint order, then the leader once known, as any Go client)")
 	fl.StringVar(&f.jsonFile, "json", "", "also write the figures and the environment as JSON to this file")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --dev: servers and bench) to this file")
 	fl.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of this process to this file at the end")
