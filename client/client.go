@@ -19,7 +19,7 @@ const (
 	DefaultRequestTimeout = 10 * time.Second
 	// DefaultRetryTimeout bounds how long a request keeps retrying on other endpoints.
 	DefaultRetryTimeout = 15 * time.Second
-	// leaderLookupTimeout bounds the requests that look the leader's endpoint up.
+	// leaderLookupTimeout bounds a lookup of the leader's endpoint.
 	leaderLookupTimeout = 2 * time.Second
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // leaderRouter moves a client's requests to the endpoint of the leader. A follower forwards
@@ -17,14 +18,14 @@ import (
 type leaderRouter struct {
 	c *Client
 
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-	ctx    context.Context
-	cancel context.CancelFunc
+	// seen is the leader last looked up; read without mu on every answer.
+	seen atomic.Pointer[string]
 
-	seen      string // the leader last looked up, under mu
-	lookingUp bool   // a lookup runs, under mu
+	mu        sync.Mutex
+	wg        sync.WaitGroup
+	ctx       context.Context // cancelled by close, under mu
+	cancel    context.CancelFunc
+	lookingUp bool // a lookup runs, under mu
 }
 
 func newLeaderRouter(c *Client) *leaderRouter {
@@ -34,9 +35,12 @@ func newLeaderRouter(c *Client) *leaderRouter {
 
 // saw starts a lookup of leader id's endpoint unless it was looked up already or one runs.
 func (r *leaderRouter) saw(id string) {
+	if p := r.seen.Load(); p != nil && *p == id {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed || r.lookingUp || id == r.seen {
+	if r.ctx.Err() != nil || r.lookingUp {
 		return
 	}
 	r.lookingUp = true
@@ -53,7 +57,7 @@ func (r *leaderRouter) lookup(id string) {
 	if r.ctx.Err() != nil {
 		return
 	}
-	r.seen = id // also when no endpoint is the leader: do not ask again for this one
+	r.seen.Store(&id) // also when no endpoint is the leader: do not ask again for this one
 	if idx >= 0 && r.c.current() != idx {
 		r.c.logger.Debug("moving to the leader's endpoint", "leader", id, "endpoint", r.c.endpoints[idx])
 		r.c.cur.Store(uint64(idx))
@@ -71,7 +75,7 @@ func (r *leaderRouter) find(id string) int {
 			var h struct {
 				ID string `json:"id"`
 			}
-			probe := &call{method: http.MethodGet, path: "/v1/health", out: &h, attemptTimeout: leaderLookupTimeout}
+			probe := &call{method: http.MethodGet, path: "/v1/health", out: &h}
 			if err := r.c.attempt(ctx, ep, probe, nil); err != nil {
 				r.c.logger.Debug("asking an endpoint which node it is", "endpoint", ep, "error", err)
 				return
@@ -81,7 +85,7 @@ func (r *leaderRouter) find(id string) int {
 	}
 	wg.Wait()
 	for i, got := range ids {
-		if got != "" && got == id {
+		if got == id {
 			return i
 		}
 	}
@@ -91,7 +95,6 @@ func (r *leaderRouter) find(id string) int {
 // close stops a running lookup and waits for it.
 func (r *leaderRouter) close() {
 	r.mu.Lock()
-	r.closed = true
 	r.cancel()
 	r.mu.Unlock()
 	r.wg.Wait()

@@ -36,8 +36,6 @@ type call struct {
 	// noRetryUnknown returns 503 timeout to the caller instead of asking again, for requests
 	// that are not safe to repeat blindly (release).
 	noRetryUnknown bool
-	// leader is the X-Raftlock-Leader of the last answer, set by attempt.
-	leader string
 }
 
 // outcome tells the caller what happened on the way to the answer.
@@ -89,11 +87,7 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 			ep = c.endpoints[idx]
 		}
 		out.endpoint = ep
-		cl.leader = ""
 		err := c.attempt(ctx, ep, cl, body)
-		if cl.leader != "" && c.router != nil {
-			c.router.saw(cl.leader)
-		}
 		var te *transportError
 		if !errors.As(err, &te) || te.sent {
 			out.sends++
@@ -199,7 +193,9 @@ func (c *Client) attempt(ctx context.Context, ep string, cl *call, body []byte) 
 		return c.transportErr(ctx, ep, err, timeout+cl.wait)
 	}
 	defer resp.Body.Close()
-	cl.leader = resp.Header.Get(api.HeaderLeader)
+	if id := resp.Header.Get(api.HeaderLeader); id != "" && c.router != nil {
+		c.router.saw(id)
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
 		return c.transportErr(ctx, ep, err, timeout+cl.wait)
