@@ -1,15 +1,15 @@
 package client_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/api"
@@ -25,18 +25,16 @@ func forwardedCount(t *testing.T, endpoint string) int {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "raftlock_http_forwarded_requests_total "); ok {
-			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return int(n)
-		}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("%s/metrics is not Prometheus text: %v", endpoint, err)
 	}
-	t.Fatalf("%s/metrics has no raftlock_http_forwarded_requests_total", endpoint)
-	return 0
+	f := families["raftlock_http_forwarded_requests_total"]
+	if f == nil {
+		t.Fatalf("%s/metrics has no raftlock_http_forwarded_requests_total", endpoint)
+	}
+	return int(f.GetMetric()[0].GetCounter().GetValue())
 }
 
 // forwardedBy sums the forwarded requests of the nodes at endpoints, skipping skip.

@@ -265,6 +265,7 @@ func TestMetrics(t *testing.T) {
 			"raftlock_raft_leader", "raftlock_raft_term", "raftlock_raft_commit_index", "raftlock_raft_applied_index",
 			"raftlock_sessions", "raftlock_locks_held", "raftlock_waiters", "raftlock_grants_total",
 			"raftlock_releases_total", "raftlock_session_expiries_total", "raftlock_http_request_duration_seconds",
+			"raftlock_http_forwarded_requests_total",
 		} {
 			if families[name] == nil {
 				t.Fatalf("/metrics of %s lacks %s", ep, name)
