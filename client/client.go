@@ -27,7 +27,8 @@ const (
 // use; create one per process and share it, so that HTTP connections are reused.
 type Client struct {
 	endpoints      []string
-	cur            atomic.Uint64 // index of the endpoint tried first
+	cur            atomic.Uint64 // index of the endpoint tried first; leader routing moves it
+	staleCur       atomic.Uint64 // index of the endpoint a stale read tries first (see Stale)
 	hc             *http.Client
 	ownTransport   *http.Transport // closed by Close; nil with WithHTTPClient
 	requestTimeout time.Duration
@@ -184,12 +185,23 @@ func (c *Client) Close() error {
 }
 
 // current returns the index of the endpoint to try first.
-func (c *Client) current() int {
-	return int(c.cur.Load() % uint64(len(c.endpoints)))
+func (c *Client) current() int { return c.at(&c.cur) }
+
+// cursor returns the cursor of the endpoint cl tries first.
+func (c *Client) cursor(cl *call) *atomic.Uint64 {
+	if cl.stale {
+		return &c.staleCur
+	}
+	return &c.cur
 }
 
-// rotate moves past endpoint idx, unless another request already did.
-func (c *Client) rotate(idx int) {
+// at returns the endpoint index that cursor points to.
+func (c *Client) at(cursor *atomic.Uint64) int {
+	return int(cursor.Load() % uint64(len(c.endpoints)))
+}
+
+// rotate moves cursor past endpoint idx, unless another request already did.
+func (c *Client) rotate(cursor *atomic.Uint64, idx int) {
 	n := uint64(len(c.endpoints))
-	c.cur.CompareAndSwap(uint64(idx), (uint64(idx)+1)%n)
+	cursor.CompareAndSwap(uint64(idx), (uint64(idx)+1)%n)
 }

@@ -7,7 +7,7 @@
 //     answer names a leader, it asks its endpoints which node each is (GET /v1/health) and
 //     sends its requests to the leader's, which saves the cluster the follower's forwarding
 //     hop, 40–55 % of its CPU per write as measured ([WithoutLeaderRouting] keeps the order
-//     given).
+//     given). Reads with [Stale] stay on the first endpoint given, off the leader.
 //   - [Session] is a lease with a TTL, renewed in the background. It keeps a conservative local
 //     deadline (the send time of the last acknowledged renewal + TTL − margin, on the monotonic
 //     clock; [Session.SafetyMargin] gives the arithmetic): [Session.Done] closes when the server

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -17,8 +18,8 @@ import (
 	"github.com/raftlock/raftlock/config"
 )
 
-// forwardedCount reads raftlock_http_forwarded_requests_total from the node at endpoint.
-func forwardedCount(t *testing.T, endpoint string) int {
+// scrape reads the metrics of the node at endpoint.
+func scrape(t *testing.T, endpoint string) map[string]*dto.MetricFamily {
 	t.Helper()
 	resp, err := http.Get(endpoint + "/metrics")
 	if err != nil {
@@ -30,11 +31,37 @@ func forwardedCount(t *testing.T, endpoint string) int {
 	if err != nil {
 		t.Fatalf("%s/metrics is not Prometheus text: %v", endpoint, err)
 	}
-	f := families["raftlock_http_forwarded_requests_total"]
+	return families
+}
+
+// forwardedCount reads raftlock_http_forwarded_requests_total from the node at endpoint.
+func forwardedCount(t *testing.T, endpoint string) int {
+	t.Helper()
+	f := scrape(t, endpoint)["raftlock_http_forwarded_requests_total"]
 	if f == nil {
 		t.Fatalf("%s/metrics has no raftlock_http_forwarded_requests_total", endpoint)
 	}
 	return int(f.GetMetric()[0].GetCounter().GetValue())
+}
+
+// servedCount returns how many GET requests of route the node at endpoint answered.
+func servedCount(t *testing.T, endpoint, route string) int {
+	t.Helper()
+	f := scrape(t, endpoint)["raftlock_http_request_duration_seconds"]
+	if f == nil {
+		t.Fatalf("%s/metrics has no raftlock_http_request_duration_seconds", endpoint)
+	}
+	n := 0
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["route"] == route && labels["method"] == http.MethodGet {
+			n += int(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return n
 }
 
 // forwardedBy sums the forwarded requests of the nodes at endpoints, skipping skip.
@@ -148,4 +175,47 @@ func TestClientMovesToTheLeaderUnderACL(t *testing.T) {
 		t.Fatalf("the worker's token reads the cluster (%v); the test needs one that may not", err)
 	}
 	settles(t, func() error { _, err := worker.GetLock(ctx, "jobs/a"); return err }, eps, lead, 20, 200)
+}
+
+// Stale reads stay on the first endpoint given, which any node can answer, instead of following
+// writes to the leader; after that endpoint fails they move to the next one.
+func TestStaleReadsStayOffTheLeader(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	dev := ownCluster(t)
+	eps, lead := followersFirst(ctx, t, dev)
+	c := newClient(t, eps)
+	settles(t, clusterRead(ctx, c), eps, lead, 5, 200) // the client now sends to the leader
+
+	// staleReads makes n stale reads and returns how many each node of watch answered.
+	staleReads := func(watch []string, n int) []int {
+		t.Helper()
+		before := make([]int, len(watch))
+		for i, ep := range watch {
+			before[i] = servedCount(t, ep, "/v1/locks")
+		}
+		for range n {
+			if _, err := c.Locks(ctx, "", client.Stale()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := make([]int, len(watch))
+		for i, ep := range watch {
+			got[i] = servedCount(t, ep, "/v1/locks") - before[i]
+		}
+		return got
+	}
+	if got := staleReads(eps, 20); !slices.Equal(got, []int{20, 0, 0}) {
+		t.Fatalf("20 stale reads were answered %v by the endpoints %v; want all by the first, a follower", got, eps)
+	}
+	// Linearizable reads still go to the leader.
+	settles(t, clusterRead(ctx, c), eps, lead, 5, 5)
+
+	// With the first endpoint's node down, stale reads move to the next, and stay there.
+	first := slices.Index(dev.Endpoints(), eps[0])
+	if err := dev.Kill(first); err != nil {
+		t.Fatal(err)
+	}
+	if got := staleReads(eps[1:], 20); !slices.Equal(got, []int{20, 0}) {
+		t.Fatalf("with the first endpoint down, 20 stale reads were answered %v by %v; want all by the first live one", got, eps[1:])
+	}
 }

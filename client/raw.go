@@ -23,7 +23,9 @@ type readOptions struct {
 	endpoint string
 }
 
-// Stale answers a read from the node asked, without contacting the leader.
+// Stale answers a read from the node asked, without contacting the leader. Stale reads go to
+// the first endpoint the client was given (the next one after a failure), not to the leader's,
+// so that they take load off the leader: list a nearby node first.
 func Stale() ReadOption { return func(o *readOptions) { o.stale = true } }
 
 // AtEndpoint sends the read to one endpoint only, with no failover (e.g. to ask each member).
@@ -36,6 +38,7 @@ func (c *Client) readCall(path string, out any, opts []ReadOption) *call {
 	}
 	cl := &call{method: http.MethodGet, path: path, out: out, query: url.Values{}, endpoint: o.endpoint}
 	if o.stale {
+		cl.stale = true
 		cl.query.Set("consistency", "stale")
 	}
 	return cl

@@ -33,6 +33,9 @@ type call struct {
 	attemptTimeout time.Duration
 	// endpoint pins the request to one endpoint, without failover or retries.
 	endpoint string
+	// stale marks a read any node may answer: it starts at the client's stale-read endpoint,
+	// not the leader's.
+	stale bool
 	// noRetryUnknown returns 503 timeout to the caller instead of asking again, for requests
 	// that are not safe to repeat blindly (release).
 	noRetryUnknown bool
@@ -83,7 +86,7 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 	for attempt := 0; ; attempt++ {
 		idx, ep := -1, cl.endpoint
 		if ep == "" {
-			idx = c.current()
+			idx = c.at(c.cursor(cl))
 			ep = c.endpoints[idx]
 		}
 		out.endpoint = ep
@@ -110,7 +113,7 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 				time.Since(start).Round(time.Millisecond))
 		}
 		if rotate && idx >= 0 {
-			c.rotate(idx)
+			c.rotate(c.cursor(cl), idx)
 		}
 		delay := c.backoff(attempt)
 		var ae *APIError
