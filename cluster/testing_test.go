@@ -409,6 +409,30 @@ func mustRelease(t testing.TB, n *cluster.Node, session fsm.SessionID, lock stri
 	return res
 }
 
+// releaseAtLeader releases at whichever node leads, asking again where a leadership change
+// refused the release (ErrNotLeader alone: nothing was applied). For tests that wait long
+// enough for a loaded machine to change leaders on its own.
+func (c *testCluster) releaseAtLeader(session fsm.SessionID, lock string, token uint64) fsm.Result {
+	c.t.Helper()
+	var res fsm.Result
+	waitFor(c.t, leaderTimeout, "a leader that takes the release", func() bool {
+		n := c.currentLeader()
+		if n == nil {
+			return false
+		}
+		r, err := n.Release(opContext(c.t), session, lock, token, "")
+		if errors.Is(err, cluster.ErrNotLeader) && !errors.Is(err, cluster.ErrUnknownOutcome) {
+			return false
+		}
+		if err != nil || r.Status != fsm.StatusOK {
+			c.t.Fatalf("release %q token %d at %s: status %v, err %v", lock, token, n.ID(), r.Status, err)
+		}
+		res = r
+		return true
+	})
+	return res
+}
+
 // acquireResult is what a blocked acquire running in a goroutine returns, and when.
 type acquireResult struct {
 	res fsm.Result
