@@ -75,6 +75,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		Logger:    log,
 		RateLimit: cfg.RateLimit,
 		ACL:       cfg.ACL,
+		Pprof:     cfg.EnablePprof,
 	}
 	if store != nil {
 		peer := store.PeerClientConfig()

@@ -49,6 +49,8 @@ type Config struct {
 	RateLimit float64
 	// AuditLog is the file that gets one JSON line per state-changing request; "" for none.
 	AuditLog string
+	// EnablePprof serves Go's runtime profiles under /debug/pprof/ on the HTTP API address.
+	EnablePprof bool
 	// ACL requires tokens and checks their policies (docs/acl.md); all nodes must agree on it.
 	ACL bool
 	// MaxSessionsPerToken bounds the sessions one token owns at once under ACL; 0: unlimited.
@@ -128,6 +130,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("tls-min-version", d.TLSMinVersion, "lowest TLS version accepted: 1.2 or 1.3")
 	fs.Float64("rate-limit", 0, "write requests per second one client (its token with --acl, else its IP address) may send to this node, burst twice that; beyond it 429 with Retry-After, nothing applied (0: off)")
 	fs.String("audit-log", "", "append one JSON line per state-changing request received by this node to this file (fsynced every second)")
+	fs.Bool("enable-pprof", false, "serve Go's runtime profiles (CPU, heap, goroutines, trace) at /debug/pprof/ on the HTTP API address; with --acl, to tokens with operator:read")
 	fs.Bool("acl", false, "require a token on every /v1 request but health, ready and the ACL bootstrap, and check its policies; all nodes must agree")
 	fs.Int("max-sessions-per-token", 0, "with --acl, most sessions one token may own at once; beyond it 429 (0: unlimited)")
 	fs.String("agent-token", "", "with --acl, the token (operator:write) this agent sends to join, publish its HTTP address and leave")
@@ -182,6 +185,7 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		TLSMinVersion:       v.GetString("tls-min-version"),
 		RateLimit:           v.GetFloat64("rate-limit"),
 		AuditLog:            v.GetString("audit-log"),
+		EnablePprof:         v.GetBool("enable-pprof"),
 		ACL:                 v.GetBool("acl"),
 		MaxSessionsPerToken: v.GetInt("max-sessions-per-token"),
 		AgentToken:          v.GetString("agent-token"),

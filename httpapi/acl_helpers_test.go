@@ -14,12 +14,14 @@ import (
 	"github.com/raftlock/raftlock/internal/devtest"
 )
 
-// aclShared is one three-node cluster started with --acl, bootstrapped on first use; aclRoot
-// is its management token's secret.
+// aclShared is one three-node cluster started with --acl (and --enable-pprof), bootstrapped on
+// first use; aclRoot is its management token's secret.
 var (
 	aclShared = devtest.Shared{
-		Options: func() agent.DevOptions { return devOptions(func(c *config.Config) { c.ACL = true }) },
-		Settle:  aclSettle,
+		Options: func() agent.DevOptions {
+			return devOptions(func(c *config.Config) { c.ACL, c.EnablePprof = true, true })
+		},
+		Settle: aclSettle,
 	}
 	aclRoot string
 )

@@ -94,6 +94,9 @@ type Config struct {
 	// AuditLog, if set, gets an entry for every state-changing request this node receives
 	// from a client. The caller closes it after the server.
 	AuditLog *AuditLog
+	// Pprof serves Go's runtime profiles of this node under /debug/pprof/; under ACL they need
+	// operator:read.
+	Pprof bool
 }
 
 // Server serves the v1 API for one node.
@@ -220,6 +223,9 @@ func (s *Server) routes() *echo.Echo {
 		s.aclRoutes(v1.Group("/acl"))
 	}
 	e.GET("/metrics", echo.WrapHandler(s.metrics.handler()))
+	if s.cfg.Pprof {
+		s.pprofRoutes(e.Group("/debug/pprof"))
+	}
 	return e
 }
 
