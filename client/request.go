@@ -82,11 +82,12 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 		body = b
 	}
 	start := time.Now()
+	cursor := c.cursor(cl)
 	var out outcome
 	for attempt := 0; ; attempt++ {
 		idx, ep := -1, cl.endpoint
 		if ep == "" {
-			idx = c.at(c.cursor(cl))
+			idx = c.at(cursor)
 			ep = c.endpoints[idx]
 		}
 		out.endpoint = ep
@@ -113,7 +114,7 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 				time.Since(start).Round(time.Millisecond))
 		}
 		if rotate && idx >= 0 {
-			c.rotate(c.cursor(cl), idx)
+			c.rotate(cursor, idx)
 		}
 		delay := c.backoff(attempt)
 		var ae *APIError
