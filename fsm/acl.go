@@ -287,7 +287,32 @@ func (a *applier) aclDeleteToken(c *Command) Result {
 		return Result{Status: StatusLastManagement}
 	}
 	acl.removeToken(t)
+	if a.st.features.has(FeatureTokenDeleteDropsWaits) {
+		a.dropWaitsOf(t.AccessorID)
+	}
 	return Result{}
+}
+
+// dropWaitsOf takes every session that the token owner owns out of every queue, so that no
+// wait admitted under a deleted token is granted later. Its holds stay: the sessions expire
+// unless a management token renews them.
+func (a *applier) dropWaitsOf(owner string) {
+	if a.st.owned[owner] == 0 {
+		return
+	}
+	for _, id := range a.st.sortedSessionIDs() {
+		ss := a.st.sessions[id]
+		if ss.owner != owner {
+			continue
+		}
+		for _, name := range sortedKeys(ss.waits) {
+			l := a.st.own(a.st.locks[name])
+			l.waiters = a.removeWaiter(l.waiters, id)
+			delete(ss.waits, name)
+			a.emit(Event{Kind: EventWaitDropped, Lock: name, Session: id})
+			a.changed(name, l)
+		}
+	}
 }
 
 func (a *applier) aclSetPolicy(c *Command) Result {

@@ -1,10 +1,13 @@
 package fsm
 
+import "maps"
+
 // applier applies one command at one index to the state and collects the events it causes.
 // It changes a lock entry only through state.own, which keeps the entries a snapshot captured.
 type applier struct {
 	st     *state
 	index  uint64
+	term   uint64 // of the log entry
 	events []Event
 }
 
@@ -20,6 +23,11 @@ func (a *applier) apply(c *Command) Result {
 	case TypeDestroySession:
 		return a.endSession(c.Session, false, 0)
 	case TypeExpireSession:
+		if c.Term != 0 && c.Term < a.term {
+			// Decided by timers of a term this node lost and regained before the entry was
+			// appended: the new term's timers decide again, from a full TTL.
+			return Result{Status: StatusStaleTerm}
+		}
 		return a.endSession(c.Session, true, c.Now)
 	case TypeAcquire:
 		return a.acquire(c)
@@ -47,6 +55,8 @@ func (a *applier) apply(c *Command) Result {
 		return a.aclSetPolicy(c)
 	case TypeACLDeletePolicy:
 		return a.aclDeletePolicy(c)
+	case TypeEnableFeatures:
+		return a.enableFeatures(c)
 	}
 	// DecodeCommand refuses unknown types, so this is unreachable for decoded commands.
 	return Result{Err: ErrUnknownCommand}
@@ -110,7 +120,8 @@ func (a *applier) acquire(c *Command) Result {
 	if ss == nil {
 		return Result{Status: StatusSessionNotFound}
 	}
-	if c.Attempt != "" && ss.fenced(c.Lock, c.Attempt) {
+	ss = a.raiseFloor(ss, c.AttemptFloor)
+	if c.Attempt != "" && ss.fenced(c.Lock, c.Attempt) || c.AttemptSeq != 0 && ss.attemptEnded(c.Lock, c.AttemptSeq) {
 		// A request of a try the client gave up, arriving late: it must not queue or grant.
 		return Result{Status: StatusAttemptCancelled}
 	}
@@ -175,7 +186,7 @@ func (a *applier) release(c *Command) Result {
 	if ss == nil {
 		return Result{Status: StatusSessionNotFound}
 	}
-	ss = a.fence(ss, c.Lock, c.Attempt)
+	ss = a.endAttempt(ss, c)
 	l := a.st.locks[c.Lock]
 	if l == nil || !l.held || l.holder != c.Session || l.token != c.Token {
 		return Result{Status: StatusNotHolder}
@@ -187,13 +198,35 @@ func (a *applier) release(c *Command) Result {
 	return Result{}
 }
 
-// fence records that the session's attempt for lock has ended, so that its later acquires
-// are refused; an empty attempt records nothing. It returns the session as it is now.
-func (a *applier) fence(ss *session, lock, attempt string) *session {
-	if attempt != "" && !ss.fenced(lock, attempt) {
+// endAttempt records that the attempts a release or cancel-wait names have ended, so that
+// their later acquires are refused: its string attempt, its numbered attempt (and every lower
+// one of that lock) and, through its floor, every attempt below the floor. It returns the
+// session as it is now.
+func (a *applier) endAttempt(ss *session, c *Command) *session {
+	ss = a.raiseFloor(ss, c.AttemptFloor)
+	if c.Attempt != "" && !ss.fenced(c.Lock, c.Attempt) {
 		ss = a.st.ownSession(ss)
-		ss.fences = ss.withFence(fence{lock, attempt})
+		ss.fences = ss.withFence(fence{c.Lock, c.Attempt})
 	}
+	if seq := c.AttemptSeq; seq != 0 && !ss.attemptEnded(c.Lock, seq) {
+		ss = a.st.ownSession(ss)
+		if ss.ended == nil {
+			ss.ended = make(map[string]uint64)
+		}
+		ss.ended[c.Lock] = seq
+	}
+	return ss
+}
+
+// raiseFloor raises the session's attempt floor to floor, if that is higher, and forgets the
+// ended attempts that the floor now covers. It returns the session as it is now.
+func (a *applier) raiseFloor(ss *session, floor uint64) *session {
+	if floor <= ss.attemptFloor {
+		return ss
+	}
+	ss = a.st.ownSession(ss)
+	ss.attemptFloor = floor
+	maps.DeleteFunc(ss.ended, func(_ string, seq uint64) bool { return seq < floor })
 	return ss
 }
 
@@ -203,7 +236,7 @@ func (a *applier) cancelWait(c *Command) Result {
 		return Result{Status: StatusSessionNotFound}
 	}
 	// Recorded whatever the queue holds: the request to fence may not be proposed yet.
-	ss = a.fence(ss, c.Lock, c.Attempt)
+	ss = a.endAttempt(ss, c)
 	l := a.st.locks[c.Lock]
 	if l == nil {
 		return Result{Status: StatusNotQueued}

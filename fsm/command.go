@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -48,6 +49,22 @@ const (
 	TypeACLDeleteToken
 	TypeACLSetPolicy
 	TypeACLDeletePolicy
+	TypeEnableFeatures
+)
+
+// Wire types of commands whose newer forms an older version must refuse as ErrNewerFormat
+// rather than misread: DecodeCommand maps each back to the type it encodes.
+const (
+	wireReleaseFlagged    = 16 // TypeRelease with a flags byte (attempts, numbered attempt, floor)
+	wireCancelWaitFlagged = 17 // TypeCancelWait likewise
+	wireExpireWithTerm    = 18 // TypeExpireSession with Term
+)
+
+// Flags of the attempt fields of the flagged wire forms.
+const (
+	attemptFlagString = 1 << iota // Attempt follows
+	attemptFlagSeq                // AttemptSeq follows
+	attemptFlagFloor              // AttemptFloor follows
 )
 
 // Command is one change to the state machine.
@@ -72,6 +89,15 @@ type Command struct {
 	// later acquires with it, so a request of a finished try delayed in the network cannot
 	// queue or grant the session again.
 	Attempt string
+	// AttemptSeq is a numbered attempt (acquire, cancel-wait, release; FeatureAttemptNumbers):
+	// a session numbers its attempts from one counter, so that they grow with every Lock call
+	// across all its locks. A cancel-wait or release with one fences every attempt of that
+	// lock up to it; the session remembers the highest for each lock, never fewer.
+	AttemptSeq uint64
+	// AttemptFloor says that every attempt of the session numbered below it has ended
+	// (FeatureAttemptNumbers): they are refused whatever lock they name, and what the session
+	// remembers of them is forgotten.
+	AttemptFloor uint64
 	// Token is the fencing token a release presents.
 	Token uint64
 	// Now is the leader's clock, in Unix nanoseconds, when it proposed the command. Leaders
@@ -91,6 +117,12 @@ type Command struct {
 	Policy Policy
 	// CreateOnly makes acl-set-policy refuse (StatusExists) a name that is in use.
 	CreateOnly bool
+	// Term is the leader term in which an expiry was decided (FeatureExpiryTerm): the expiry
+	// applies only from a log entry of that term, so that a timer of a term the node lost
+	// cannot end a session in a later term of the same node. 0 applies in any term.
+	Term uint64
+	// Features are the features that enable-features turns on, sorted.
+	Features []Feature
 }
 
 // Encode appends the binary form of c to dst and returns it.
@@ -108,8 +140,14 @@ func (c *Command) Encode(dst []byte) []byte {
 	case TypeDestroySession:
 		dst = append(dst, c.Session[:]...)
 	case TypeExpireSession:
+		if c.Term != 0 {
+			dst[len(dst)-1] = wireExpireWithTerm
+		}
 		dst = append(dst, c.Session[:]...)
 		dst = binary.AppendVarint(dst, c.Now)
+		if c.Term != 0 {
+			dst = binary.AppendUvarint(dst, c.Term)
+		}
 	case TypeAcquire:
 		dst = append(dst, c.Session[:]...)
 		dst = appendString(dst, c.Lock)
@@ -120,30 +158,30 @@ func (c *Command) Encode(dst []byte) []byte {
 		if c.Queue {
 			flags |= 2
 		}
-		if c.Attempt != "" {
-			flags |= 4
-		}
+		flags |= c.attemptFlags() << 2
 		dst = append(dst, flags)
 		if c.SetValue {
 			dst = appendString(dst, c.Value)
 		}
-		if c.Attempt != "" {
-			dst = appendString(dst, c.Attempt)
-		}
+		dst = c.appendAttempts(dst)
 		dst = binary.AppendVarint(dst, c.Now)
 	case TypeRelease:
+		flagged := c.numbered()
+		if flagged {
+			dst[len(dst)-1] = wireReleaseFlagged
+		}
 		dst = append(dst, c.Session[:]...)
 		dst = appendString(dst, c.Lock)
 		dst = binary.AppendUvarint(dst, c.Token)
-		if c.Attempt != "" { // optional and last: releases written before it existed lack it
-			dst = appendString(dst, c.Attempt)
-		}
+		dst = c.appendTrailingAttempts(dst, flagged)
 	case TypeCancelWait:
+		flagged := c.numbered()
+		if flagged {
+			dst[len(dst)-1] = wireCancelWaitFlagged
+		}
 		dst = append(dst, c.Session[:]...)
 		dst = appendString(dst, c.Lock)
-		if c.Attempt != "" { // optional and last: entries written before attempts existed lack it
-			dst = appendString(dst, c.Attempt)
-		}
+		dst = c.appendTrailingAttempts(dst, flagged)
 	case TypeDelayEnded:
 		dst = appendString(dst, c.Lock)
 		dst = binary.AppendVarint(dst, c.Now)
@@ -173,6 +211,56 @@ func (c *Command) Encode(dst []byte) []byte {
 		dst = appendPolicy(dst, &c.Policy)
 	case TypeACLDeletePolicy:
 		dst = appendString(dst, c.Policy.Name)
+	case TypeEnableFeatures:
+		dst = binary.AppendUvarint(dst, uint64(len(c.Features)))
+		for _, f := range c.Features {
+			dst = appendString(dst, string(f))
+		}
+	}
+	return dst
+}
+
+// numbered reports whether c carries a numbered attempt or a floor.
+func (c *Command) numbered() bool { return c.AttemptSeq != 0 || c.AttemptFloor != 0 }
+
+// attemptFlags returns the attemptFlag bits of the attempt fields c carries.
+func (c *Command) attemptFlags() byte {
+	var flags byte
+	if c.Attempt != "" {
+		flags |= attemptFlagString
+	}
+	if c.AttemptSeq != 0 {
+		flags |= attemptFlagSeq
+	}
+	if c.AttemptFloor != 0 {
+		flags |= attemptFlagFloor
+	}
+	return flags
+}
+
+// appendAttempts appends the attempt fields that attemptFlags announces.
+func (c *Command) appendAttempts(dst []byte) []byte {
+	if c.Attempt != "" {
+		dst = appendString(dst, c.Attempt)
+	}
+	if c.AttemptSeq != 0 {
+		dst = binary.AppendUvarint(dst, c.AttemptSeq)
+	}
+	if c.AttemptFloor != 0 {
+		dst = binary.AppendUvarint(dst, c.AttemptFloor)
+	}
+	return dst
+}
+
+// appendTrailingAttempts appends the attempt fields that end a release or cancel-wait: in the
+// flagged wire form a flags byte and the fields, in the older form the string attempt alone,
+// optional and last (entries written before attempts existed lack it).
+func (c *Command) appendTrailingAttempts(dst []byte, flagged bool) []byte {
+	if flagged {
+		return c.appendAttempts(append(dst, c.attemptFlags()))
+	}
+	if c.Attempt != "" {
+		dst = appendString(dst, c.Attempt)
 	}
 	return dst
 }
@@ -209,6 +297,25 @@ func DecodeCommand(b []byte) (Command, error) {
 	}
 	c.Type = CommandType(b[1])
 	d := decoder{buf: b[2:]}
+	switch b[1] {
+	case wireReleaseFlagged:
+		c.Type = TypeRelease
+		c.Session, c.Lock, c.Token = d.sessionID(), d.string(), d.uvarint()
+		d.flaggedAttempts(&c)
+		return d.done(c)
+	case wireCancelWaitFlagged:
+		c.Type = TypeCancelWait
+		c.Session, c.Lock = d.sessionID(), d.string()
+		d.flaggedAttempts(&c)
+		return d.done(c)
+	case wireExpireWithTerm:
+		c.Type = TypeExpireSession
+		c.Session, c.Now, c.Term = d.sessionID(), d.varint(), d.uvarint()
+		if c.Term == 0 && d.err == nil {
+			d.fail(ErrNonCanonical) // the plain form carries no term
+		}
+		return d.done(c)
+	}
 	switch c.Type {
 	case TypeCreateSession:
 		c.Session = d.sessionID()
@@ -229,15 +336,10 @@ func DecodeCommand(b []byte) (Command, error) {
 		flags := d.byte()
 		c.SetValue = flags&1 != 0
 		c.Queue = flags&2 != 0
-		if flags&^7 != 0 && d.err == nil {
-			d.err = fmt.Errorf("%w: unknown acquire flags %#x", ErrNewerFormat, flags)
-		}
 		if c.SetValue {
 			c.Value = d.string()
 		}
-		if flags&4 != 0 {
-			c.Attempt = d.attempt()
-		}
+		d.attempts(&c, flags>>2)
 		c.Now = d.varint()
 	case TypeRelease:
 		c.Session = d.sessionID()
@@ -281,9 +383,22 @@ func DecodeCommand(b []byte) (Command, error) {
 		c.Policy = d.policy()
 	case TypeACLDeletePolicy:
 		c.Policy.Name = d.string()
+	case TypeEnableFeatures:
+		for n := d.count(); n > 0 && d.err == nil; n-- {
+			f := Feature(d.string())
+			if d.err == nil && !slices.Contains(AllFeatures(), f) {
+				d.fail(fmt.Errorf("%w: unknown feature %q", ErrNewerFormat, f))
+			}
+			c.Features = append(c.Features, f)
+		}
 	default:
 		return c, fmt.Errorf("%w: %w %d", ErrNewerFormat, ErrUnknownCommand, b[1])
 	}
+	return d.done(c)
+}
+
+// done returns c, or the decoder's error, or ErrTrailingBytes if bytes are left.
+func (d *decoder) done(c Command) (Command, error) {
 	if d.err != nil {
 		return Command{}, d.err
 	}
@@ -291,6 +406,42 @@ func DecodeCommand(b []byte) (Command, error) {
 		return Command{}, ErrTrailingBytes
 	}
 	return c, nil
+}
+
+// attempts reads the attempt fields that flags (attemptFlag bits) announce. A flag this
+// version does not know was written by a newer one; a numbered field is never written as 0.
+func (d *decoder) attempts(c *Command, flags byte) {
+	if flags&^(attemptFlagString|attemptFlagSeq|attemptFlagFloor) != 0 && d.err == nil {
+		d.fail(fmt.Errorf("%w: unknown attempt flags %#x", ErrNewerFormat, flags))
+		return
+	}
+	if flags&attemptFlagString != 0 {
+		c.Attempt = d.attempt()
+	}
+	if flags&attemptFlagSeq != 0 {
+		c.AttemptSeq = d.nonZero()
+	}
+	if flags&attemptFlagFloor != 0 {
+		c.AttemptFloor = d.nonZero()
+	}
+}
+
+// flaggedAttempts reads the flags byte and attempt fields of a flagged wire form, which is
+// written only for a numbered attempt or a floor.
+func (d *decoder) flaggedAttempts(c *Command) {
+	d.attempts(c, d.byte())
+	if !c.numbered() && d.err == nil {
+		d.fail(ErrNonCanonical)
+	}
+}
+
+// nonZero reads an optional number that is written only when it is not 0.
+func (d *decoder) nonZero() uint64 {
+	v := d.uvarint()
+	if v == 0 && d.err == nil {
+		d.fail(ErrNonCanonical)
+	}
+	return v
 }
 
 func appendString(dst []byte, s string) []byte {

@@ -51,6 +51,18 @@ func sampleCommands() []fsm.Command {
 			Locks: []fsm.LockRule{{Prefix: "jobs/", Access: fsm.AccessWrite}, {Prefix: "", Access: fsm.AccessRead}, {Prefix: long, Access: fsm.AccessDeny}}}},
 		{Type: fsm.TypeACLSetPolicy, Policy: fsm.Policy{Name: "empty"}},
 		{Type: fsm.TypeACLDeletePolicy, Policy: fsm.Policy{Name: "jobs"}},
+		{Type: fsm.TypeAcquire, Session: sid(1), Lock: "L", Queue: true, AttemptSeq: 7, Now: now0},
+		{Type: fsm.TypeAcquire, Session: sid(1), Lock: "L", AttemptSeq: 1<<64 - 1, AttemptFloor: 3, Attempt: "a1", Value: "v", SetValue: true},
+		{Type: fsm.TypeAcquire, Session: sid(1), Lock: "L", AttemptFloor: 300},
+		{Type: fsm.TypeRelease, Session: sid(1), Lock: "L", Token: 42, AttemptSeq: 300},
+		{Type: fsm.TypeRelease, Session: sid(1), Lock: "L", Token: 42, AttemptSeq: 3, AttemptFloor: 2, Attempt: long},
+		{Type: fsm.TypeRelease, Session: sid(1), Lock: "L", AttemptFloor: 1},
+		{Type: fsm.TypeCancelWait, Session: sid(1), Lock: "L", AttemptSeq: 9, AttemptFloor: 9},
+		{Type: fsm.TypeCancelWait, Session: sid(1), Lock: "L", AttemptSeq: 1, Attempt: "a1"},
+		{Type: fsm.TypeExpireSession, Session: sid(1), Now: now0, Term: 7},
+		{Type: fsm.TypeExpireSession, Session: sid(1), Now: -1, Term: 1<<64 - 1},
+		{Type: fsm.TypeEnableFeatures, Features: []fsm.Feature{fsm.FeatureAttemptNumbers, fsm.FeatureExpiryTerm}},
+		{Type: fsm.TypeEnableFeatures, Features: fsm.AllFeatures()},
 	}
 }
 
@@ -71,8 +83,8 @@ func TestCommandRoundTrip(t *testing.T) {
 			t.Fatalf("Encode does not append to dst")
 		}
 	}
-	if len(types) != 14 {
-		t.Fatalf("samples cover %d command types, want 14", len(types))
+	if len(types) != 15 {
+		t.Fatalf("samples cover %d command types, want 15", len(types))
 	}
 }
 
@@ -126,7 +138,7 @@ func TestDecodeRefusesMalformedCommands(t *testing.T) {
 		{"unknown version", []byte{2, byte(fsm.TypeRelease)}, fsm.ErrUnknownVersion},
 		{"version zero", append([]byte{0}, enc[1:]...), fsm.ErrUnknownVersion},
 		{"unknown type", []byte{1, 0}, fsm.ErrUnknownCommand},
-		{"type past the last", []byte{1, byte(fsm.TypeACLDeletePolicy) + 1}, fsm.ErrUnknownCommand},
+		{"type past the last", []byte{1, byte(fsm.TypeEnableFeatures) + 4}, fsm.ErrUnknownCommand},
 		{"truncated id", enc[:10], fsm.ErrShortCommand},
 		{"truncated string", enc[:2+16+1], fsm.ErrShortCommand},
 		{"truncated varint", enc[:len(enc)-1], fsm.ErrShortCommand},
@@ -193,7 +205,8 @@ func TestEntryFromANewerVersionStopsTheNode(t *testing.T) {
 	h, a, before := oneHolder(t, "L", "v")
 	newFlag := (&fsm.Command{Type: fsm.TypeAcquire, Session: a, Lock: "L"}).Encode(nil)
 	newFlag[2+16+1+1] |= 0x80
-	for i, b := range [][]byte{{2, byte(fsm.TypeRelease)}, {1, byte(fsm.TypeACLDeletePolicy) + 1}, newFlag} {
+	newFeature := (&fsm.Command{Type: fsm.TypeEnableFeatures, Features: []fsm.Feature{"from-the-future"}}).Encode(nil)
+	for i, b := range [][]byte{{2, byte(fsm.TypeRelease)}, {1, byte(fsm.TypeEnableFeatures) + 4}, newFlag, newFeature} {
 		index := uint64(100 + i)
 		func() {
 			defer func() {

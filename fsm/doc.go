@@ -11,6 +11,13 @@
 // secret's SHA-256 hash (HashSecret), which is all the state keeps. Authorizer is the pure
 // policy matching that the API applies to a token's policies.
 //
+// Version skew is handled here, in one place: a change to what the log or a snapshot may hold,
+// or to how a command applies, is a Feature. An EnableFeatures command, which the leader
+// proposes only once every member supports a feature, turns it on for good; until then no
+// entry uses it and snapshots keep the older format, so a cluster upgrades one node at a time.
+// A node that meets an entry it cannot apply (ErrNewerFormat, or a feature it lacks) stops
+// rather than skip it.
+//
 // Business outcomes (lock held, not holder, unknown session) are returned as a Result value from
 // Apply, never as errors: an error result means the command could not be decoded.
 //

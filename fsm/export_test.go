@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 )
@@ -230,4 +231,16 @@ func checkACL(st *state) error {
 		}
 	}
 	return nil
+}
+
+// AttemptRecords returns what the session remembers of its ended numbered attempts: its
+// floor and, for each lock, the highest attempt that ended above it.
+func AttemptRecords(f *FSM, id SessionID) (floor uint64, ended map[string]uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	ss := f.st.sessions[id]
+	if ss == nil {
+		return 0, nil
+	}
+	return ss.attemptFloor, maps.Clone(ss.ended)
 }

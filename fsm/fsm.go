@@ -16,6 +16,8 @@ import (
 // read methods are safe to call concurrently with Apply.
 type FSM struct {
 	observer Observer
+	// known are the features this state machine can apply (WithFeatures); by default all.
+	known featureSet
 
 	mu     sync.RWMutex
 	st     *state
@@ -28,8 +30,12 @@ type FSM struct {
 var _ raft.BatchingFSM = (*FSM)(nil)
 
 // New returns an empty state machine that reports applied effects to obs (which may be nil).
-func New(obs Observer) *FSM {
-	return &FSM{observer: obs, st: newState()}
+func New(obs Observer, opts ...Option) *FSM {
+	f := &FSM{observer: obs, st: newState(), known: AllFeatures()}
+	for _, o := range opts {
+		o(f)
+	}
+	return f
 }
 
 // Apply applies one log entry and returns its Result.
@@ -48,13 +54,18 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		a.index = l.Index
+		a.index, a.term = l.Index, l.Term
 		c, err := DecodeCommand(l.Data)
+		if err == nil {
+			if u := f.unknownFeature(&c); u != "" {
+				err = fmt.Errorf("%w: feature %q", ErrNewerFormat, u)
+			}
+		}
 		if errors.Is(err, ErrNewerFormat) {
 			// A newer version wrote it, and the nodes of that version apply it: skipping it
 			// here would let this node's state drift from theirs. Stop instead, until upgraded.
 			f.mu.Unlock()
-			panic(fmt.Sprintf("fsm: log entry %d needs a newer raftlock (%v): upgrade this node", l.Index, err))
+			panic(newerFormat(l.Index, err))
 		}
 		if err != nil {
 			// Malformed in the format this node knows, so every node refuses it alike.
@@ -212,6 +223,11 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	st, err := readSnapshot(rc)
 	if err != nil {
 		return fmt.Errorf("fsm: restore: %w", err)
+	}
+	for _, feature := range st.features {
+		if !f.known.has(feature) {
+			return fmt.Errorf("fsm: restore: %w: the snapshot uses feature %q", ErrNewerFormat, feature)
+		}
 	}
 	f.mu.Lock()
 	f.st = st

@@ -23,6 +23,9 @@ type refModel struct {
 	bootstrapped bool
 	policies     map[string]fsm.Policy
 	tokens       map[string]fsm.ACLToken // by accessor id
+	features     map[fsm.Feature]bool
+
+	term uint64 // of the log entry being applied
 
 	index   uint64      // index of the command being applied
 	grants  []fsm.Event // grants made by that command, in order
@@ -36,6 +39,10 @@ type refSession struct {
 	createdIndex uint64
 	cancelled    []refFence // the last 16 cancelled attempts, oldest first
 	owner        string
+	// floor is the highest attempt floor the session was given, and ended the highest
+	// numbered attempt that ended for each lock, never forgotten.
+	floor uint64
+	ended map[string]uint64
 }
 
 type refFence struct{ lock, attempt string }
@@ -58,6 +65,7 @@ func newRefModel() *refModel {
 		members:  map[string]fsm.Member{},
 		policies: map[string]fsm.Policy{},
 		tokens:   map[string]fsm.ACLToken{},
+		features: map[fsm.Feature]bool{},
 	}
 }
 
@@ -114,10 +122,15 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 		if m.sessions[c.Session] != nil {
 			return fsm.Result{Status: fsm.StatusExists}
 		}
-		m.sessions[c.Session] = &refSession{name: c.Name, ttl: c.TTL, delay: c.LockDelay, createdIndex: m.index, owner: c.Owner}
+		m.sessions[c.Session] = &refSession{name: c.Name, ttl: c.TTL, delay: c.LockDelay, createdIndex: m.index, owner: c.Owner, ended: map[string]uint64{}}
 		return fsm.Result{}
-	case fsm.TypeDestroySession, fsm.TypeExpireSession:
-		return m.end(c.Session, c.Type == fsm.TypeExpireSession, c.Now)
+	case fsm.TypeDestroySession:
+		return m.end(c.Session, false, 0)
+	case fsm.TypeExpireSession:
+		if c.Term != 0 && c.Term < m.term {
+			return fsm.Result{Status: fsm.StatusStaleTerm}
+		}
+		return m.end(c.Session, true, c.Now)
 	case fsm.TypeAcquire:
 		return m.acquire(c)
 	case fsm.TypeRelease:
@@ -125,7 +138,7 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 		if s == nil {
 			return fsm.Result{Status: fsm.StatusSessionNotFound}
 		}
-		s.fence(c.Lock, c.Attempt)
+		s.endAttempts(c)
 		l := m.lock(c.Lock)
 		if !l.held || l.holder != c.Session || l.token != c.Token {
 			return fsm.Result{Status: fsm.StatusNotHolder}
@@ -138,7 +151,7 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 		if s == nil {
 			return fsm.Result{Status: fsm.StatusSessionNotFound}
 		}
-		s.fence(c.Lock, c.Attempt)
+		s.endAttempts(c)
 		l := m.lock(c.Lock)
 		if l.held && l.holder == c.Session {
 			return fsm.Result{Token: l.token, Value: l.value}
@@ -169,6 +182,14 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 		return fsm.Result{}
 	case fsm.TypeACLBootstrap, fsm.TypeACLCreateToken, fsm.TypeACLDeleteToken, fsm.TypeACLSetPolicy, fsm.TypeACLDeletePolicy:
 		return fsm.Result{Status: m.acl(c)}
+	case fsm.TypeEnableFeatures:
+		if len(c.Features) == 0 || !slices.IsSorted(c.Features) {
+			return fsm.Result{Status: fsm.StatusInvalid}
+		}
+		for _, f := range c.Features {
+			m.features[f] = true
+		}
+		return fsm.Result{}
 	}
 	panic("model: unknown command")
 }
@@ -215,6 +236,12 @@ func (m *refModel) acl(c fsm.Command) fsm.Status {
 			}
 		}
 		delete(m.tokens, t.AccessorID)
+		if m.features[fsm.FeatureTokenDeleteDropsWaits] {
+			// No wait admitted under the deleted token may be granted later.
+			for _, l := range m.locks {
+				l.queue = slices.DeleteFunc(l.queue, func(w fsm.Waiter) bool { return m.sessions[w.Session].owner == t.AccessorID })
+			}
+		}
 		return fsm.StatusOK
 	case fsm.TypeACLSetPolicy:
 		p := c.Policy
@@ -293,12 +320,22 @@ func (s *refSession) fence(lock, attempt string) {
 	}
 }
 
+// endAttempts records what a release or cancel-wait says has ended: its string attempt (one
+// of the last 16), its numbered attempt and everything below its floor.
+func (s *refSession) endAttempts(c fsm.Command) {
+	s.floor = max(s.floor, c.AttemptFloor)
+	s.fence(c.Lock, c.Attempt)
+	s.ended[c.Lock] = max(s.ended[c.Lock], c.AttemptSeq)
+}
+
 func (m *refModel) acquire(c fsm.Command) fsm.Result {
 	s := m.sessions[c.Session]
 	if s == nil {
 		return fsm.Result{Status: fsm.StatusSessionNotFound}
 	}
-	if c.Attempt != "" && slices.Contains(s.cancelled, refFence{c.Lock, c.Attempt}) {
+	s.floor = max(s.floor, c.AttemptFloor)
+	if c.Attempt != "" && slices.Contains(s.cancelled, refFence{c.Lock, c.Attempt}) ||
+		c.AttemptSeq != 0 && (c.AttemptSeq < s.floor || c.AttemptSeq <= s.ended[c.Lock]) {
 		return fsm.Result{Status: fsm.StatusAttemptCancelled}
 	}
 	l := m.lock(c.Lock)
@@ -477,6 +514,7 @@ type gen struct {
 	rng   *rand.Rand
 	m     *refModel
 	index uint64
+	term  uint64 // of the entry next returns
 	now   int64
 }
 
@@ -496,6 +534,21 @@ var (
 )
 
 func (g *gen) pick(from []string) string { return from[g.rng.Intn(len(from))] }
+
+// enableFeatures draws an enable-features command: one or two features, sorted, or now and
+// then an invalid one (none, or out of order).
+func (g *gen) enableFeatures() fsm.Command {
+	all := fsm.AllFeatures()
+	c := fsm.Command{Type: fsm.TypeEnableFeatures}
+	for n := g.rng.Intn(3); n > 0; n-- {
+		c.Features = append(c.Features, all[g.rng.Intn(len(all))])
+	}
+	if g.rng.Intn(4) != 0 {
+		slices.Sort(c.Features)
+		c.Features = slices.Compact(c.Features)
+	}
+	return c
+}
 
 // aclCommand draws an ACL command.
 func (g *gen) aclCommand() fsm.Command {
@@ -526,6 +579,20 @@ func (g *gen) attempt() string {
 		return ""
 	}
 	return genAttempts[g.rng.Intn(len(genAttempts))]
+}
+
+// numbered sets, now and then, a numbered attempt and a floor on c. The numbers grow slowly
+// and are drawn from a window behind the highest, so that late requests of ended attempts and
+// attempts below the floor are common.
+func (g *gen) numbered(c *fsm.Command) {
+	if g.rng.Intn(3) == 0 {
+		return
+	}
+	top := g.index/8 + 1
+	c.AttemptSeq = top - min(top-1, uint64(g.rng.Intn(6)))
+	if g.rng.Intn(4) == 0 {
+		c.AttemptFloor = top - min(top-1, uint64(g.rng.Intn(10)))
+	}
 }
 
 const genSessions = 7
@@ -562,13 +629,18 @@ func (g *gen) lockName() string { return genLocks[g.rng.Intn(len(genLocks))] }
 // the leader's clock moves forward and sometimes back (a new leader whose clock is behind).
 func (g *gen) next() (uint64, fsm.Command) {
 	g.index += 1 + uint64(g.rng.Intn(3))
+	if g.term == 0 || g.rng.Intn(40) == 0 {
+		g.term++ // a new leader
+	}
 	if g.rng.Intn(20) == 0 {
 		g.now -= int64(g.rng.Intn(300)) * int64(time.Millisecond)
 	} else {
 		g.now += int64(g.rng.Intn(150)) * int64(time.Millisecond)
 	}
 	c := fsm.Command{Now: g.now}
-	switch p := g.rng.Intn(108); {
+	switch p := g.rng.Intn(110); {
+	case p >= 108:
+		return g.index, g.enableFeatures()
 	case p >= 100:
 		return g.index, g.aclCommand()
 	case p < 10:
@@ -582,16 +654,22 @@ func (g *gen) next() (uint64, fsm.Command) {
 		c.Type, c.Session, c.Now = fsm.TypeDestroySession, g.session(), 0
 	case p < 20:
 		c.Type, c.Session = fsm.TypeExpireSession, g.session()
+		if g.rng.Intn(2) == 0 {
+			// Decided in this entry's term, or by a timer of an earlier one.
+			c.Term = g.term - uint64(g.rng.Intn(int(min(g.term, 2))))
+		}
 	case p < 52:
 		c.Type, c.Session, c.Lock = fsm.TypeAcquire, g.session(), g.lockName()
 		c.Queue = g.rng.Intn(2) == 0
 		c.Attempt = g.attempt()
+		g.numbered(&c)
 		if g.rng.Intn(2) == 0 {
 			c.SetValue, c.Value = true, genValues[g.rng.Intn(len(genValues))]
 		}
 	case p < 72:
 		c.Type, c.Lock = fsm.TypeRelease, g.lockName()
 		c.Attempt = g.attempt()
+		g.numbered(&c)
 		l := g.m.locks[c.Lock]
 		if l != nil && l.held && g.rng.Intn(10) < 7 {
 			c.Session, c.Token = l.holder, l.token // mostly the real holder and token
@@ -605,6 +683,7 @@ func (g *gen) next() (uint64, fsm.Command) {
 	case p < 80:
 		c.Type, c.Session, c.Lock, c.Now = fsm.TypeCancelWait, g.session(), g.lockName(), 0
 		c.Attempt = g.attempt()
+		g.numbered(&c)
 		if l := g.m.locks[c.Lock]; l != nil && len(l.queue) > 0 && g.rng.Intn(3) != 0 {
 			c.Session = l.queue[g.rng.Intn(len(l.queue))].Session // mostly someone who waits
 		}

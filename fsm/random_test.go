@@ -118,6 +118,7 @@ func runRandom(t *testing.T, seed int64, steps int) {
 		if corrupt {
 			data = corruptCommand(rng, data)
 		}
+		r.m.term = r.g.term
 		r.step(step, index, c, data, corrupt)
 		if r.late != nil {
 			select {
@@ -126,7 +127,7 @@ func runRandom(t *testing.T, seed int64, steps int) {
 				close(r.late.start)
 			}
 		}
-		r.pending = append(r.pending, &raft.Log{Index: index, Type: raft.LogCommand, Data: data})
+		r.pending = append(r.pending, &raft.Log{Index: index, Term: r.g.term, Type: raft.LogCommand, Data: data})
 		if rng.Intn(4) == 0 || step == steps-1 {
 			r.flushB()
 			if r.late != nil {
@@ -163,7 +164,7 @@ func (r *randomRun) step(step int, index uint64, c fsm.Command, data []byte, cor
 		want = r.m.apply(index, c)
 	}
 	r.rec.take()
-	got := r.a.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data}).(fsm.Result)
+	got := r.a.Apply(&raft.Log{Index: index, Term: r.g.term, Type: raft.LogCommand, Data: data}).(fsm.Result)
 	r.results = append(r.results, got)
 	if corrupt {
 		if got.Err == nil || got.Index != index {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -16,17 +17,24 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Snapshot format, version 4: the magic "RLSNAP", a version byte, then uvarint-framed records:
-// freedIndex, the sessions (each with its fences and owner), the locks (each with its queue,
-// and a delayed lock with its delay's length), the members, and the ACL state (whether it was
-// bootstrapped, the policies, the tokens with their secrets' hashes), every list but the
-// fences sorted, and last the CRC-32C of everything before it. Derived data (a session's held
-// and awaited locks, the counters, the tokens by secret) is rebuilt on restore rather than
-// stored. Older versions still restore: version 3 lacks the owners and the ACL state, version 2
-// the delays' lengths too, version 1 (written before attempts existed) the fences as well.
+// Snapshot format, version 5: the magic "RLSNAP", a version byte, then uvarint-framed records:
+// freedIndex, the sessions (each with its fences, owner, attempt floor and ended numbered
+// attempts), the locks (each with its queue, and a delayed lock with its delay's length), the
+// members, the ACL state (whether it was bootstrapped, the policies, the tokens with their
+// secrets' hashes) and the enabled features, every list but the fences sorted, and last the
+// CRC-32C of everything before it. Derived data (a session's held and awaited locks, the
+// counters, the tokens by secret) is rebuilt on restore rather than stored.
+//
+// A snapshot is written in version 4 (without the attempt numbers and features) while no
+// feature is enabled, so that a node of the version before features can install it; features
+// are enabled only once every member reads version 5. Older versions still restore: version
+// 3 lacks the owners and the ACL state, version 2 the delays' lengths too, version 1 (written
+// before attempts existed) the fences as well.
 const (
 	snapshotMagic   = "RLSNAP"
-	snapshotVersion = 4
+	snapshotVersion = 5
+	// snapshotVersionNoFeatures is the version written while no feature is enabled.
+	snapshotVersionNoFeatures = 4
 )
 
 // Errors of snapshot reading.
@@ -52,6 +60,7 @@ type snapshot struct {
 	nLocks     int
 	members    []Member
 	acl        aclSnapshot
+	features   featureSet
 }
 
 // aclSnapshot is the ACL state at one point in time; its entries are never changed in place.
@@ -73,6 +82,7 @@ func captureSnapshot(st *state) *snapshot {
 		nSessions:  len(st.sessions),
 		nLocks:     len(st.locks),
 		members:    make([]Member, 0, len(st.members)),
+		features:   st.features,
 	}
 	for _, m := range st.members {
 		s.members = append(s.members, m)
@@ -116,8 +126,12 @@ func (s *snapshot) write(w io.Writer) error {
 		buf = buf[:0]
 		return err
 	}
+	version := byte(snapshotVersionNoFeatures)
+	if len(s.features) > 0 {
+		version = snapshotVersion
+	}
 	buf = append(buf, snapshotMagic...)
-	buf = append(buf, snapshotVersion)
+	buf = append(buf, version)
 	buf = binary.AppendUvarint(buf, s.freedIndex)
 	buf = binary.AppendUvarint(buf, uint64(len(sessions)))
 	for _, ss := range sessions {
@@ -132,6 +146,9 @@ func (s *snapshot) write(w io.Writer) error {
 			buf = appendString(buf, f.attempt)
 		}
 		buf = appendString(buf, ss.owner)
+		if version > 4 {
+			buf = appendEnded(buf, ss)
+		}
 		if err := flush(); err != nil {
 			return err
 		}
@@ -171,6 +188,12 @@ func (s *snapshot) write(w io.Writer) error {
 		buf = appendString(buf, m.HTTPAddr)
 	}
 	buf = s.acl.appendTo(buf)
+	if version > 4 {
+		buf = binary.AppendUvarint(buf, uint64(len(s.features)))
+		for _, f := range s.features {
+			buf = appendString(buf, string(f))
+		}
+	}
 	if err := flush(); err != nil {
 		return err
 	}
@@ -310,6 +333,11 @@ func readSnapshot(r io.Reader) (*state, error) {
 		if version > 3 {
 			ss.owner = d.string()
 		}
+		if version > 4 {
+			if err := readEnded(&d, ss); err != nil {
+				return nil, err
+			}
+		}
 		if d.err == nil && (ss.id.IsZero() || string(ss.id[:]) <= string(prevID[:])) {
 			return nil, fmt.Errorf("%w: session %v zero or out of order", ErrSnapshotCorrupt, ss.id)
 		}
@@ -339,6 +367,11 @@ func readSnapshot(r io.Reader) (*state, error) {
 			return nil, err
 		}
 	}
+	if version > 4 && d.err == nil {
+		if err := readFeatures(&d, st); err != nil {
+			return nil, err
+		}
+	}
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -363,6 +396,57 @@ func readFences(d *decoder, ss *session) error {
 		ss.fences = append(ss.fences, f)
 	}
 	return d.err
+}
+
+// appendEnded appends a session's attempt floor and its ended numbered attempts, sorted by
+// lock name.
+func appendEnded(buf []byte, ss *session) []byte {
+	buf = binary.AppendUvarint(buf, ss.attemptFloor)
+	buf = binary.AppendUvarint(buf, uint64(len(ss.ended)))
+	for _, name := range slices.Sorted(maps.Keys(ss.ended)) {
+		buf = appendString(buf, name)
+		buf = binary.AppendUvarint(buf, ss.ended[name])
+	}
+	return buf
+}
+
+// readEnded reads what appendEnded wrote and checks that apply could have made it: names
+// sorted and unique, every ended attempt at or above the floor.
+func readEnded(d *decoder, ss *session) error {
+	ss.attemptFloor = d.uvarint()
+	prev := ""
+	for i, n := 0, d.count(); uint64(i) < n && d.err == nil; i++ {
+		name, seq := d.string(), d.uvarint()
+		if d.err != nil {
+			break
+		}
+		if i > 0 && name <= prev || seq == 0 || seq < ss.attemptFloor {
+			return fmt.Errorf("%w: session %v: ended attempt of %q out of order or below the floor", ErrSnapshotCorrupt, ss.id, name)
+		}
+		if ss.ended == nil {
+			ss.ended = make(map[string]uint64)
+		}
+		ss.ended[name] = seq
+		prev = name
+	}
+	return d.err
+}
+
+// readFeatures reads the enabled features, which must be sorted and unique. A feature this
+// version does not know means a newer version wrote the snapshot.
+func readFeatures(d *decoder, st *state) error {
+	var fs []Feature
+	for n := d.count(); n > 0 && d.err == nil; n-- {
+		fs = append(fs, Feature(d.string()))
+	}
+	if d.err != nil {
+		return d.err
+	}
+	if !slices.IsSorted(fs) || len(slices.Compact(slices.Clone(fs))) != len(fs) {
+		return fmt.Errorf("%w: features unsorted or repeated", ErrSnapshotCorrupt)
+	}
+	st.features = fs
+	return nil
 }
 
 // readLock reads one lock record, checks that it is a state Apply can produce, and links it

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -23,7 +24,19 @@ type session struct {
 	// snapshot may be reading them: the slice is replaced, never changed, and only in a copy
 	// of the session made by state.ownSession.
 	fences []fence
-	gen    uint64 // as lock.gen
+	// attemptFloor and ended are the numbered attempts that ended (FeatureAttemptNumbers):
+	// every attempt below the floor, and for each lock every attempt up to ended[lock], which
+	// is kept only above the floor. Nothing is forgotten: the floor, which the client raises
+	// as its older attempts end, is what keeps ended small. A snapshot may be reading ended:
+	// it is changed only in a copy of the session made by state.ownSession, which clones it.
+	attemptFloor uint64
+	ended        map[string]uint64
+	gen          uint64 // as lock.gen
+}
+
+// attemptEnded reports whether the numbered attempt seq of the named lock has ended.
+func (ss *session) attemptEnded(lock string, seq uint64) bool {
+	return seq < ss.attemptFloor || seq <= ss.ended[lock]
 }
 
 // maxFences bounds the cancelled attempts a session remembers; the oldest is forgotten first.
@@ -135,6 +148,8 @@ type state struct {
 	freedIndex uint64
 	// held and waiters count held locks and queue entries, for metrics.
 	held, waiters int
+	// features are the features enabled in the cluster (EnableFeatures).
+	features featureSet
 	// gen counts snapshot captures. A capture shares the lock entries and the slot chunks with
 	// the live state instead of copying them, so everything it saw must stay unchanged: see
 	// own and slots.set.
@@ -186,6 +201,7 @@ func (s *state) ownSession(ss *session) *session {
 	c := new(session)
 	*c = *ss
 	c.gen = s.gen
+	c.ended = maps.Clone(ss.ended)
 	s.sessions[c.id] = c
 	s.sessionSlots.set(s.gen, c.slot, c)
 	return c

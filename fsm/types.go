@@ -56,11 +56,12 @@ const (
 	StatusBuiltinPolicy       // a change to the built-in management policy
 	StatusInvalid             // an ACL command with a field apply refuses (empty name, repeated prefix or policy)
 	StatusLastManagement      // delete of the last token with the management policy
+	StatusStaleTerm           // an expiry decided in an earlier term than its log entry's
 )
 
 var statusNames = [...]string{"ok", "session_not_found", "lock_held", "lock_delayed", "queued",
 	"not_holder", "not_queued", "cancelled", "exists", "attempt_cancelled",
-	"already_bootstrapped", "not_found", "policy_not_found", "builtin_policy", "invalid", "last_management"}
+	"already_bootstrapped", "not_found", "policy_not_found", "builtin_policy", "invalid", "last_management", "stale_term"}
 
 // String names the status.
 func (s Status) String() string {
@@ -138,14 +139,16 @@ type EventKind uint8
 
 // Kinds of events.
 const (
-	EventGranted        EventKind = iota + 1 // Session was granted Lock with Token
-	EventLockChanged                         // Lock's visible state changed at Index
-	EventSessionCreated                      // Session was created with TTL
-	EventSessionEnded                        // Session ended (expired or destroyed)
-	EventDelayStarted                        // Lock is delayed until DelayUntil
-	EventMembersChanged                      // the membership metadata changed
-	EventRestored                            // the whole state was replaced from a snapshot
-	EventReleased                            // Session's hold on Lock ended (release, destroy or expiry)
+	EventGranted         EventKind = iota + 1 // Session was granted Lock with Token
+	EventLockChanged                          // Lock's visible state changed at Index
+	EventSessionCreated                       // Session was created with TTL
+	EventSessionEnded                         // Session ended (expired or destroyed)
+	EventDelayStarted                         // Lock is delayed until DelayUntil
+	EventMembersChanged                       // the membership metadata changed
+	EventRestored                             // the whole state was replaced from a snapshot
+	EventReleased                             // Session's hold on Lock ended (release, destroy or expiry)
+	EventFeaturesChanged                      // features were enabled
+	EventWaitDropped                          // Session's wait for Lock was dropped (its token was deleted)
 )
 
 // Event reports one effect of an applied command to the Observer.

@@ -1,0 +1,113 @@
+package fsm_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// numberedAcquire is an acquire of lock by id under the numbered attempt seq with floor.
+func numberedAcquire(id fsm.SessionID, lock string, seq, floor uint64) fsm.Command {
+	return fsm.Command{Type: fsm.TypeAcquire, Session: id, Lock: lock, AttemptSeq: seq, AttemptFloor: floor, Now: now0}
+}
+
+// A worker on one long-lived session does many Lock/Unlock cycles. A late request of its
+// first attempt (held by a paused follower) must still be refused after any number of them:
+// with the 16 string fences a session kept, the seventeenth cycle forgot it, and the late
+// acquire was granted to a session in which no Mutex believed it held the lock.
+func TestNumberedAttemptsAreNeverForgotten(t *testing.T) {
+	for _, floors := range []bool{false, true} {
+		t.Run(fmt.Sprint("floors=", floors), func(t *testing.T) {
+			h := newHarness(t)
+			a := sid(1)
+			h.create(a)
+			r := h.apply(numberedAcquire(a, "first", 1, 0))
+			mustStatus(t, r, fsm.StatusOK)
+			h.apply(fsm.Command{Type: fsm.TypeRelease, Session: a, Lock: "first", Token: r.Token, AttemptSeq: 1})
+			for seq := uint64(2); seq < 1002; seq++ {
+				var floor uint64
+				if floors {
+					floor = seq // the client's older attempts have all ended
+				}
+				r := h.apply(numberedAcquire(a, "other", seq, floor))
+				mustStatus(t, r, fsm.StatusOK)
+				h.apply(fsm.Command{Type: fsm.TypeRelease, Session: a, Lock: "other", Token: r.Token, AttemptSeq: seq, AttemptFloor: floor})
+			}
+			mustStatus(t, h.apply(numberedAcquire(a, "first", 1, 0)), fsm.StatusAttemptCancelled)
+			mustStatus(t, h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: a, Lock: "first", Queue: true, AttemptSeq: 1, Now: now0}), fsm.StatusAttemptCancelled)
+			if l := h.f.Lock("first"); l.Held || l.Waiters != 0 {
+				t.Fatalf("a late request of an ended attempt took the lock: %+v", l)
+			}
+			// What the session keeps stays small when the client reports its floor.
+			if floor, ended := fsm.AttemptRecords(h.f, a); floors && (floor != 1001 || len(ended) != 1) {
+				t.Fatalf("floor %d, ended %v: want the floor at the last attempt and one record", floor, ended)
+			}
+			// A new attempt of the same lock still works.
+			mustStatus(t, h.apply(numberedAcquire(a, "first", 5000, 0)), fsm.StatusOK)
+		})
+	}
+}
+
+// The rule is per lock: an attempt on one lock ending does not refuse an older attempt still
+// running on another lock (one session, two Mutexes), unless the client's floor says that
+// older attempt has ended too.
+func TestAttemptEndsArePerLockAndTheFloorCoversAllLocks(t *testing.T) {
+	h := newHarness(t)
+	a, b := sid(1), sid(2)
+	h.create(a)
+	h.create(b)
+	h.acquire(b, "X", "")
+	// Attempt 5 of X waits; attempt 6 of Y is taken and released.
+	mustStatus(t, h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: a, Lock: "X", Queue: true, AttemptSeq: 5, Now: now0}), fsm.StatusQueued)
+	r := h.apply(numberedAcquire(a, "Y", 6, 5))
+	h.apply(fsm.Command{Type: fsm.TypeRelease, Session: a, Lock: "Y", Token: r.Token, AttemptSeq: 6, AttemptFloor: 5})
+	// Attempt 5's retry keeps its place.
+	mustStatus(t, h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: a, Lock: "X", Queue: true, AttemptSeq: 5, Now: now0}), fsm.StatusQueued)
+	// Attempt 5 ends (cancelled); then attempt 7 of X starts, and a late request of 5 is refused.
+	mustStatus(t, h.apply(fsm.Command{Type: fsm.TypeCancelWait, Session: a, Lock: "X", AttemptSeq: 5, AttemptFloor: 5}), fsm.StatusCancelled)
+	mustStatus(t, h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: a, Lock: "X", Queue: true, AttemptSeq: 5, Now: now0}), fsm.StatusAttemptCancelled)
+	mustStatus(t, h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: a, Lock: "X", Queue: true, AttemptSeq: 7, AttemptFloor: 7, Now: now0}), fsm.StatusQueued)
+	// With the floor at 7, anything older is refused on any lock, even one never named.
+	mustStatus(t, h.apply(numberedAcquire(a, "Z", 6, 0)), fsm.StatusAttemptCancelled)
+	if floor, ended := fsm.AttemptRecords(h.f, a); floor != 7 || len(ended) != 0 {
+		t.Fatalf("floor %d, ended %v: the floor covers every record", floor, ended)
+	}
+	// A delayed request carrying an older floor does not lower it.
+	mustStatus(t, h.apply(numberedAcquire(a, "Z", 6, 2)), fsm.StatusAttemptCancelled)
+	if l := h.f.Lock("Z"); l.Held {
+		t.Fatalf("Z granted to an attempt below the floor: %+v", l)
+	}
+}
+
+// Numbered attempts and floors survive a snapshot, in the version-5 format that a state with
+// features is written in; without features the snapshot stays in version 4, which the
+// version before features reads.
+func TestAttemptRecordsSurviveSnapshots(t *testing.T) {
+	h := newHarness(t)
+	if v := snapshotBytes(t, h.f)[6]; v != 4 {
+		t.Fatalf("snapshot version %d without features, want 4", v)
+	}
+	h.apply(fsm.Command{Type: fsm.TypeEnableFeatures, Features: []fsm.Feature{fsm.FeatureAttemptNumbers}})
+	a := sid(1)
+	h.create(a)
+	h.apply(fsm.Command{Type: fsm.TypeCancelWait, Session: a, Lock: "L", AttemptSeq: 9, AttemptFloor: 3})
+	h.apply(fsm.Command{Type: fsm.TypeCancelWait, Session: a, Lock: "K", AttemptSeq: 4})
+	snap := snapshotBytes(t, h.f)
+	if snap[6] != 5 {
+		t.Fatalf("snapshot version %d with features, want 5", snap[6])
+	}
+	r := fsm.New(nil)
+	if err := r.Restore(readCloser(snap)); err != nil {
+		t.Fatal(err)
+	}
+	floor, ended := fsm.AttemptRecords(r, a)
+	if floor != 3 || ended["L"] != 9 || ended["K"] != 4 || len(ended) != 2 {
+		t.Fatalf("restored floor %d, ended %v", floor, ended)
+	}
+	if got := r.Features(); len(got) != 1 || got[0] != fsm.FeatureAttemptNumbers {
+		t.Fatalf("restored features %v", got)
+	}
+	res := r.ApplyCommand(100, numberedAcquire(a, "L", 9, 0))
+	mustStatus(t, res, fsm.StatusAttemptCancelled)
+}

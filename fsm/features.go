@@ -1,0 +1,129 @@
+package fsm
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Feature names a change to what the log or a snapshot may hold, or to how a command applies.
+// A node of an older version cannot decode the entries of a feature it lacks, so a leader
+// proposes them only once an EnableFeatures command, proposed when every member supports the
+// feature, has enabled it: a cluster then upgrades one node at a time and no node meets an
+// entry it cannot decode. An enabled feature stays enabled.
+type Feature string
+
+// The features of this version, in the order they were added.
+const (
+	// FeatureAttemptNumbers: acquires, releases and cancels may carry a numbered attempt and
+	// a floor (Command.AttemptSeq, Command.AttemptFloor); a session refuses every attempt of a
+	// lock at or below the highest it saw end, and every attempt below its floor, and never
+	// forgets either. Snapshots are written in version 5.
+	FeatureAttemptNumbers Feature = "attempt-numbers"
+	// FeatureExpiryTerm: an expiry carries the term of the leader whose timer ran out
+	// (Command.Term), and applies only in a log entry of that term.
+	FeatureExpiryTerm Feature = "expiry-term"
+	// FeatureTokenDeleteDropsWaits: deleting an ACL token also takes the sessions it owns out
+	// of every queue, in the same command, so that no wait admitted under the token is granted
+	// after the delete.
+	FeatureTokenDeleteDropsWaits Feature = "token-delete-drops-waits"
+)
+
+// AllFeatures returns every feature this version supports, sorted.
+func AllFeatures() []Feature {
+	fs := []Feature{FeatureAttemptNumbers, FeatureExpiryTerm, FeatureTokenDeleteDropsWaits}
+	slices.Sort(fs)
+	return fs
+}
+
+// featureSet is a sorted list of features without repeats; it is small, and replaced rather
+// than changed, so that a snapshot may share it.
+type featureSet []Feature
+
+func (s featureSet) has(f Feature) bool {
+	_, ok := slices.BinarySearch(s, f)
+	return ok
+}
+
+// with returns the set with fs added, in a new slice when anything is added.
+func (s featureSet) with(fs []Feature) featureSet {
+	out := s
+	for _, f := range fs {
+		if i, ok := slices.BinarySearch(out, f); !ok {
+			if len(out) == len(s) {
+				out = slices.Clone(s)
+			}
+			out = slices.Insert(out, i, f)
+		}
+	}
+	return out
+}
+
+// Option configures a state machine made by New.
+type Option func(*FSM)
+
+// WithFeatures restricts the features this state machine can apply to fs, as a node of an
+// older version is restricted. It stops the node (as ApplyBatch does for ErrNewerFormat) on an
+// entry that enables or uses any other; tests use it to stand in for an older version.
+func WithFeatures(fs ...Feature) Option {
+	return func(f *FSM) { f.known = featureSet(nil).with(fs) }
+}
+
+// requiredFeature returns the feature that c needs the applying node to know, or "" if any
+// version of the state machine that knows EnableFeatures can apply it.
+func (c *Command) requiredFeature() Feature {
+	switch {
+	case c.AttemptSeq != 0 || c.AttemptFloor != 0:
+		return FeatureAttemptNumbers
+	case c.Type == TypeExpireSession && c.Term != 0:
+		return FeatureExpiryTerm
+	}
+	return ""
+}
+
+// unknownFeature returns the first feature that c needs or enables and this state machine
+// does not know, or "".
+func (f *FSM) unknownFeature(c *Command) Feature {
+	if r := c.requiredFeature(); r != "" && !f.known.has(r) {
+		return r
+	}
+	for _, e := range c.Features {
+		if !f.known.has(e) {
+			return e
+		}
+	}
+	return ""
+}
+
+// enableFeatures applies an EnableFeatures command.
+func (a *applier) enableFeatures(c *Command) Result {
+	if len(c.Features) == 0 || !slices.IsSorted(c.Features) {
+		return Result{Status: StatusInvalid}
+	}
+	if next := a.st.features.with(c.Features); len(next) != len(a.st.features) {
+		a.st.features = next
+		a.emit(Event{Kind: EventFeaturesChanged})
+	}
+	return Result{}
+}
+
+// Features returns the features enabled in the cluster, sorted.
+func (f *FSM) Features() []Feature {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return slices.Clone(f.st.features)
+}
+
+// FeatureEnabled reports whether the feature is enabled in the cluster.
+func (f *FSM) FeatureEnabled(feature Feature) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.features.has(feature)
+}
+
+// KnownFeatures returns the features this state machine can apply, sorted.
+func (f *FSM) KnownFeatures() []Feature { return slices.Clone(f.known) }
+
+// newerFormat is the panic message of ApplyBatch for an entry this state machine cannot apply.
+func newerFormat(index uint64, err error) string {
+	return fmt.Sprintf("fsm: log entry %d needs a newer raftlock (%v): upgrade this node", index, err)
+}
