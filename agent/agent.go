@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,12 +13,11 @@ import (
 
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/config"
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/httpapi"
+	"github.com/raftlock/raftlock/internal/version"
 	"github.com/raftlock/raftlock/tlsutil"
 )
-
-// Version is the raftlock version the API reports.
-const Version = "0.1.0"
 
 // Agent is one running raftlock server: a Raft node and the HTTP API in front of it.
 type Agent struct {
@@ -46,6 +46,11 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
+	features, err := supportedFeatures(cfg.DisableFeatures)
+	if err != nil {
+		closeListeners(ls)
+		return nil, err
+	}
 	store, err := loadTLS(cfg, log)
 	if err != nil {
 		closeListeners(ls)
@@ -68,7 +73,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 	}
 	var nodeTLS cluster.TLS
 	apiCfg := httpapi.Config{
-		Version:      Version,
+		Version:      version.Version,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Limits: httpapi.Limits{MaxSessions: cfg.MaxSessions, MaxWaitersPerLock: cfg.MaxWaitersPerLock,
 			MaxSessionsPerToken: cfg.MaxSessionsPerToken},
@@ -102,6 +107,8 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		Token:              cfg.AgentToken,
 		TLS:                nodeTLS,
 		Logger:             log,
+		Version:            version.Version,
+		Features:           features,
 	})
 	if err != nil {
 		ls.HTTP.Close()
@@ -228,4 +235,19 @@ func (a *Agent) closeAudit() error {
 		return nil
 	}
 	return a.audit.Close()
+}
+
+// supportedFeatures returns every feature but the disabled ones, or nil (all of them) when
+// none is disabled.
+func supportedFeatures(disabled []string) ([]fsm.Feature, error) {
+	if len(disabled) == 0 {
+		return nil, nil
+	}
+	all := fsm.AllFeatures()
+	for _, d := range disabled {
+		if !slices.Contains(all, fsm.Feature(d)) {
+			return nil, fmt.Errorf("agent: --disable-features: unknown feature %q (this version has %v)", d, all)
+		}
+	}
+	return slices.DeleteFunc(all, func(f fsm.Feature) bool { return slices.Contains(disabled, string(f)) }), nil
 }

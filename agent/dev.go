@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/config"
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // DevOptions configure an in-process development cluster.
@@ -146,21 +147,28 @@ func StartDev(ctx context.Context, opts DevOptions) (*Dev, error) {
 }
 
 // waitPublished waits until a leader is ready and every node's HTTP address is in the log, so
-// that any node can forward from the start.
+// that any node can forward from the start, and the features every node supports are enabled.
 func (d *Dev) waitPublished(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
+	want := len(fsm.AllFeatures())
+	for _, cfg := range d.configs {
+		if len(cfg.DisableFeatures) > 0 {
+			want = 0 // a test of rolling upgrades waits for what it needs itself
+		}
+	}
 	for {
 		i, err := d.WaitLeader(ctx)
 		if err != nil {
 			return err
 		}
-		if a := d.Agent(i); a != nil && len(a.Node().FSM().Members()) >= len(d.configs) {
+		if a := d.Agent(i); a != nil && len(a.Node().FSM().Members()) >= len(d.configs) &&
+			len(a.Node().FSM().Features()) >= want {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("agent: dev: members not published: %w", ctx.Err())
+			return fmt.Errorf("agent: dev: members not published or features not enabled: %w", ctx.Err())
 		case <-t.C:
 		}
 	}

@@ -29,6 +29,12 @@ const (
 	CodeNoLeader         = "no_leader"
 	CodeTimeout          = "timeout"
 	CodeInternal         = "internal"
+	// CodeFeatureNotEnabled refuses a request that needs a feature the cluster has not
+	// enabled yet, because a member runs an older version (an addition to v1, HTTP 409).
+	CodeFeatureNotEnabled = "feature_not_enabled"
+	// CodeIncompatible refuses to add a member that lacks a feature the cluster has enabled
+	// (an addition to v1, HTTP 409).
+	CodeIncompatible = "incompatible"
 )
 
 // ErrorDetail is the inner object of an error body.
@@ -111,8 +117,16 @@ type AcquireRequest struct {
 	Wait    string  `json:"wait,omitempty"`
 	Value   *string `json:"value,omitempty"`
 	// Attempt names one try for the lock, shared by all its requests (an addition to v1); a
-	// cancel that names it refuses its later requests.
+	// cancel that names it refuses its later requests. A session remembers only its last 16
+	// cancelled string attempts: clients number their attempts instead (AttemptSeq).
 	Attempt string `json:"attempt,omitempty"`
+	// AttemptSeq numbers one try for the lock from a counter of the session (an addition to
+	// v1, feature attempt-numbers): once a try of the lock numbered n ended (cancel or
+	// release), every acquire of that lock by the session numbered n or less is refused.
+	AttemptSeq uint64 `json:"attempt_seq,omitempty"`
+	// AttemptFloor says that every try of the session numbered below it has ended (an
+	// addition to v1, feature attempt-numbers): they are refused on every lock.
+	AttemptFloor uint64 `json:"attempt_floor,omitempty"`
 }
 
 // AcquireResponse is the body of a granted acquire.
@@ -130,6 +144,10 @@ type ReleaseRequest struct {
 	// Attempt, if set, is the attempt of the acquire that won the lock: the release fences it,
 	// so its requests still in flight are refused with attempt_cancelled.
 	Attempt string `json:"attempt,omitempty"`
+	// AttemptSeq and AttemptFloor are the numbered attempt of the acquire that won the lock,
+	// which the release fences, and the session's floor, as in AcquireRequest.
+	AttemptSeq   uint64 `json:"attempt_seq,omitempty"`
+	AttemptFloor uint64 `json:"attempt_floor,omitempty"`
 }
 
 // ReleaseResponse is the body of a successful release.
@@ -175,6 +193,10 @@ type Member struct {
 	HTTPAddr string `json:"http_addr"`
 	Suffrage string `json:"suffrage"`
 	Leader   bool   `json:"leader"`
+	// Version and Features are what the member last reported of itself to the leader (its
+	// /v1/health); absent when the answering node has no report (an addition to v1).
+	Version  string   `json:"version,omitempty"`
+	Features []string `json:"features,omitempty"`
 }
 
 // Cluster is the body of GET /v1/cluster.
@@ -187,6 +209,22 @@ type Cluster struct {
 	Members      []Member `json:"members"`
 	// LogStore is the answering node's Raft log store: "boltdb" or "wal" (an addition to v1).
 	LogStore string `json:"log_store"`
+	// Features are the features the cluster has enabled: every member supports them, and
+	// requests may use them (an addition to v1).
+	Features []string `json:"features"`
+}
+
+// Health is the body of GET /v1/health (fields beside status are additions to v1).
+type Health struct {
+	Status string `json:"status"`
+	ID     string `json:"id"`
+	// Version is this node's version, and Features the features it supports.
+	Version  string   `json:"version"`
+	Features []string `json:"features"`
+	// ClusterFeatures are the features the cluster has enabled, as this node applied the log.
+	ClusterFeatures []string `json:"cluster_features"`
+	// AppliedIndex is the last log index this node applied.
+	AppliedIndex uint64 `json:"applied_index"`
 }
 
 // AddMemberRequest is the body of POST /v1/cluster/members.

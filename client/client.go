@@ -38,11 +38,8 @@ type Client struct {
 	logger         hclog.Logger
 	renewer        *renewer // batches the renewals of this client's sessions
 	token          string   // sent as X-Raftlock-Token when set (WithToken)
-	// noAttempts is set once a server refused the acquire's attempt field (a server from
-	// before attempts): Mutexes then ask without one.
-	noAttempts atomic.Bool
-	// noReleaseAttempts is set once a server refused the release's attempt field.
-	noReleaseAttempts atomic.Bool
+	// features are the cluster's enabled features, learned once (see supports).
+	features features
 	// router moves requests to the leader's endpoint; nil with WithoutLeaderRouting or a
 	// single endpoint.
 	router *leaderRouter

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
@@ -108,14 +107,18 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 	if h == nil {
 		return fmt.Errorf("raftlock: proclaim on %q: %w", e.name, ErrNotLeader)
 	}
-	attempt := rand.Text()
-	resp, out, err := e.s.c.acquireAttempt(ctx, e.name, api.AcquireRequest{Session: e.s.ID(), Value: &value, Attempt: attempt})
+	t := e.s.newAttempt(ctx)
+	req := api.AcquireRequest{Session: e.s.ID(), Value: &value}
+	e.s.onAcquire(&req, t)
+	resp, out, err := e.s.c.acquire(ctx, e.name, req)
 	var answered *APIError
 	if out.sends != 1 || err != nil && (!errors.As(err, &answered) || answered.StatusCode >= 500) {
 		// A request of this proclamation may still be on its way, and applied after the
 		// leadership ended it would grant the lock anew to this session, which would never
 		// learn of it: cancel the attempt, and give back a grant other than the leadership's.
-		m.runWithdrawalLater(attempt, h.token)
+		m.runWithdrawalLater(t, h.token)
+	} else {
+		e.s.endAttempt(t)
 	}
 	if err != nil {
 		e.s.gone(err)

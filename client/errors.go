@@ -34,6 +34,9 @@ var (
 	ErrNotHolder = errors.New("raftlock: not the lock holder")
 	// ErrAlreadyExists is the server's 409 already_exists: a policy with that name exists.
 	ErrAlreadyExists = errors.New("raftlock: already exists")
+	// ErrFeatureNotEnabled is the server's 409 feature_not_enabled: the request needs a
+	// feature that some member of the cluster does not support yet.
+	ErrFeatureNotEnabled = errors.New("raftlock: feature not enabled in the cluster")
 	// ErrPayloadTooLarge is the server's 413 payload_too_large.
 	ErrPayloadTooLarge = errors.New("raftlock: payload too large")
 	// ErrTooManyRequests is the server's 429 too_many_requests.
@@ -84,6 +87,8 @@ func sentinelFor(code string) error {
 		return ErrNotHolder
 	case api.CodeAlreadyExists:
 		return ErrAlreadyExists
+	case api.CodeFeatureNotEnabled:
+		return ErrFeatureNotEnabled
 	case api.CodePayloadTooLarge:
 		return ErrPayloadTooLarge
 	case api.CodeTooManyRequests:
@@ -146,5 +151,5 @@ func (e *APIError) Is(target error) bool {
 func isTransient(err error) bool {
 	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoLeader) ||
 		errors.Is(err, ErrTimeout) || errors.Is(err, ErrTooManyRequests) ||
-		errors.Is(err, ErrInternal)
+		errors.Is(err, ErrInternal) || errors.Is(err, ErrFeatureNotEnabled)
 }

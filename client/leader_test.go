@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -218,4 +219,54 @@ func TestStaleReadsStayOffTheLeader(t *testing.T) {
 	if got := staleReads(eps[1:], 20); !slices.Equal(got, []int{20, 0}) {
 		t.Fatalf("with the first endpoint down, 20 stale reads were answered %v by %v; want all by the first live one", got, eps[1:])
 	}
+}
+
+// Leader routing follows an answer's X-Raftlock-Leader only when the answering node could know
+// who leads: a stale read, or an error given before the request reached the leader, names only
+// what that node believes, which may be a deposed leader (and writes moved there would be
+// answered from its stale state).
+func TestLeaderHintsOnlyFromAnswersThatCouldKnow(t *testing.T) {
+	// node 1 answers reads and 400s naming n2 as the leader; n2's answers name n2 too.
+	ids := []string{"n1", "n2"}
+	var nodes []*fakeNode
+	for i := range ids {
+		nodes = append(nodes, newFakeNode(t, func(w http.ResponseWriter, r *http.Request) bool {
+			w.Header().Set(api.HeaderLeader, "n2")
+			switch {
+			case r.URL.Path == "/v1/health":
+				writeJSON(w, http.StatusOK, api.Health{Status: "ok", ID: ids[i]})
+			case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/locks/"):
+				writeJSON(w, http.StatusOK, api.Lock{Name: "l"})
+			case r.URL.Path == "/v1/sessions":
+				writeError(w, http.StatusBadRequest, api.CodeInvalidArgument, "refused here", nil)
+			case isLockAction(r, "release"):
+				writeJSON(w, http.StatusOK, api.ReleaseResponse{Released: true})
+			default:
+				return false
+			}
+			return true
+		}))
+	}
+	c, err := client.New([]string{nodes[0].URL(), nodes[1].URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx := testCtx(t, 10*time.Second)
+	for range 3 {
+		if _, err := c.GetLock(ctx, "l", client.Stale()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CreateSession(ctx, api.CreateSessionRequest{TTL: "10s"}); !errors.Is(err, client.ErrInvalidArgument) {
+			t.Fatalf("create: %v", err)
+		}
+	}
+	if n := nodes[1].count("GET /v1/health"); n != 0 {
+		t.Fatalf("a stale read or a refusal moved the client: n2 was asked who it is %d times", n)
+	}
+	// A write the leader answered is a hint the client follows.
+	if err := c.Release(ctx, "l", "s", 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the client to look the leader up", func() bool { return nodes[1].count("GET /v1/health") > 0 })
 }

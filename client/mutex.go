@@ -2,10 +2,8 @@ package client
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -66,7 +64,7 @@ type Mutex struct {
 // hold is one grant of the lock to a Mutex.
 type hold struct {
 	token   uint64
-	attempt string // the attempt whose request won the grant
+	attempt attempt // the attempt whose request won the grant
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	stop    func() // unregisters the session loss hook
@@ -154,11 +152,13 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 		return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
 	}
 	// Every request of this call carries one attempt, which ends with the call.
-	req := api.AcquireRequest{Session: m.s.ID(), Value: value, Attempt: rand.Text()}
-	token, clean, err := m.try(ctx, req, wait)
+	t := m.s.newAttempt(ctx)
+	req := api.AcquireRequest{Session: m.s.ID(), Value: value}
+	token, clean, err := m.try(ctx, req, t, wait)
 	if err == nil {
-		err = m.granted(token, req.Attempt)
+		err = m.granted(token, t)
 		if err == nil {
+			m.s.endAttempt(t) // its grant is the hold, which Unlock fences
 			return nil
 		}
 	}
@@ -169,9 +169,10 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 		m.s.endUse(m.name, m)
 	case clean:
 		// One request, answered without a grant: nothing of the attempt is left to withdraw.
+		m.s.endAttempt(t)
 		m.s.endUse(m.name, m)
 	default:
-		m.withdraw(req.Attempt, token)
+		m.withdraw(t, token)
 	}
 	return err
 }
@@ -180,11 +181,11 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 // It returns the token granted; on failure, clean reports that the attempt sent a single
 // request that the server answered without granting or queueing, so that it leaves nothing
 // to withdraw.
-func (m *Mutex) try(ctx context.Context, req api.AcquireRequest, wait bool) (token uint64, clean bool, err error) {
+func (m *Mutex) try(ctx context.Context, req api.AcquireRequest, t attempt, wait bool) (token uint64, clean bool, err error) {
 	if wait {
 		req.Wait = m.chunk.String()
 	}
-	a := &acquirer{m: m, req: req, wait: wait, results: make(chan acquireResult, 2)}
+	a := &acquirer{m: m, req: req, t: t, wait: wait, results: make(chan acquireResult, 2)}
 	a.ctx, a.cancel = context.WithCancel(ctx)
 	defer a.cancel() // cuts off a request still waiting when Lock returns
 	a.send()
@@ -221,6 +222,9 @@ func (m *Mutex) try(ctx context.Context, req api.AcquireRequest, wait bool) (tok
 				return 0, false, a.giveUp(ctx)
 			}
 			err := r.err
+			if errors.Is(err, ErrFeatureNotEnabled) {
+				m.s.c.forgetFeatures() // asked again below: the cluster may not have applied it yet
+			}
 			elapsed := errors.Is(err, ErrLockHeld) || errors.Is(err, ErrLockDelayed) // a wait chunk
 			if !wait || !elapsed && !isTransient(err) {
 				a.drain()
@@ -259,6 +263,7 @@ func chunkLead(chunk time.Duration) time.Duration {
 type acquirer struct {
 	m        *Mutex
 	req      api.AcquireRequest
+	t        attempt
 	wait     bool
 	ctx      context.Context // ends every request when Lock returns
 	cancel   context.CancelFunc
@@ -282,8 +287,10 @@ func (a *acquirer) send() {
 	a.inFlight++
 	a.requests++
 	a.overdue = false
+	req := a.req
+	a.m.s.onAcquire(&req, a.t) // with the session's floor as of now
 	go func() {
-		resp, out, err := a.m.acquire(a.ctx, a.req)
+		resp, out, err := a.m.acquire(a.ctx, req)
 		a.results <- acquireResult{resp, out.sends, err}
 	}()
 	if !a.wait {
@@ -322,47 +329,20 @@ func (m *Mutex) acquire(ctx context.Context, req api.AcquireRequest) (*api.Acqui
 	defer cancel()
 	stop := context.AfterFunc(m.s.ctx, cancel)
 	defer stop()
-	return m.s.c.acquireAttempt(actx, m.name, req)
-}
-
-// acquireAttempt sends an acquire that carries an attempt, or, to a server from before
-// attempts, one without: such a server refuses the field, and asking without it loses only
-// the attempt's protection.
-func (c *Client) acquireAttempt(ctx context.Context, name string, req api.AcquireRequest) (*api.AcquireResponse, outcome, error) {
-	if c.noAttempts.Load() {
-		req.Attempt = ""
-	}
-	resp, out, err := c.acquire(ctx, name, req)
-	if req.Attempt != "" && refusesAttempts(err) {
-		c.noAttempts.Store(true)
-		req.Attempt = ""
-		var again outcome
-		resp, again, err = c.acquire(ctx, name, req)
-		again.sends += out.sends
-		out = again
-	}
-	return resp, out, err
-}
-
-// refusesAttempts reports whether err is the answer of a server from before attempts to an
-// acquire that carries one: 400, the field unknown.
-func refusesAttempts(err error) bool {
-	var ae *APIError
-	return errors.As(err, &ae) && ae.Code == api.CodeInvalidArgument &&
-		strings.Contains(ae.Message, `unknown field "attempt"`)
+	return m.s.c.acquire(actx, m.name, req)
 }
 
 // granted records a grant, unless the session was lost meanwhile (then the lock cannot be
 // trusted, and goes with the session) or the token is not above one of a hold that ended:
 // that grant is an old hold the server still has, not this attempt's.
-func (m *Mutex) granted(token uint64, attempt string) error {
+func (m *Mutex) granted(token uint64, t attempt) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if token <= m.floor {
 		return fmt.Errorf("raftlock: lock %q: %w: granted token %d is not above %d, the token of a hold that ended",
 			m.name, ErrInternal, token, m.floor)
 	}
-	h := &hold{token: token, attempt: attempt}
+	h := &hold{token: token, attempt: t}
 	h.ctx, h.cancel = context.WithCancelCause(context.Background())
 	stop, ok := m.s.onLoss(func(reason error) { m.lose(h, reason) })
 	if !ok {
@@ -401,18 +381,18 @@ func (m *Mutex) current() *hold {
 	return m.hold
 }
 
-// withdraw ends m's use of the lock with a withdrawal of attempt, which may have left a queue
-// place or a grant (token, if known) behind; see runWithdrawal.
-func (m *Mutex) withdraw(attempt string, token uint64) {
+// withdraw ends m's use of the lock with a withdrawal of attempt t, which may have left a
+// queue place or a grant (token, if known) behind; see runWithdrawal.
+func (m *Mutex) withdraw(t attempt, token uint64) {
 	done := m.s.startWithdrawal(m.name) // before endUse: no new try may start in between
 	m.s.endUse(m.name, m)
-	go m.runWithdrawal(done, attempt, token, 0)
+	go m.runWithdrawal(done, t, token, 0)
 }
 
-// runWithdrawalLater withdraws attempt in the background like withdraw, without ending m's
+// runWithdrawalLater withdraws attempt t in the background like withdraw, without ending m's
 // use of the lock, and releases no grant under token keep (m's hold).
-func (m *Mutex) runWithdrawalLater(attempt string, keep uint64) {
-	go m.runWithdrawal(m.s.startWithdrawal(m.name), attempt, 0, keep)
+func (m *Mutex) runWithdrawalLater(t attempt, keep uint64) {
+	go m.runWithdrawal(m.s.startWithdrawal(m.name), t, 0, keep)
 }
 
 // runWithdrawal withdraws an attempt in the background, then calls done: it cancels the
@@ -423,13 +403,19 @@ func (m *Mutex) runWithdrawalLater(attempt string, keep uint64) {
 // server noticing, or its node failed after replicating the queue entry), or one that reaches
 // the server only now, can be granted later, leaving the lock held by a session whose Mutex
 // never learns of it. The session's next try for the lock waits for done.
-func (m *Mutex) runWithdrawal(done func(), attempt string, token, keep uint64) {
+func (m *Mutex) runWithdrawal(done func(), t attempt, token, keep uint64) {
 	defer done()
 	ctx := m.s.ctx // the withdrawal lasts as long as the session
 	for i := 0; ; i++ {
 		var err error
-		token, err = m.withdrawOnce(ctx, attempt, token, keep)
-		if err == nil || ctx.Err() != nil {
+		token, err = m.withdrawOnce(ctx, t, token, keep)
+		if err == nil {
+			// The server refuses the attempt's late requests now: the floor may pass it. (One
+			// that cannot be withdrawn keeps the floor below it while the session lives.)
+			m.s.endAttempt(t)
+			return
+		}
+		if ctx.Err() != nil {
 			return
 		}
 		m.s.gone(err)
@@ -451,10 +437,10 @@ func (m *Mutex) runWithdrawal(done func(), attempt string, token, keep uint64) {
 
 // withdrawOnce asks once to withdraw the attempt; it returns the grant's token as far as it
 // learned it.
-func (m *Mutex) withdrawOnce(ctx context.Context, attempt string, token, keep uint64) (uint64, error) {
+func (m *Mutex) withdrawOnce(ctx context.Context, t attempt, token, keep uint64) (uint64, error) {
 	c, sid := m.s.c, m.s.ID()
 	if token == 0 {
-		r, err := c.CancelAcquire(ctx, m.name, sid, attempt)
+		r, err := c.cancelAcquire(ctx, m.name, sid, m.s.fields(t))
 		switch {
 		case err == nil:
 			if !r.Held || r.Token == keep {
@@ -475,7 +461,7 @@ func (m *Mutex) withdrawOnce(ctx context.Context, attempt string, token, keep ui
 			return 0, err
 		}
 	}
-	err := c.ReleaseAttempt(ctx, m.name, sid, token, attempt)
+	err := c.releaseAttempt(ctx, m.name, sid, token, m.s.fields(t))
 	if errors.Is(err, ErrNotHolder) {
 		return token, nil
 	}
@@ -514,7 +500,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	if h == nil {
 		// Lost before: if only this process gave the session up, the server may still hold
 		// the lock for it; release it so that others need not wait for the expiry.
-		_ = m.s.c.ReleaseAttempt(ctx, m.name, m.s.ID(), lost.token, lost.attempt)
+		_ = m.s.c.releaseAttempt(ctx, m.name, m.s.ID(), lost.token, m.s.fields(lost.attempt))
 		return fmt.Errorf("raftlock: unlock %q: %w", m.name, context.Cause(lost.ctx))
 	}
 	h.stop()
@@ -523,7 +509,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	// A proclamation's withdrawal first: once released, a request of it must find it fenced.
 	err := m.s.settled(ctx, m.name)
 	if err == nil {
-		err = m.s.c.ReleaseAttempt(ctx, m.name, m.s.ID(), h.token, h.attempt)
+		err = m.s.c.releaseAttempt(ctx, m.name, m.s.ID(), h.token, m.s.fields(h.attempt))
 		m.s.gone(err)
 	}
 	switch {

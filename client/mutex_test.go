@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -322,6 +323,37 @@ func TestLockGivenUpBeforeItsRequestArrived(t *testing.T) {
 		t.Fatalf("TryLock after the withdrawal: %v, want ErrLockHeld", err)
 	}
 	// The lock is free when the late request arrives: only the cancelled attempt stops it.
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.deliverLate(ctx, t)
+	if l, err := c.GetLock(ctx, name); err != nil || l.Held || l.Waiters != 0 {
+		t.Fatalf("after the late acquire, lock %+v (%v): want free and unawaited", l, err)
+	}
+}
+
+// The same, with many Lock/Unlock cycles of the session in between: a session used to forget
+// all but its last 16 cancelled attempts, so that the late request of an early one was granted
+// and the session held a lock that none of its Mutexes believed it held.
+func TestLateRequestRefusedAfterManyCycles(t *testing.T) {
+	dev := sharedCluster(t)
+	c := newClient(t, dev.Endpoints())
+	ctx := testCtx(t, 60*time.Second)
+	name := lockName(t, "m")
+	holder := lockedMutex(ctx, t, c, name)
+	p, wc := holdingClient(t, dev.Endpoints()[0])
+	s := newSession(t, wc, client.WithTTL(time.Minute))
+	waiter := client.NewMutex(s, name, client.WithWaitChunk(30*time.Second))
+	p.giveUpWhileHeld(ctx, t, waiter.Lock)
+	for i := range 40 {
+		m := client.NewMutex(s, fmt.Sprintf("%s-other-%d", name, i%3))
+		if err := m.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}

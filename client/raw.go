@@ -178,6 +178,11 @@ func (c *Client) acquire(ctx context.Context, name string, req api.AcquireReques
 // after the cancel. Retrying is safe. A server without the endpoint answers with an error
 // matching ErrNotFound or an *APIError with code method_not_allowed.
 func (c *Client) CancelAcquire(ctx context.Context, name, session, attempt string) (*api.CancelAcquireResponse, error) {
+	return c.cancelAcquire(ctx, name, session, attemptFields{id: attempt})
+}
+
+// cancelAcquire is CancelAcquire with the attempt fields of a numbered try.
+func (c *Client) cancelAcquire(ctx context.Context, name, session string, a attemptFields) (*api.CancelAcquireResponse, error) {
 	p, err := lockPath(name, "acquire")
 	if err != nil {
 		return nil, err
@@ -187,8 +192,14 @@ func (c *Client) CancelAcquire(ctx context.Context, name, session, attempt strin
 	}
 	var r api.CancelAcquireResponse
 	q := url.Values{"session": {session}}
-	if attempt != "" {
-		q.Set("attempt", attempt)
+	if a.id != "" {
+		q.Set("attempt", a.id)
+	}
+	if a.seq != 0 {
+		q.Set("attempt_seq", strconv.FormatUint(a.seq, 10))
+	}
+	if a.floor != 0 {
+		q.Set("attempt_floor", strconv.FormatUint(a.floor, 10))
 	}
 	cl := &call{method: http.MethodDelete, path: p, query: q, out: &r}
 	if _, err := c.do(ctx, cl); err != nil {
@@ -209,27 +220,23 @@ func (c *Client) Release(ctx context.Context, name, session string, token uint64
 // won the lock. The server fences that attempt as CancelAcquire does, so that a request of it
 // still on its way (a retry, or a long poll the network delayed) cannot queue the session or
 // take the lock again after the release; the fence is recorded even if the release itself
-// finds the lock no longer held. To a server from before attempts on releases, which refuses
-// the field, it releases without one.
+// finds the lock no longer held.
 func (c *Client) ReleaseAttempt(ctx context.Context, name, session string, token uint64, attempt string) error {
+	return c.releaseAttempt(ctx, name, session, token, attemptFields{id: attempt})
+}
+
+// releaseAttempt is ReleaseAttempt with the attempt fields of a numbered try.
+func (c *Client) releaseAttempt(ctx context.Context, name, session string, token uint64, a attemptFields) error {
 	p, err := lockPath(name, "release")
 	if err != nil {
 		return err
 	}
-	if c.noReleaseAttempts.Load() {
-		attempt = ""
-	}
 	for round := 0; ; round++ {
-		req := api.ReleaseRequest{Session: session, Token: &token, Attempt: attempt}
+		req := api.ReleaseRequest{Session: session, Token: &token, Attempt: a.id, AttemptSeq: a.seq, AttemptFloor: a.floor}
 		out, err := c.do(ctx, &call{method: http.MethodPost, path: p, body: req,
 			out: &api.ReleaseResponse{}, noRetryUnknown: true})
 		if err == nil {
 			return nil
-		}
-		if attempt != "" && refusesAttempts(err) {
-			c.noReleaseAttempts.Store(true)
-			attempt = ""
-			continue
 		}
 		unknown := errors.Is(err, ErrTimeout) || (out.ambiguous && errors.Is(err, ErrNotHolder))
 		if !unknown || round >= 4 {

@@ -197,7 +197,7 @@ func (c *Client) attempt(ctx context.Context, ep string, cl *call, body []byte) 
 		return c.transportErr(ctx, ep, err, timeout+cl.wait)
 	}
 	defer resp.Body.Close()
-	if id := resp.Header.Get(api.HeaderLeader); id != "" && c.router != nil {
+	if id := resp.Header.Get(api.HeaderLeader); id != "" && c.router != nil && knowsLeader(cl, resp.StatusCode) {
 		c.router.saw(id)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
@@ -214,6 +214,15 @@ func (c *Client) attempt(ctx context.Context, ep string, cl *call, body []byte) 
 		return nil
 	}
 	return parseAPIError(ep, resp, data)
+}
+
+// knowsLeader says whether an answer's X-Raftlock-Leader comes from a node that could know who
+// leads: one that executed the request as the confirmed leader (a write it applied, a
+// linearizable read, a 409 decided against the leader's state), or a follower passing such an
+// answer on. A stale read, or an error a node gives before reaching the leader, names only what
+// the answering node believes, which may be a deposed leader.
+func knowsLeader(cl *call, status int) bool {
+	return !cl.stale && (status >= 200 && status < 300 || status == http.StatusConflict)
 }
 
 // transportErr wraps a failure to get an answer. A timeout of the attempt (not of the

@@ -80,6 +80,8 @@ type Session struct {
 	hookSeq uint64
 	uses    map[string]*lockUse // lock names its Mutexes try for, hold or withdraw from
 	changed chan struct{}       // closed and replaced when uses change or the session is lost
+	// attempts numbers the tries of the session's Mutexes and Elections.
+	attempts attempts
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -117,6 +119,8 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 		lastAck: sent, stop: make(chan struct{}), loopDone: make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	// Learn now, not in the middle of a Lock, whether the cluster numbers attempts.
+	c.supports(ctx, featureAttemptNumbers)
 	go s.keepAlive()
 	return s, nil
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // Config configures a Node. Zero durations and counts take the defaults below.
@@ -61,6 +63,16 @@ type Config struct {
 	// TLS, if set, encrypts and authenticates the node's traffic with other nodes.
 	TLS TLS
 
+	// Version is the version this node reports to the others (GET /v1/health, /v1/cluster).
+	Version string
+	// Features, if not nil, restricts the features this node supports to these, as if it were
+	// an older version: it does not report the others, and stops on an entry that uses one.
+	// For tests of rolling upgrades; nil supports every feature of fsm.AllFeatures.
+	Features []fsm.Feature
+	// FeatureCheckInterval is how often the leader asks the members which features they
+	// support, to enable those that all of them do; default DefaultFeatureCheckInterval.
+	FeatureCheckInterval time.Duration
+
 	// Logger receives the node's and raft's logs; default discards.
 	Logger hclog.Logger
 }
@@ -103,6 +115,7 @@ func (c *Config) setDefaults() {
 	def(&c.CommitTimeout, DefaultCommitTimeout)
 	def(&c.SnapshotInterval, DefaultSnapshotInterval)
 	def(&c.ApplyTimeout, DefaultApplyTimeout)
+	def(&c.FeatureCheckInterval, DefaultFeatureCheckInterval)
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = DefaultSnapshotThreshold
 	}

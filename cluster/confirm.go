@@ -44,13 +44,17 @@ func newConfirmer(r *raft.Raft, self raft.ServerID, acks *ackTransport, stop <-c
 	return &confirmer{r: r, self: self, acks: acks, stop: stop}
 }
 
-// confirm returns nil once a majority of voters accepted this node's leadership in messages
-// sent at or after since, which must not be earlier than the arrival of the request it
-// confirms.
-func (c *confirmer) confirm(ctx context.Context, since time.Time) error {
+// confirm returns nil once a majority of voters accepted this node's leadership of term in
+// messages sent at or after since, which must not be earlier than the arrival of the request
+// it confirms; term is the one the request was admitted in. Once the node leaves that term no
+// confirmation can succeed, even if it leads again in a later one.
+func (c *confirmer) confirm(ctx context.Context, since time.Time, term uint64) error {
 	for i := 0; ; i++ {
-		if c.confirmedSince(since) {
+		if c.confirmedSince(since, term) {
 			return nil
+		}
+		if c.r.CurrentTerm() != term {
+			return verifyError(errTermChanged)
 		}
 		if i == maxConfirmRounds {
 			return verifyError(errNotConfirmed)
@@ -61,13 +65,12 @@ func (c *confirmer) confirm(ctx context.Context, since time.Time) error {
 	}
 }
 
-// confirmedSince reports whether this node leads and a majority of voters accepted its
-// current term in messages sent at or after since.
-func (c *confirmer) confirmedSince(since time.Time) bool {
-	if c.r.State() != raft.Leader {
+// confirmedSince reports whether this node leads in term and a majority of voters accepted
+// that term in messages sent at or after since.
+func (c *confirmer) confirmedSince(since time.Time, term uint64) bool {
+	if c.r.State() != raft.Leader || c.r.CurrentTerm() != term {
 		return false
 	}
-	term := c.r.CurrentTerm()
 	f := c.r.GetConfiguration()
 	if f.Error() != nil {
 		return false

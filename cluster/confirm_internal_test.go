@@ -19,7 +19,8 @@ func TestConfirmOnAClosedNodeFailsAtOnce(t *testing.T) {
 	n := newSingleNode(t)
 	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := n.verify.confirm(wctx, time.Now()); err != nil {
+	term := n.raft.CurrentTerm()
+	if err := n.verify.confirm(wctx, time.Now(), term); err != nil {
 		t.Fatalf("confirm on the live leader: %v", err)
 	}
 	if err := n.Close(); err != nil {
@@ -27,7 +28,7 @@ func TestConfirmOnAClosedNodeFailsAtOnce(t *testing.T) {
 	}
 	for i := range 16 { // each call has even odds of being buffered and dropped by raft
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := n.verify.confirm(ctx, time.Now())
+		err := n.verify.confirm(ctx, time.Now(), term)
 		cancel()
 		if !errors.Is(err, ErrShutdown) {
 			t.Fatalf("call %d: confirm on a closed node = %v, want ErrShutdown", i, err)

@@ -43,6 +43,10 @@ var (
 	ErrInvalidACL = errors.New("cluster: invalid ACL command")
 )
 
+// errTermChanged means the node left the term a request was admitted in before its
+// leadership confirmation succeeded.
+var errTermChanged = errors.New("cluster: the leader term changed while the request waited for its confirmation")
+
 // errNotConfirmed means rounds of heartbeats kept failing to show a majority that accepted
 // this leader's term after a request arrived.
 var errNotConfirmed = errors.New("cluster: leadership not confirmed by messages sent after the request arrived")

@@ -292,7 +292,7 @@ func TestWritesCutOffByLeaderChangeAreRefusedOrUnknown(t *testing.T) {
 	_, refused["create session"] = closed.CreateSession(ctx, "late", longTTL, 0)
 	_, refused["acquire"] = closed.Acquire(ctx, cluster.AcquireRequest{Session: s, Lock: "late"})
 	_, refused["acquire with wait"] = closed.Acquire(ctx, cluster.AcquireRequest{Session: s, Lock: "late", Wait: time.Second})
-	_, refused["release"] = closed.Release(ctx, s, "transfer/0/0", 1, "")
+	_, refused["release"] = closed.Release(ctx, s, "transfer/0/0", 1, cluster.Attempt{})
 	_, refused["renew"] = closed.Renew(ctx, s)
 	_, refused["destroy session"] = closed.DestroySession(ctx, s)
 	refused["read barrier"] = closed.ReadBarrier(ctx)
@@ -336,7 +336,7 @@ func TestWaitOutlivingALeaderChangeLeavesTheQueueEntry(t *testing.T) {
 		return second != nil && second != first
 	})
 	// The client gave up on its first request and queues again through the new leader.
-	if res, err := second.CancelAcquire(opContext(t), s, "q", ""); err != nil || res.Status != fsm.StatusCancelled {
+	if res, err := second.CancelAcquire(opContext(t), s, "q", cluster.Attempt{}); err != nil || res.Status != fsm.StatusCancelled {
 		t.Fatalf("cancel: %+v, %v", res, err)
 	}
 	newer := enqueue(t, second, s, "q", time.Minute)

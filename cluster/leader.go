@@ -78,6 +78,7 @@ func (n *Node) establishLeadership(ctx context.Context) {
 	n.readyTerm.Store(term)
 	n.log.Info("leading", "term", term, "applied_index", n.raft.AppliedIndex())
 	n.publishSelf(ctx)
+	n.gate.poke()
 }
 
 // publishSelf records this leader's own addresses in the log if they are missing or stale, so
@@ -101,10 +102,19 @@ func (n *Node) expireSession(id fsm.SessionID, term uint64) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout*2)
 	defer cancel()
-	res, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeExpireSession, Session: id, Now: n.wallNow()})
+	cmd := &fsm.Command{Type: fsm.TypeExpireSession, Session: id, Now: n.wallNow()}
+	if n.fsm.FeatureEnabled(fsm.FeatureExpiryTerm) {
+		// Checking leadsIn(term) and proposing are not one step: should this node lose and
+		// regain leadership in between, raft would append the command in the later term,
+		// whose timers have not run out. The state machine drops it then.
+		cmd.Term = term
+	}
+	res, err := n.propose(ctx, cmd)
 	switch {
 	case err == nil && res.Status == fsm.StatusOK:
 		n.log.Debug("session expired", "session", id, "released", len(res.Released))
+	case err == nil && res.Status == fsm.StatusStaleTerm:
+		n.log.Debug("session expiry of an earlier term dropped", "session", id, "term", term)
 	case err == nil:
 		// Already gone (destroyed meanwhile): nothing to do.
 	case errors.Is(err, ErrNotLeader) && !n.IsLeader():

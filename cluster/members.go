@@ -25,6 +25,9 @@ type MemberInfo struct {
 	HTTPAddr string
 	Voter    bool
 	Leader   bool
+	// Report is what the member last told the leader of itself; nil on other nodes, and
+	// before the leader's first feature check.
+	Report *MemberReport
 }
 
 // Status is a node's view of the cluster.
@@ -37,6 +40,8 @@ type Status struct {
 	Members      []MemberInfo
 	// LogStore is the kind of this node's Raft log store (LogStoreBoltDB or LogStoreWAL).
 	LogStore string
+	// Features are the features the cluster has enabled, as this node applied the log.
+	Features []fsm.Feature
 }
 
 // Status returns this node's view of the cluster: leader, term, indexes and members.
@@ -54,6 +59,7 @@ func (n *Node) Status() (Status, error) {
 		State:        n.raft.State().String(),
 		Members:      members,
 		LogStore:     n.cfg.LogStore,
+		Features:     n.fsm.Features(),
 	}, nil
 }
 
@@ -69,14 +75,19 @@ func (n *Node) Members() ([]MemberInfo, error) {
 	}
 	_, leader := n.raft.LeaderWithID()
 	var out []MemberInfo
+	leading := n.IsLeader()
 	for _, s := range f.Configuration().Servers {
-		out = append(out, MemberInfo{
+		m := MemberInfo{
 			ID:       string(s.ID),
 			RaftAddr: string(s.Address),
 			HTTPAddr: published[string(s.ID)].HTTPAddr,
 			Voter:    s.Suffrage == raft.Voter,
 			Leader:   s.ID == leader,
-		})
+		}
+		if rep, ok := n.gate.lastReport(m.ID); ok && leading {
+			m.Report = &rep
+		}
+		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
@@ -99,6 +110,9 @@ func (n *Node) AddMember(ctx context.Context, id, raftAddr, httpAddr string) err
 		}
 	}
 	if !present {
+		if err := n.checkCompatible(ctx, id, httpAddr); err != nil {
+			return err
+		}
 		if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
 			return applyError(err)
 		}

@@ -30,6 +30,7 @@ type Node struct {
 	events *notifier
 	timers *leaderTimers
 	verify *confirmer
+	gate   *featureGate
 	stats  counters
 	// httpc makes the node's own requests to other members' APIs (join, publish, leave).
 	httpc *http.Client
@@ -37,6 +38,10 @@ type Node struct {
 	// readyTerm is the term in which this node leads and has passed the Barrier, with that
 	// term's timers armed; 0 when it does not lead.
 	readyTerm atomic.Uint64
+
+	// admitted, if set, is called by admit with the term a request was admitted in: a test
+	// hook that stalls a request between its admission and its confirmation. Nil outside tests.
+	admitted func(term uint64)
 
 	leaderCh    chan bool
 	stop        chan struct{}
@@ -67,8 +72,13 @@ func New(cfg Config) (*Node, error) {
 		leaderCh: make(chan bool, 16),
 		stop:     make(chan struct{}),
 	}
-	n.fsm = fsm.New(n)
+	var opts []fsm.Option
+	if cfg.Features != nil {
+		opts = append(opts, fsm.WithFeatures(cfg.Features...))
+	}
+	n.fsm = fsm.New(n, opts...)
 	n.timers = newLeaderTimers(n)
+	n.gate = newFeatureGate(n, cfg.FeatureCheckInterval)
 	n.httpc = newHTTPClient(cfg.TLS.HTTPClient)
 
 	if err := n.open(); err != nil {
@@ -78,9 +88,10 @@ func New(cfg Config) (*Node, error) {
 	n.verify = newConfirmer(n.raft, raft.ServerID(cfg.ID), n.acks, n.stop)
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancelLoops = cancel
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.monitorLeadership()
 	go n.publishLoop(ctx)
+	go n.gate.run(ctx)
 	return n, nil
 }
 

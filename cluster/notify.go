@@ -17,7 +17,7 @@ type waitKey struct {
 type grantWait struct {
 	key     waitKey
 	granted chan uint64   // buffered 1
-	ended   chan struct{} // closed when the session ends or the node closes
+	ended   chan struct{} // closed when the session ends, its queue entry is dropped, or the node closes
 	// ready, when not nil, is closed once an earlier request of the same session and lock has
 	// finished taking the queue entry away (see leave); the acquire is proposed after it.
 	ready <-chan struct{}
@@ -144,6 +144,11 @@ func (nt *notifier) observe(events []fsm.Event) {
 			}
 		case fsm.EventSessionEnded:
 			for w := range nt.bySession[e.Session] {
+				closeOnce(w.ended)
+			}
+		case fsm.EventWaitDropped:
+			// The queue entry is gone (its token was deleted): the wait cannot be granted.
+			for w := range nt.grants[waitKey{e.Lock, e.Session}] {
 				closeOnce(w.ended)
 			}
 		case fsm.EventRestored:

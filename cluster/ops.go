@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/raftlock/raftlock/fsm"
 )
 
@@ -15,6 +17,22 @@ func (n *Node) leaderOnly() error {
 		return ErrNotLeader
 	}
 	return nil
+}
+
+// admit returns the term in which this node is the ready leader, for a request whose answer
+// rests on that leadership (a renewal, a linearizable read): the confirmation must be of that
+// term, not of whatever term is current when it runs. A node deposed and elected again while
+// the request's goroutine stalled would otherwise acknowledge a renewal against the old term's
+// timers, or answer a read before the new term's Barrier brought its state up to date.
+func (n *Node) admit() (uint64, error) {
+	term := n.readyTerm.Load()
+	if term == 0 || n.raft.State() != raft.Leader || n.raft.CurrentTerm() != term {
+		return 0, ErrNotLeader
+	}
+	if n.admitted != nil {
+		n.admitted(term)
+	}
+	return term, nil
 }
 
 // CreateSession creates a session with a fresh random id and returns it as applied.
@@ -104,11 +122,12 @@ type RenewResult struct {
 func (n *Node) RenewMany(ctx context.Context, ids []fsm.SessionID) ([]RenewResult, error) {
 	// Taken before the leases restart: the confirmation rests on messages sent after it.
 	arrived := time.Now()
-	if err := n.leaderOnly(); err != nil {
+	term, err := n.admit()
+	if err != nil {
 		return nil, err
 	}
 	res := make([]RenewResult, len(ids))
-	if err := n.timers.renewMany(ids, res); err != nil {
+	if err := n.timers.renewMany(term, ids, res); err != nil {
 		return nil, err
 	}
 	for i, id := range ids {
@@ -123,7 +142,7 @@ func (n *Node) RenewMany(ctx context.Context, ids []fsm.SessionID) ([]RenewResul
 		// would answer from a state that misses newer sessions), which the confirmation
 		// below settles for every session at once.
 	}
-	if err := n.verify.confirm(ctx, arrived); err != nil {
+	if err := n.verify.confirm(ctx, arrived, term); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -140,7 +159,25 @@ type AcquireRequest struct {
 	Wait time.Duration
 	// Attempt, if set, names the client's try; the acquire is refused (StatusAttemptCancelled)
 	// once the session cancelled it.
-	Attempt string
+	Attempt Attempt
+}
+
+// Attempt names a client's try for a lock, one Lock call, all of whose requests carry it (see
+// fsm.Command): the zero Attempt names none.
+type Attempt struct {
+	// ID is a try named by a string, as clients from before numbered attempts name them; a
+	// session remembers only its last 16 cancelled ones.
+	ID string
+	// Seq is a numbered try (fsm.FeatureAttemptNumbers): a session numbers its tries from one
+	// counter, and refuses any of a lock at or below the highest it saw end, never forgetting.
+	Seq uint64
+	// Floor says that every try of the session numbered below it has ended.
+	Floor uint64
+}
+
+// set copies the attempt into c.
+func (a Attempt) set(c *fsm.Command) {
+	c.Attempt, c.AttemptSeq, c.AttemptFloor = a.ID, a.Seq, a.Floor
 }
 
 // Acquire tries, or with a Wait queues for, a lock. The Result's Status says what happened:
@@ -151,7 +188,8 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, err
 		return fsm.Result{}, err
 	}
 	cmd := &fsm.Command{Type: fsm.TypeAcquire, Session: req.Session, Lock: req.Lock,
-		Value: req.Value, SetValue: req.SetValue, Queue: req.Wait > 0, Attempt: req.Attempt}
+		Value: req.Value, SetValue: req.SetValue, Queue: req.Wait > 0}
+	req.Attempt.set(cmd)
 	if req.Wait <= 0 {
 		return n.propose(ctx, cmd)
 	}
@@ -198,7 +236,8 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, err
 				n.events.cancel(w)
 				return fsm.Result{Status: fsm.StatusSessionNotFound}, nil
 			}
-			// The state was replaced (snapshot restore) or the node is closing: settle it below.
+			// The state was replaced (snapshot restore), the queue entry was dropped (its
+			// token was deleted) or the node is closing: settle it below.
 		case <-timer.C:
 		case <-ctx.Done():
 		}
@@ -250,14 +289,16 @@ func (n *Node) grantAfter(req AcquireRequest, index uint64) (fsm.Result, bool) {
 // and cannot tell whether a request of its still waits somewhere (a cut connection, a node that
 // failed while it answered). The Result's Status is StatusCancelled or StatusNotQueued, or
 // StatusOK with the token when the session holds the lock: a grant that came first is
-// reported, never undone. StatusSessionNotFound when the session does not exist. A non-empty
-// attempt also refuses the session's later acquires of the lock that carry it, so that a
-// request of the cancelled try that is still on its way cannot queue or grant.
-func (n *Node) CancelAcquire(ctx context.Context, session fsm.SessionID, lock, attempt string) (fsm.Result, error) {
+// reported, never undone. StatusSessionNotFound when the session does not exist. An attempt
+// also refuses the session's later acquires of the lock that carry it, so that a request of
+// the cancelled try that is still on its way cannot queue or grant.
+func (n *Node) CancelAcquire(ctx context.Context, session fsm.SessionID, lock string, attempt Attempt) (fsm.Result, error) {
 	if err := n.leaderOnly(); err != nil {
 		return fsm.Result{}, err
 	}
-	return n.propose(ctx, &fsm.Command{Type: fsm.TypeCancelWait, Session: session, Lock: lock, Attempt: attempt})
+	cmd := &fsm.Command{Type: fsm.TypeCancelWait, Session: session, Lock: lock}
+	attempt.set(cmd)
+	return n.propose(ctx, cmd)
 }
 
 // cancelWait removes the session from the lock's queue after its wait ended. A grant that won
@@ -308,13 +349,15 @@ func (n *Node) grantResult(req AcquireRequest, token uint64) fsm.Result {
 }
 
 // Release releases a lock held by the session under token; the first waiter, if any, is granted
-// in the same command. A non-empty attempt is fenced too, held or not: the try that won the
-// lock has ended, and its requests still in flight must not take it again.
-func (n *Node) Release(ctx context.Context, session fsm.SessionID, lock string, token uint64, attempt string) (fsm.Result, error) {
+// in the same command. An attempt is fenced too, held or not: the try that won the lock has
+// ended, and its requests still in flight must not take it again.
+func (n *Node) Release(ctx context.Context, session fsm.SessionID, lock string, token uint64, attempt Attempt) (fsm.Result, error) {
 	if err := n.leaderOnly(); err != nil {
 		return fsm.Result{}, err
 	}
-	return n.propose(ctx, &fsm.Command{Type: fsm.TypeRelease, Session: session, Lock: lock, Token: token, Attempt: attempt})
+	cmd := &fsm.Command{Type: fsm.TypeRelease, Session: session, Lock: lock, Token: token}
+	attempt.set(cmd)
+	return n.propose(ctx, cmd)
 }
 
 // ReadBarrier makes the local state machine linearizable for a read that follows it: it
@@ -331,10 +374,11 @@ func (n *Node) Release(ctx context.Context, session fsm.SessionID, lock string, 
 // applied.)
 func (n *Node) ReadBarrier(ctx context.Context) error {
 	arrived := time.Now()
-	if err := n.leaderOnly(); err != nil {
+	term, err := n.admit()
+	if err != nil {
 		return err
 	}
-	return n.verify.confirm(ctx, arrived)
+	return n.verify.confirm(ctx, arrived, term)
 }
 
 // WatchLock returns a channel closed at the next applied change of the named lock. Take it

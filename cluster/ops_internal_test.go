@@ -62,7 +62,7 @@ func TestWaitIgnoresAGrantOlderThanItsOwnAcquire(t *testing.T) {
 		t.Fatalf("the wait answered %v with token %d before the lock was released", got.Status, got.Token)
 	case <-time.After(200 * time.Millisecond): // the stale grant would have answered at once
 	}
-	if _, err := n.Release(ctx, holder, "l", res.Token, ""); err != nil {
+	if _, err := n.Release(ctx, holder, "l", res.Token, Attempt{}); err != nil {
 		t.Fatal(err)
 	}
 	got := <-ch
@@ -119,7 +119,7 @@ func TestWaitEndRacingItsGrantReportsTheGrant(t *testing.T) {
 	ch := startWait(t, n, ctx, waiter, "l")
 	queuedAt := n.raft.LastIndex()
 	w := n.events.waitGrant("l", waiter)
-	if _, err := n.Release(ctx, holder, "l", res.Token, ""); err != nil {
+	if _, err := n.Release(ctx, holder, "l", res.Token, Attempt{}); err != nil {
 		t.Fatal(err)
 	}
 	<-ch

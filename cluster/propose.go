@@ -19,6 +19,10 @@ func (n *Node) propose(ctx context.Context, c *fsm.Command) (fsm.Result, error) 
 		// apply a command nobody waits for, such as an acquire whose client already gave up.
 		return fsm.Result{}, fmt.Errorf("%w: the request ended before it was proposed: %w", ErrNotProposed, context.Cause(ctx))
 	}
+	if feature := c.RequiredFeature(); feature != "" && !n.fsm.FeatureEnabled(feature) {
+		// Some member may not know it: it must not enter the log.
+		return fsm.Result{}, fmt.Errorf("%w: %q", ErrFeatureNotEnabled, feature)
+	}
 	f := n.raft.Apply(c.Encode(nil), n.cfg.ApplyTimeout)
 	switch done, err := await(ctx, f); {
 	case !done:
@@ -41,4 +45,5 @@ func (n *Node) Observe(events []fsm.Event) {
 	n.events.observe(events)
 	n.timers.observe(events)
 	n.stats.observe(events)
+	n.gate.observe(events)
 }

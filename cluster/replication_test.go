@@ -290,7 +290,7 @@ func churn(c *testCluster, worker, rounds int) error {
 		}
 		res, err := n.Acquire(ctx, cluster.AcquireRequest{Session: s.ID, Lock: name})
 		if err == nil && res.Status == fsm.StatusOK && i%2 == 0 {
-			_, err = n.Release(ctx, s.ID, name, res.Token, "")
+			_, err = n.Release(ctx, s.ID, name, res.Token, cluster.Attempt{})
 		}
 		if _, err2 := n.DestroySession(ctx, s.ID); err == nil && err2 == nil {
 			i++

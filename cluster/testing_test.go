@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -86,6 +87,10 @@ func newTestCluster(t testing.TB, size int, tune func(*cluster.Config)) *testClu
 // memberHandler serves POST /v1/cluster/members for node i, as httpapi would.
 func (c *testCluster) memberHandler(i int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/health" {
+			c.health(i, w)
+			return
+		}
 		var req api.AddMemberRequest
 		if r.Method != http.MethodPost || r.URL.Path != "/v1/cluster/members" {
 			http.NotFound(w, r)
@@ -109,6 +114,22 @@ func (c *testCluster) memberHandler(i int) http.Handler {
 	})
 }
 
+// health answers GET /v1/health for node i as the API does: what the leader's feature gate
+// asks every member.
+func (c *testCluster) health(i int, w http.ResponseWriter) {
+	n := c.node(i)
+	if n == nil {
+		http.Error(w, "stopped", http.StatusServiceUnavailable)
+		return
+	}
+	h := api.Health{Status: "ok", ID: n.ID(), Version: n.Version(), AppliedIndex: n.FSM().AppliedIndex()}
+	for _, f := range n.SupportedFeatures() {
+		h.Features = append(h.Features, string(f))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(h)
+}
+
 func (c *testCluster) config(i int, ln net.Listener) cluster.Config {
 	initial := make(map[string]string)
 	for j, id := range c.ids {
@@ -125,6 +146,8 @@ func (c *testCluster) config(i int, ln net.Listener) cluster.Config {
 		LeaderLeaseTimeout: testLease,
 		CommitTimeout:      5 * time.Millisecond,
 		Logger:             testLogger(c.ids[i]),
+		// Check often: tests wait for the features every member supports to be enabled.
+		FeatureCheckInterval: 100 * time.Millisecond,
 		// Empty is the default store; CI also runs these tests with boltdb.
 		LogStore: os.Getenv("RAFTLOCK_TEST_LOG_STORE"),
 	}
@@ -311,7 +334,9 @@ func (c *testCluster) followers(leader int) []int {
 	return out
 }
 
-// waitPublished waits until the leader's state machine holds every member's HTTP address.
+// waitPublished waits until the leader's state machine holds every member's HTTP address, and
+// the features that every running member supports are enabled (the leader enables them once
+// it can ask every member), so that no later change to the state comes from either.
 func (c *testCluster) waitPublished(leader *cluster.Node) {
 	c.t.Helper()
 	waitFor(c.t, leaderTimeout, "every member to publish its address", func() bool {
@@ -325,6 +350,15 @@ func (c *testCluster) waitPublished(leader *cluster.Node) {
 			}
 		}
 		return true
+	})
+	waitFor(c.t, leaderTimeout, "the features every member supports to be enabled", func() bool {
+		shared := fsm.AllFeatures()
+		for _, i := range c.running() {
+			if n := c.node(i); n != nil {
+				shared = slices.DeleteFunc(shared, func(f fsm.Feature) bool { return !slices.Contains(n.SupportedFeatures(), f) })
+			}
+		}
+		return len(leader.FSM().Features()) >= len(shared)
 	})
 }
 
@@ -402,7 +436,7 @@ func mustAcquire(t testing.TB, n *cluster.Node, session fsm.SessionID, lock, val
 // returns the Result (whose Index is the token of a waiter granted by the release).
 func mustRelease(t testing.TB, n *cluster.Node, session fsm.SessionID, lock string, token uint64) fsm.Result {
 	t.Helper()
-	res, err := n.Release(opContext(t), session, lock, token, "")
+	res, err := n.Release(opContext(t), session, lock, token, cluster.Attempt{})
 	if err != nil || res.Status != fsm.StatusOK {
 		t.Fatalf("release %q token %d: status %v, err %v", lock, token, res.Status, err)
 	}
@@ -420,7 +454,7 @@ func (c *testCluster) releaseAtLeader(session fsm.SessionID, lock string, token 
 		if n == nil {
 			return false
 		}
-		r, err := n.Release(opContext(c.t), session, lock, token, "")
+		r, err := n.Release(opContext(c.t), session, lock, token, cluster.Attempt{})
 		if errors.Is(err, cluster.ErrNotLeader) && !errors.Is(err, cluster.ErrUnknownOutcome) {
 			return false
 		}

@@ -124,12 +124,13 @@ func (lt *leaderTimers) armSessionLocked(id fsm.SessionID, ttl time.Duration) {
 }
 
 // renewMany restarts each session's lease at the full TTL, measured from now (the moment the
-// leader received the renewal), and records in res which sessions have no timer.
-func (lt *leaderTimers) renewMany(ids []fsm.SessionID, res []RenewResult) error {
+// leader received the renewal), and records in res which sessions have no timer. The timers
+// must be those of term, in which the renewal was admitted.
+func (lt *leaderTimers) renewMany(term uint64, ids []fsm.SessionID, res []RenewResult) error {
 	now := time.Now()
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
-	if !lt.active {
+	if !lt.active || lt.term != term {
 		return ErrNotLeader
 	}
 	for i, id := range ids {

@@ -27,6 +27,9 @@ type Config struct {
 	RaftPeerAddrs map[string]string
 	// ClockOffset skews the wall-clock readings the node writes into commands (fault injection only).
 	ClockOffset time.Duration
+	// DisableFeatures makes the node support none of these features, as an older version
+	// would not (tests of rolling upgrades only).
+	DisableFeatures []string
 
 	LogLevel  string
 	LogFormat string
@@ -110,6 +113,8 @@ func AddFlags(fs *pflag.FlagSet) {
 	_ = fs.MarkHidden("raft-peer-addrs")
 	fs.Duration("clock-offset", 0, "fault injection: add this to the wall-clock readings the node writes into commands")
 	_ = fs.MarkHidden("clock-offset")
+	fs.StringSlice("disable-features", nil, "upgrade tests: support none of these features, as an older version would not")
+	_ = fs.MarkHidden("disable-features")
 	fs.String("log-level", d.LogLevel, "log level: trace, debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "log format: text or json")
 	fs.Duration("heartbeat-timeout", d.HeartbeatTimeout, "Raft heartbeat timeout")
@@ -173,6 +178,7 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		SnapshotInterval:    v.GetDuration("snapshot-interval"),
 		TrailingLogs:        v.GetUint64("trailing-logs"),
 		ClockOffset:         v.GetDuration("clock-offset"),
+		DisableFeatures:     splitList(v.GetStringSlice("disable-features")),
 		MaxBodyBytes:        v.GetInt64("max-body-bytes"),
 		MaxSessions:         v.GetInt("max-sessions"),
 		MaxWaitersPerLock:   v.GetInt("max-waiters-per-lock"),

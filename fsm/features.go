@@ -68,9 +68,9 @@ func WithFeatures(fs ...Feature) Option {
 	return func(f *FSM) { f.known = featureSet(nil).with(fs) }
 }
 
-// requiredFeature returns the feature that c needs the applying node to know, or "" if any
-// version of the state machine that knows EnableFeatures can apply it.
-func (c *Command) requiredFeature() Feature {
+// RequiredFeature returns the feature that c needs the cluster to have enabled (and the
+// applying node to know), or "" if any version that knows EnableFeatures can apply it.
+func (c *Command) RequiredFeature() Feature {
 	switch {
 	case c.AttemptSeq != 0 || c.AttemptFloor != 0:
 		return FeatureAttemptNumbers
@@ -83,7 +83,7 @@ func (c *Command) requiredFeature() Feature {
 // unknownFeature returns the first feature that c needs or enables and this state machine
 // does not know, or "".
 func (f *FSM) unknownFeature(c *Command) Feature {
-	if r := c.requiredFeature(); r != "" && !f.known.has(r) {
+	if r := c.RequiredFeature(); r != "" && !f.known.has(r) {
 		return r
 	}
 	for _, e := range c.Features {

@@ -178,14 +178,22 @@ func (id *identity) session(info fsm.SessionInfo) error {
 		info.ID, fsm.ManagementPolicy)
 }
 
-// ownedSession refuses unless the session exists (404) and the caller owns it (403).
-func (s *Server) ownedSession(id *identity, session fsm.SessionID) error {
+// ownedSession refuses unless the session exists (404) and the caller owns it (403). It runs
+// on the leader: a session's absence is answered only once the leadership is confirmed after
+// the request arrived, since a deposed leader that does not know it yet may lack a session
+// created through its successor, and a client takes 404 as final and drops the session.
+func (s *Server) ownedSession(c echo.Context, id *identity, session fsm.SessionID) error {
 	if id == nil {
 		return nil
 	}
 	info, ok := s.node.FSM().Session(session)
 	if !ok {
-		return sessionNotFound(session.String())
+		if err := s.readBarrier(c); err != nil {
+			return err
+		}
+		if info, ok = s.node.FSM().Session(session); !ok {
+			return sessionNotFound(session.String())
+		}
 	}
 	return id.session(info)
 }

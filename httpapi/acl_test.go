@@ -1,11 +1,13 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/raftlock/raftlock/api"
 )
@@ -407,4 +409,53 @@ func TestACLDeletedTokenIsRefusedEverywhere(t *testing.T) {
 	other := newToken(t, eps[0])
 	refused(t, doAs(t, other.SecretID, http.MethodPut, eps[1]+"/v1/sessions/"+s+"/renew", nil), http.StatusForbidden, "the token that created it")
 	ok(t, doAs(t, aclRoot, http.MethodDelete, eps[1]+"/v1/sessions/"+s, nil), http.StatusOK, nil)
+}
+
+// Deleting a token drops the queue entries of the sessions it owns in the same command: a
+// blocking acquire admitted under the token is answered at once (401, its token is gone)
+// instead of being granted later, and the lock goes to the next waiter.
+func TestTokenDeleteEndsItsSessionsWaits(t *testing.T) {
+	eps := aclCluster(t)
+	leader, follower := eps[0], eps[1]
+	name := "td/" + uniqueName(t)
+	pol := newPolicy(t, leader, "none", rule("td/", "write"))
+	doomed, other := newToken(t, leader, pol), newToken(t, leader, pol)
+	holder := sessionAs(t, leader, other.SecretID)
+	var g api.AcquireResponse
+	ok(t, doAs(t, other.SecretID, http.MethodPost, leader+"/v1/locks/"+name+"/acquire", acquireReq(holder, "", nil)), http.StatusOK, &g)
+	waiter := sessionAs(t, leader, doomed.SecretID)
+	next := sessionAs(t, leader, other.SecretID)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	blocked := make(chan response, 1)
+	go func() {
+		blocked <- rawDoCtx(ctx, http.MethodPost, follower+"/v1/locks/"+name+"/acquire", acquireReq(waiter, "50s", nil), as(doomed.SecretID))
+	}()
+	waitWaitersAs(t, leader, name, 1)
+	queued := make(chan response, 1)
+	go func() {
+		queued <- rawDoCtx(ctx, http.MethodPost, leader+"/v1/locks/"+name+"/acquire", acquireReq(next, "50s", nil), as(other.SecretID))
+	}()
+	waitWaitersAs(t, leader, name, 2)
+	ok(t, doAs(t, aclRoot, http.MethodDelete, leader+"/v1/acl/tokens/"+doomed.AccessorID, nil), http.StatusOK, nil)
+	refused(t, await(t, blocked, "the deleted token's blocking acquire"), http.StatusUnauthorized, "token", doomed.SecretID)
+	ok(t, doAs(t, other.SecretID, http.MethodPost, leader+"/v1/locks/"+name+"/release", api.ReleaseRequest{Session: holder, Token: &g.Token}), http.StatusOK, nil)
+	var granted api.AcquireResponse
+	ok(t, await(t, queued, "the next waiter"), http.StatusOK, &granted)
+	if granted.Session != next {
+		t.Fatalf("the lock went to %s, want the next waiter %s", granted.Session, next)
+	}
+}
+
+// waitWaitersAs waits until the lock has n waiters, reading it with the root token.
+func waitWaitersAs(t *testing.T, ep, name string, n int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d waiters on %q", n, name), func() string {
+		var l api.Lock
+		r := doAs(t, aclRoot, http.MethodGet, ep+"/v1/locks/"+name, nil)
+		if r.status != http.StatusOK || json.Unmarshal(r.body, &l) != nil || l.Waiters != n {
+			return fmt.Sprintf("%d %s", r.status, short(r.body))
+		}
+		return ""
+	})
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/version"
 )
 
 func TestClusterView(t *testing.T) {
@@ -26,16 +28,29 @@ func TestClusterView(t *testing.T) {
 		for _, q := range []string{"", "?consistency=stale"} {
 			r := do(t, http.MethodGet, ep+"/v1/cluster"+q, nil)
 			ok(t, r, http.StatusOK, nil)
-			hasKeys(t, fields(t, r.body), "version", "leader", "term", "commit_index", "applied_index", "members", "log_store")
+			hasKeys(t, fields(t, r.body), "version", "leader", "term", "commit_index", "applied_index", "members", "log_store", "features")
+			// The leader adds what each member reported of itself; a follower's stale read
+			// has no reports.
+			reports := q == "" || d.Agent(i).Node().ID() == leaderID
 			for _, raw := range rawList(t, r.body, "members") {
-				hasKeys(t, fields(t, raw), "id", "raft_addr", "http_addr", "suffrage", "leader")
+				if reports {
+					hasKeys(t, fields(t, raw), "id", "raft_addr", "http_addr", "suffrage", "leader", "version", "features")
+				} else {
+					hasKeys(t, fields(t, raw), "id", "raft_addr", "http_addr", "suffrage", "leader")
+				}
 			}
 			var c api.Cluster
 			if err := json.Unmarshal(r.body, &c); err != nil {
 				t.Fatal(err)
 			}
-			if c.Version != agent.Version || c.Leader != leaderID || c.Term == 0 || c.CommitIndex == 0 || c.AppliedIndex == 0 || c.LogStore != "wal" {
+			if c.Version != version.Version || c.Leader != leaderID || c.Term == 0 || c.CommitIndex == 0 || c.AppliedIndex == 0 || c.LogStore != "wal" ||
+				len(c.Features) != len(fsm.AllFeatures()) {
 				t.Fatalf("cluster via node %d: %s", i, r.body)
+			}
+			for _, m := range c.Members {
+				if reports && (m.Version != version.Version || len(m.Features) != len(fsm.AllFeatures())) {
+					t.Fatalf("member %s reported %q %v", m.ID, m.Version, m.Features)
+				}
 			}
 			checkMembers(t, d, c.Members, leaderID)
 		}

@@ -33,6 +33,7 @@ func (s *Server) getCluster(c echo.Context) error {
 			AppliedIndex: st.AppliedIndex,
 			Members:      membersBody(st.Members),
 			LogStore:     st.LogStore,
+			Features:     featureNames(st.Features),
 		})
 	})
 }
@@ -149,6 +150,9 @@ func membersBody(ms []cluster.MemberInfo) []api.Member {
 			suffrage = "voter"
 		}
 		out[i] = api.Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Suffrage: suffrage, Leader: m.Leader}
+		if m.Report != nil {
+			out[i].Version, out[i].Features = m.Report.Version, featureNames(m.Report.Features)
+		}
 	}
 	return out
 }

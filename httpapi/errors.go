@@ -82,6 +82,11 @@ func fromClusterError(err error) *apiError {
 		return newError(http.StatusNotFound, api.CodeNotFound, "no such policy")
 	case errors.Is(err, cluster.ErrTokenNotFound):
 		return newError(http.StatusNotFound, api.CodeNotFound, "no such token")
+	case errors.Is(err, cluster.ErrFeatureNotEnabled):
+		return newError(http.StatusConflict, api.CodeFeatureNotEnabled,
+			"%v: a member runs a version without it; upgrade every member, or ask without it", err)
+	case errors.Is(err, cluster.ErrIncompatible):
+		return newError(http.StatusConflict, api.CodeIncompatible, "%v", err)
 	case errors.Is(err, cluster.ErrInvalidACL):
 		return invalid("the policy or token is not valid (an empty name, a repeated prefix or policy)")
 	case errors.Is(err, cluster.ErrNotProposed):

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -92,7 +91,8 @@ func (s *Server) acquire(c echo.Context, name string) error {
 			return err
 		}
 	}
-	if err := attempt(req.Attempt); err != nil {
+	try, err := numberedAttempt(req.Attempt, req.AttemptSeq, req.AttemptFloor, true)
+	if err != nil {
 		return err
 	}
 	var id fsm.SessionID
@@ -120,7 +120,7 @@ func (s *Server) acquire(c echo.Context, name string) error {
 			return err
 		}
 		if !id.IsZero() {
-			if err := s.ownedSession(caller, id); err != nil {
+			if err := s.ownedSession(c, caller, id); err != nil {
 				return err
 			}
 		}
@@ -137,7 +137,7 @@ func (s *Server) acquire(c echo.Context, name string) error {
 		}
 		ctx, cancel := s.commandContext(c, wait)
 		defer cancel()
-		res, err := s.node.Acquire(ctx, cluster.AcquireRequest{Session: id, Lock: name, Value: value, SetValue: req.Value != nil, Wait: wait, Attempt: req.Attempt})
+		res, err := s.node.Acquire(ctx, cluster.AcquireRequest{Session: id, Lock: name, Value: value, SetValue: req.Value != nil, Wait: wait, Attempt: try})
 		if created && (err != nil || res.Status != fsm.StatusOK) {
 			// The caller never learned the session's id: do not leave it holding a place.
 			dctx, dcancel := s.commandContext(c, 0)
@@ -146,6 +146,13 @@ func (s *Server) acquire(c echo.Context, name string) error {
 		}
 		if err != nil {
 			return fromClusterError(err)
+		}
+		if res.Status != fsm.StatusOK && wait > 0 {
+			// A wait ends early when the token it was admitted under is deleted (which drops
+			// its sessions' queue entries): say so rather than that the lock is held.
+			if _, err := s.caller(c); err != nil {
+				return err
+			}
 		}
 		return s.acquireResult(c, caller, name, id, res)
 	})
@@ -195,8 +202,16 @@ func (s *Server) cancelAcquire(c echo.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	try := c.QueryParam("attempt")
-	if err := attempt(try); err != nil {
+	seq, err := queryNumber(c, "attempt_seq")
+	if err != nil {
+		return err
+	}
+	floor, err := queryNumber(c, "attempt_floor")
+	if err != nil {
+		return err
+	}
+	try, err := numberedAttempt(c.QueryParam("attempt"), seq, floor, false)
+	if err != nil {
 		return err
 	}
 	return s.atLeader(c, func() error {
@@ -242,7 +257,8 @@ func (s *Server) release(c echo.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := attempt(req.Attempt); err != nil {
+	try, err := numberedAttempt(req.Attempt, req.AttemptSeq, req.AttemptFloor, false)
+	if err != nil {
 		return err
 	}
 	return s.atLeader(c, func() error {
@@ -251,7 +267,7 @@ func (s *Server) release(c echo.Context, name string) error {
 		}
 		ctx, cancel := s.commandContext(c, 0)
 		defer cancel()
-		res, err := s.node.Release(ctx, id, name, *req.Token, req.Attempt)
+		res, err := s.node.Release(ctx, id, name, *req.Token, try)
 		if err != nil {
 			return fromClusterError(err)
 		}
@@ -325,13 +341,12 @@ func (s *Server) check(c echo.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	raw := c.QueryParam("token")
-	if raw == "" {
+	if c.QueryParam("token") == "" {
 		return invalid("token is required")
 	}
-	token, err := strconv.ParseUint(raw, 10, 64)
+	token, err := queryNumber(c, "token")
 	if err != nil {
-		return invalid("token %q is not a non-negative integer", raw)
+		return err
 	}
 	return s.read(c, q, func() error {
 		caller, err := s.caller(c)
@@ -408,5 +423,5 @@ func (s *Server) mayWriteAs(c echo.Context, name string, session fsm.SessionID) 
 	if err := caller.lock(name, fsm.AccessWrite); err != nil {
 		return err
 	}
-	return s.ownedSession(caller, session)
+	return s.ownedSession(c, caller, session)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/config"
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/devtest"
 )
 
@@ -114,6 +115,9 @@ func settled(d *agent.Dev, hdr http.Header) string {
 			return fmt.Sprintf("node %d sees leader %q", i, c.Leader)
 		}
 		leader = c.Leader
+		if len(c.Features) < len(fsm.AllFeatures()) {
+			return fmt.Sprintf("node %d has not applied the features' enabling yet: %v", i, c.Features)
+		}
 		for _, m := range c.Members {
 			if m.HTTPAddr == "" {
 				return fmt.Sprintf("node %d: member %s has no http_addr yet", i, m.ID)

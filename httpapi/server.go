@@ -36,8 +36,8 @@ type Node interface {
 	Renew(ctx context.Context, id fsm.SessionID) (time.Duration, error)
 	RenewMany(ctx context.Context, ids []fsm.SessionID) ([]cluster.RenewResult, error)
 	Acquire(ctx context.Context, req cluster.AcquireRequest) (fsm.Result, error)
-	CancelAcquire(ctx context.Context, session fsm.SessionID, lock, attempt string) (fsm.Result, error)
-	Release(ctx context.Context, session fsm.SessionID, lock string, token uint64, attempt string) (fsm.Result, error)
+	CancelAcquire(ctx context.Context, session fsm.SessionID, lock string, attempt cluster.Attempt) (fsm.Result, error)
+	Release(ctx context.Context, session fsm.SessionID, lock string, token uint64, attempt cluster.Attempt) (fsm.Result, error)
 	DelayLeft(name string, until int64) time.Duration
 	ReadBarrier(ctx context.Context) error
 	WatchLock(name string) <-chan struct{}
@@ -317,7 +317,18 @@ func (s *Server) commandContext(c echo.Context, extra time.Duration) (context.Co
 }
 
 func (s *Server) health(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "id": s.node.ID()})
+	f := s.node.FSM()
+	return c.JSON(http.StatusOK, api.Health{Status: "ok", ID: s.node.ID(), Version: s.cfg.Version,
+		Features: featureNames(f.KnownFeatures()), ClusterFeatures: featureNames(f.Features()), AppliedIndex: f.AppliedIndex()})
+}
+
+// featureNames returns the features' names; an empty list, not null, when there are none.
+func featureNames(fs []fsm.Feature) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = string(f)
+	}
+	return out
 }
 
 func (s *Server) ready(c echo.Context) error {

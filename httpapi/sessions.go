@@ -189,7 +189,7 @@ func (s *Server) callerOwns(c echo.Context, session fsm.SessionID) error {
 	if err != nil {
 		return err
 	}
-	return s.ownedSession(id, session)
+	return s.ownedSession(c, id, session)
 }
 
 // sessionOpError maps the error of an operation on session id, naming the session when it is gone.

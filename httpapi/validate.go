@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
 )
 
@@ -68,6 +69,23 @@ func attempt(a string) error {
 		}
 	}
 	return nil
+}
+
+// numberedAttempt returns the attempt of a request from its fields, checking the string one.
+// An acquire (forAcquire) may not carry a floor above its own number: the floor says every
+// attempt below it has ended, which would refuse the acquire itself.
+func numberedAttempt(id string, seq, floor uint64, forAcquire bool) (cluster.Attempt, error) {
+	if err := attempt(id); err != nil {
+		return cluster.Attempt{}, err
+	}
+	const max = 1<<63 - 1 // numbers a JSON client in any language can carry
+	switch {
+	case seq > max || floor > max:
+		return cluster.Attempt{}, invalid("attempt_seq and attempt_floor are at most %d", uint64(max))
+	case forAcquire && seq != 0 && floor > seq:
+		return cluster.Attempt{}, invalid("attempt_floor %d is above attempt_seq %d: the floor says every attempt below it has ended", floor, seq)
+	}
+	return cluster.Attempt{ID: id, Seq: seq, Floor: floor}, nil
 }
 
 // reservedActions are the last path segments that route to actions and so cannot end a name.
@@ -192,6 +210,19 @@ type query struct {
 // defaultBlockingWait is the wait of a blocking query that gives an index but no wait.
 const defaultBlockingWait = 5 * time.Minute
 
+// queryNumber returns the query parameter name as a non-negative integer, 0 when absent.
+func queryNumber(c echo.Context, name string) (uint64, error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return 0, nil
+	}
+	i, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, invalid("%s %q is not a non-negative integer", name, v)
+	}
+	return i, nil
+}
+
 func (l *Limits) readQuery(c echo.Context) (query, error) {
 	var q query
 	switch v := c.QueryParam("consistency"); v {
@@ -202,9 +233,9 @@ func (l *Limits) readQuery(c echo.Context) (query, error) {
 		return q, invalid("consistency %q is not one of \"stale\" or \"linearizable\"", v)
 	}
 	if v := c.QueryParam("index"); v != "" {
-		i, err := strconv.ParseUint(v, 10, 64)
+		i, err := queryNumber(c, "index")
 		if err != nil {
-			return q, invalid("index %q is not a non-negative integer", v)
+			return q, err
 		}
 		q.index, q.block = i, true
 		q.wait = defaultBlockingWait

@@ -16,6 +16,7 @@ import (
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/bench"
 	"github.com/raftlock/raftlock/config"
+	"github.com/raftlock/raftlock/internal/version"
 )
 
 // benchFlags are the flags of `raftlock bench`.
@@ -135,7 +136,7 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
 		// Killing the processes of a cluster it did not start needs asking by name, not "all".
 		KillProcesses: strings.Contains(strings.ToLower(f.workload), bench.Failover),
 		Via:           f.via,
-		Version:       version,
+		Version:       version.Version,
 		Token:         orEnv(f.token, tokenEnv),
 	}
 	if opts.TLS, err = f.tlsFiles.tlsConfig(); err != nil {

@@ -10,10 +10,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-)
 
-// version is the raftlock release; the build may override it with -ldflags "-X main.version=...".
-var version = "0.1.0"
+	"github.com/raftlock/raftlock/internal/version"
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -58,10 +57,15 @@ func newRootCmd() *cobra.Command {
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the raftlock version",
+		Short: "Print the raftlock version, the commit it was built from and its Go version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), "raftlock", version)
+			v := version.Get()
+			commit := v.Commit
+			if commit == "" {
+				commit = "unknown"
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "raftlock %s\ncommit %s\n%s\n", v.Version, commit, v.GoVersion)
 			return err
 		},
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/config"
+	"github.com/raftlock/raftlock/internal/version"
 )
 
 // addServerCommands registers agent and dev.
@@ -222,7 +223,7 @@ func shQuote(s string) string {
 func devBannerWith(endpoints []string, curl, extra string) string {
 	ep := endpoints[0]
 	var b strings.Builder
-	fmt.Fprintf(&b, "raftlock %s dev cluster is up: %s\n\n", version, strings.Join(endpoints, " "))
+	fmt.Fprintf(&b, "raftlock %s dev cluster is up: %s\n\n", version.Version, strings.Join(endpoints, " "))
 	b.WriteString(extra)
 	fmt.Fprintf(&b, `Try it (any node answers):
   %[2]s -XPOST %[1]s/v1/sessions -d '{"ttl":"30s","name":"me"}'        # -> {"id":"<SID>",...}
