@@ -17,6 +17,7 @@ func (a *applier) emit(e Event) {
 }
 
 func (a *applier) apply(c *Command) Result {
+	a.withoutDisabled(c)
 	switch c.Type {
 	case TypeCreateSession:
 		return a.createSession(c)
@@ -60,6 +61,18 @@ func (a *applier) apply(c *Command) Result {
 	}
 	// DecodeCommand refuses unknown types, so this is unreachable for decoded commands.
 	return Result{Err: ErrUnknownCommand}
+}
+
+// withoutDisabled clears the fields of features the cluster has not enabled. A leader proposes
+// them only once their feature is enabled, so this changes only commands written by hand; it
+// keeps the state from holding anything the snapshot format of its features cannot.
+func (a *applier) withoutDisabled(c *Command) {
+	if !a.st.features.has(FeatureAttemptNumbers) {
+		c.AttemptSeq, c.AttemptFloor = 0, 0
+	}
+	if !a.st.features.has(FeatureExpiryTerm) {
+		c.Term = 0
+	}
 }
 
 func (a *applier) createSession(c *Command) Result {

@@ -20,6 +20,7 @@ func TestNumberedAttemptsAreNeverForgotten(t *testing.T) {
 	for _, floors := range []bool{false, true} {
 		t.Run(fmt.Sprint("floors=", floors), func(t *testing.T) {
 			h := newHarness(t)
+			h.apply(enable(fsm.FeatureAttemptNumbers))
 			a := sid(1)
 			h.create(a)
 			r := h.apply(numberedAcquire(a, "first", 1, 0))
@@ -54,6 +55,7 @@ func TestNumberedAttemptsAreNeverForgotten(t *testing.T) {
 // older attempt has ended too.
 func TestAttemptEndsArePerLockAndTheFloorCoversAllLocks(t *testing.T) {
 	h := newHarness(t)
+	h.apply(enable(fsm.FeatureAttemptNumbers))
 	a, b := sid(1), sid(2)
 	h.create(a)
 	h.create(b)
@@ -88,9 +90,16 @@ func TestAttemptRecordsSurviveSnapshots(t *testing.T) {
 	if v := snapshotBytes(t, h.f)[6]; v != 4 {
 		t.Fatalf("snapshot version %d without features, want 4", v)
 	}
-	h.apply(fsm.Command{Type: fsm.TypeEnableFeatures, Features: []fsm.Feature{fsm.FeatureAttemptNumbers}})
 	a := sid(1)
 	h.create(a)
+	// Before the feature is enabled, numbered fields change nothing (a leader never proposes
+	// them then), so the state never holds what the version-4 format cannot.
+	before := snapshotBytes(t, h.f)
+	h.apply(fsm.Command{Type: fsm.TypeCancelWait, Session: a, Lock: "L", AttemptSeq: 9, AttemptFloor: 3})
+	if after := snapshotBytes(t, h.f); string(after) != string(before) {
+		t.Fatal("numbered fields changed the state before the feature was enabled")
+	}
+	h.apply(enable(fsm.FeatureAttemptNumbers))
 	h.apply(fsm.Command{Type: fsm.TypeCancelWait, Session: a, Lock: "L", AttemptSeq: 9, AttemptFloor: 3})
 	h.apply(fsm.Command{Type: fsm.TypeCancelWait, Session: a, Lock: "K", AttemptSeq: 4})
 	snap := snapshotBytes(t, h.f)

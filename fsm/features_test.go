@@ -78,6 +78,7 @@ func TestANodeStopsOnAFeatureItLacks(t *testing.T) {
 // timers (which restart at the full TTL) have not expired.
 func TestExpiryFromAnEarlierTermIsDropped(t *testing.T) {
 	h := newHarness(t)
+	h.apply(enable(fsm.FeatureExpiryTerm))
 	a := sid(1)
 	h.create(a)
 	h.acquire(a, "L", "v")

@@ -117,6 +117,13 @@ func (m *refModel) apply(index uint64, c fsm.Command) fsm.Result {
 }
 
 func (m *refModel) run(c fsm.Command) fsm.Result {
+	// The fields of a feature apply only once the feature is enabled.
+	if !m.features[fsm.FeatureAttemptNumbers] {
+		c.AttemptSeq, c.AttemptFloor = 0, 0
+	}
+	if !m.features[fsm.FeatureExpiryTerm] {
+		c.Term = 0
+	}
 	switch c.Type {
 	case fsm.TypeCreateSession:
 		if m.sessions[c.Session] != nil {
