@@ -68,8 +68,12 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 	}
 	var nodeTLS cluster.TLS
 	apiCfg := httpapi.Config{
-		Version:      Version,
-		MaxBodyBytes: cfg.MaxBodyBytes,
+		Version:           Version,
+		MaxBodyBytes:      cfg.MaxBodyBytes,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		MaxConnections:    cfg.MaxConnections,
+		HeaderReadTimeout: cfg.HeaderReadTimeout,
+		BodyReadTimeout:   cfg.BodyReadTimeout,
 		Limits: httpapi.Limits{MaxSessions: cfg.MaxSessions, MaxWaitersPerLock: cfg.MaxWaitersPerLock,
 			MaxSessionsPerToken: cfg.MaxSessionsPerToken},
 		Logger:    log,
