@@ -31,6 +31,8 @@ type Node struct {
 	timers *leaderTimers
 	verify *confirmer
 	stats  counters
+	// refusals logs refused Raft handshakes (with TLS).
+	refusals *tlsutil.RefusalLog
 	// httpc makes the node's own requests to other members' APIs (join, publish, leave).
 	httpc *http.Client
 
@@ -104,6 +106,7 @@ func (n *Node) open() error {
 	}
 	stream := &streamLayer{Listener: ln, advertise: adv}
 	if cfg.TLS.RaftServer != nil {
+		n.refusals = tlsutil.NewRefusalLog(n.log, hclog.Warn, "refused a Raft connection: TLS handshake failed")
 		stream.Listener = tlsutil.NewListener(ln, cfg.TLS.RaftServer, tlsutil.ListenerOptions{OnRefused: n.refusedPeer})
 		stream.dialTLS = cfg.TLS.RaftClient
 	}
@@ -217,10 +220,11 @@ func (n *Node) closeResources() {
 	n.httpc.CloseIdleConnections()
 }
 
-// refusedPeer counts and logs an incoming Raft connection whose TLS handshake failed.
+// refusedPeer counts an incoming Raft connection whose TLS handshake failed, and logs it,
+// bounded and rate-limited (tlsutil.RefusalLog): anyone who reaches the port can cause one.
 func (n *Node) refusedPeer(remote net.Addr, err error) {
 	n.stats.raftTLSRefused.Add(1)
-	n.log.Warn("refused a Raft connection: TLS handshake failed", "remote", remote.String(), "error", err)
+	n.refusals.Log(remote, err)
 }
 
 // Close stops the node at once, as a crash would from the cluster's point of view (without

@@ -120,6 +120,8 @@ type Server struct {
 	echo    *echo.Echo
 	fwd     *forwarder
 	metrics *metrics
+	// refusals logs API connections whose TLS handshake failed.
+	refusals *tlsutil.RefusalLog
 	// closing ends when Shutdown begins, so that long polls answer at once.
 	closing      context.Context
 	closingStart context.CancelFunc
@@ -153,6 +155,7 @@ func New(node Node, cfg Config) *Server {
 	s.closing, s.closingStart = context.WithCancel(context.Background())
 	s.fwd = newForwarder(s)
 	s.metrics = newMetrics(node)
+	s.refusals = tlsutil.NewRefusalLog(s.log, hclog.Debug, "closed an API connection: TLS handshake failed")
 	s.echo = s.routes()
 	return s
 }
@@ -184,11 +187,11 @@ func (s *Server) Serve(ln net.Listener) error {
 	return err
 }
 
-// refusedConn counts an API connection whose TLS handshake failed. It logs at debug level only:
-// anyone who can reach the port can cause one.
+// refusedConn counts an API connection whose TLS handshake failed. It logs at debug level only,
+// bounded and rate-limited: anyone who can reach the port can cause one.
 func (s *Server) refusedConn(remote net.Addr, err error) {
 	s.metrics.tlsRefused.Inc()
-	s.log.Debug("closed an API connection: TLS handshake failed", "remote", remote.String(), "error", err)
+	s.refusals.Log(remote, err)
 }
 
 // Shutdown stops accepting requests and waits for the ones in flight until ctx ends, then
