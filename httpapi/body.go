@@ -45,18 +45,18 @@ func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 		if !hasBody(req) {
 			return next(c)
 		}
+		_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
 		if req.ContentLength > s.cfg.MaxBodyBytes {
 			s.dropBody(c)
 			return s.errTooLarge()
 		}
-		_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
 		return next(c)
 	}
 }
 
 // readBody returns the request's body, read at most once and in full, or refuses it: over
 // the limit (413), or not arrived within the read deadline (400). A refused body's connection
-// is closed after the answer.
+// is closed after the answer (dropBody).
 func (s *Server) readBody(c echo.Context) ([]byte, error) {
 	req := c.Request()
 	if b, ok := req.Body.(*bufferedBody); ok {
@@ -121,14 +121,9 @@ func (s *Server) errTooLarge() *apiError {
 }
 
 // dropBody makes the answer to a request whose body is not wanted the last on its
-// connection, and ends at once any further read of a body not read in full: otherwise the HTTP
-// server would read up to 256 KiB more of it, to keep the connection, as slowly as the client
-// sends it. (A body read in full keeps its deadline lifted: the server then watches the
-// connection for the client going away, and a deadline would cancel the request.)
+// connection. The HTTP server then answers at once and reads what is left of the body (up to
+// 256 KiB, to end the connection cleanly) only within the body's read deadline, so that a
+// client still sending gets the answer rather than a reset connection.
 func (s *Server) dropBody(c echo.Context) {
 	c.Response().Header().Set(echo.HeaderConnection, "close")
-	req := c.Request()
-	if _, read := req.Body.(*bufferedBody); !read && hasBody(req) {
-		_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now())
-	}
 }

@@ -63,7 +63,7 @@ func (f *forwarder) forward(c echo.Context, id, addr string) error {
 	if strings.Contains(addr, "://") {
 		target = strings.TrimSuffix(addr, "/")
 	}
-	if f.s.cfg.ACL && accessorOf(c) == "" && hasBody(in) {
+	if _, read := in.Body.(*bufferedBody); f.s.cfg.ACL && !read && hasBody(in) && accessorOf(c) == "" && requestSecret(in) != "" {
 		if known, err := f.knownAtLeader(c, id, target); err != nil || !known {
 			return err
 		}
