@@ -83,7 +83,8 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 	}
 	if store != nil {
 		peer := store.PeerClientConfig()
-		nodeTLS = cluster.TLS{RaftServer: store.PeerServerConfig(), RaftClient: peer, HTTPClient: peer}
+		nodeTLS = cluster.TLS{RaftServer: store.PeerServerConfig(), RaftClient: peer, HTTPClient: peer,
+			MaxHandshakes: cfg.MaxRaftHandshakes}
 		apiCfg.TLS, apiCfg.ForwardTLS = store.APIServerConfig(cfg.TLSVerifyClients), peer
 		apiCfg.IsNode = store.IsNode
 	}

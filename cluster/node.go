@@ -107,7 +107,8 @@ func (n *Node) open() error {
 	stream := &streamLayer{Listener: ln, advertise: adv}
 	if cfg.TLS.RaftServer != nil {
 		n.refusals = tlsutil.NewRefusalLog(n.log, hclog.Warn, "refused a Raft connection: TLS handshake failed")
-		stream.Listener = tlsutil.NewListener(ln, cfg.TLS.RaftServer, tlsutil.ListenerOptions{OnRefused: n.refusedPeer})
+		stream.Listener = tlsutil.NewListener(ln, cfg.TLS.RaftServer, tlsutil.ListenerOptions{OnRefused: n.refusedPeer,
+			MaxHandshakes: cfg.TLS.MaxHandshakes, MaxHandshakesPerHost: (cfg.TLS.MaxHandshakes + 3) / 4})
 		stream.dialTLS = cfg.TLS.RaftClient
 	}
 	tcfg := &raft.NetworkTransportConfig{

@@ -48,7 +48,10 @@ type Config struct {
 	// handshake before that.
 	HeaderReadTimeout time.Duration
 	// BodyReadTimeout bounds the time a client takes to send a request's body.
-	BodyReadTimeout   time.Duration
+	BodyReadTimeout time.Duration
+	// MaxRaftHandshakes bounds, with TLS, the incoming Raft connections whose handshake is in
+	// progress (a quarter of it from one IP address); 0: no bound.
+	MaxRaftHandshakes int
 	MaxSessions       int
 	MaxWaitersPerLock int
 	ShutdownTimeout   time.Duration
@@ -100,6 +103,7 @@ func Default() Config {
 		MaxConnections:     4096,
 		HeaderReadTimeout:  10 * time.Second,
 		BodyReadTimeout:    10 * time.Second,
+		MaxRaftHandshakes:  256,
 		MaxSessions:        1_000_000,
 		MaxWaitersPerLock:  10_000,
 		ShutdownTimeout:    10 * time.Second,
@@ -137,6 +141,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Int("max-connections", d.MaxConnections, "most API connections open at once (handshaking, reading, waiting or idle); more wait in the kernel's accept queue until one closes (0: no limit)")
 	fs.Duration("header-read-timeout", d.HeaderReadTimeout, "how long an API client may take to send a request's headers (and, with TLS, to finish its handshake) before its connection is closed")
 	fs.Duration("body-read-timeout", d.BodyReadTimeout, "how long an API client may take to send a request's body before the request is refused and its connection closed")
+	fs.Int("max-raft-handshakes", d.MaxRaftHandshakes, "with TLS, most incoming Raft connections in their TLS handshake at once, and a quarter of that from one IP address; more are closed at once (0: no limit)")
 	fs.Int("max-sessions", d.MaxSessions, "most sessions the cluster holds (0: unlimited)")
 	fs.Int("max-waiters-per-lock", d.MaxWaitersPerLock, "most queued acquires per lock (0: unlimited)")
 	fs.Duration("shutdown-timeout", d.ShutdownTimeout, "how long a graceful shutdown may take")
@@ -196,6 +201,7 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		MaxConnections:      v.GetInt("max-connections"),
 		HeaderReadTimeout:   v.GetDuration("header-read-timeout"),
 		BodyReadTimeout:     v.GetDuration("body-read-timeout"),
+		MaxRaftHandshakes:   v.GetInt("max-raft-handshakes"),
 		MaxSessions:         v.GetInt("max-sessions"),
 		MaxWaitersPerLock:   v.GetInt("max-waiters-per-lock"),
 		ShutdownTimeout:     v.GetDuration("shutdown-timeout"),
@@ -363,6 +369,9 @@ func (c *Config) validateEdge() []error {
 	}
 	if c.MaxConnections != 0 && (c.MaxConnections < 16 || c.MaxConnections > 1<<20) {
 		bad("--max-connections %d must be 0 (no limit) or between 16 and 1048576: every waiting acquire and blocking query holds one, and other nodes forward over them too", c.MaxConnections)
+	}
+	if c.MaxRaftHandshakes != 0 && (c.MaxRaftHandshakes < 16 || c.MaxRaftHandshakes > 1<<20) {
+		bad("--max-raft-handshakes %d must be 0 (no limit) or between 16 and 1048576: peers reconnecting at once need several each", c.MaxRaftHandshakes)
 	}
 	for flag, d := range map[string]time.Duration{"header-read-timeout": c.HeaderReadTimeout, "body-read-timeout": c.BodyReadTimeout} {
 		if d < 100*time.Millisecond || d > 10*time.Minute {

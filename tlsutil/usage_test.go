@@ -12,6 +12,7 @@ import (
 	"errors"
 	"math/big"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -214,5 +215,76 @@ func TestRefusalLogIsBoundedAndRateLimited(t *testing.T) {
 	}
 	if strings.Contains(text, "\x1b") {
 		t.Fatal("the log holds a terminal escape from the peer's certificate")
+	}
+}
+
+// A Listener bounds the handshakes in progress, in all and from one address: a connection over
+// either bound is closed at once, before its handshake, and reported; connections whose
+// handshake is done do not count, and once the silent ones go, handshakes pass again.
+func TestListenerBoundsHandshakesInProgress(t *testing.T) {
+	p := newPKI(t, "cluster")
+	node := p.store("n1")
+	for _, opts := range []tlsutil.ListenerOptions{{MaxHandshakes: 4}, {MaxHandshakesPerHost: 4}} {
+		inner, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused := make(chan error, 64)
+		opts.OnRefused = func(_ net.Addr, err error) { refused <- err }
+		ln := tlsutil.NewListener(inner, node.PeerServerConfig(), opts)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Write([]byte("ok\n"))
+				c.Close()
+			}
+		}()
+		addr := inner.Addr().String()
+		// A node that has finished its handshake does not count.
+		if got, err := dial(addr, p.store("n2").PeerClientConfig()); err != nil || got != "ok\n" {
+			t.Fatalf("%+v: a node's handshake: %q, %v", opts, got, err)
+		}
+		var silent []net.Conn
+		for range 4 {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			silent = append(silent, c)
+		}
+		over, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = over.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := over.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%+v: a fifth silent connection was not closed at once: %v", opts, err)
+		}
+		select {
+		case err := <-refused:
+			if !errors.Is(err, tlsutil.ErrTooManyHandshakes) {
+				t.Fatalf("%+v: refused with %v", opts, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%+v: no refusal reported", opts)
+		}
+		for _, c := range silent {
+			c.Close()
+		}
+		eventuallyOK := time.Now().Add(5 * time.Second)
+		for {
+			got, err := dial(addr, p.store("n3").PeerClientConfig())
+			if err == nil && got == "ok\n" {
+				break
+			}
+			if time.Now().After(eventuallyOK) {
+				t.Fatalf("%+v: after the silent connections closed: %q, %v", opts, got, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		ln.Close()
 	}
 }
