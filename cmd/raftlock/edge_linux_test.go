@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -329,10 +330,14 @@ func TestSlowAndLargeClientsAreBounded(t *testing.T) {
 			t.Errorf("%s: peak memory rose by %d MB", what, (hwm-baseHWM)>>10)
 		}
 	}
-	// Read what the node answers until it closes the connection (or a minute passes).
+	// Read what the node answers until it closes the connection; a connection the node has
+	// not closed within a minute fails the test.
 	drain := func(c net.Conn) string {
 		_ = c.SetReadDeadline(time.Now().Add(time.Minute))
-		b, _ := io.ReadAll(c)
+		b, err := io.ReadAll(c)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("the node kept a connection open for a minute; it had answered %q", clipTo(string(b), 80))
+		}
 		return string(b)
 	}
 
@@ -341,7 +346,9 @@ func TestSlowAndLargeClientsAreBounded(t *testing.T) {
 			_, _ = io.WriteString(c, "GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Big: ")
 			_, _ = io.CopyN(c, strings.NewReader(strings.Repeat("a", 1<<20)), 1<<20)
 		}()
-		if got := drain(c); !strings.HasPrefix(got, "HTTP/1.1 431") {
+		// 431, or nothing when the node's close reset the connection before the client, still
+		// sending, read the answer.
+		if got := drain(c); got != "" && !strings.HasPrefix(got, "HTTP/1.1 431") {
 			t.Errorf("a megabyte of headers answered %q", clipTo(got, 80))
 		}
 	})
