@@ -73,8 +73,12 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 	}
 	var nodeTLS cluster.TLS
 	apiCfg := httpapi.Config{
-		Version:      version.Version,
-		MaxBodyBytes: cfg.MaxBodyBytes,
+		Version:           version.Version,
+		MaxBodyBytes:      cfg.MaxBodyBytes,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		MaxConnections:    cfg.MaxConnections,
+		HeaderReadTimeout: cfg.HeaderReadTimeout,
+		BodyReadTimeout:   cfg.BodyReadTimeout,
 		Limits: httpapi.Limits{MaxSessions: cfg.MaxSessions, MaxWaitersPerLock: cfg.MaxWaitersPerLock,
 			MaxSessionsPerToken: cfg.MaxSessionsPerToken},
 		Logger:    log,
@@ -84,7 +88,8 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 	}
 	if store != nil {
 		peer := store.PeerClientConfig()
-		nodeTLS = cluster.TLS{RaftServer: store.PeerServerConfig(), RaftClient: peer, HTTPClient: peer}
+		nodeTLS = cluster.TLS{RaftServer: store.PeerServerConfig(), RaftClient: peer, HTTPClient: peer,
+			MaxHandshakes: cfg.MaxRaftHandshakes}
 		apiCfg.TLS, apiCfg.ForwardTLS = store.APIServerConfig(cfg.TLSVerifyClients), peer
 		apiCfg.IsNode = store.IsNode
 	}

@@ -88,6 +88,10 @@ type TLS struct {
 	// HTTPClient makes the node's own requests to other members' APIs (join, publishing its
 	// address, leave) use HTTPS with this configuration; endpoints without a scheme get https.
 	HTTPClient *tls.Config
+	// MaxHandshakes bounds the incoming Raft connections whose TLS handshake is in progress,
+	// and a quarter of it those from one IP address; more are closed at once (0: no bound).
+	// A connection that has not finished its handshake within 10s is closed too.
+	MaxHandshakes int
 }
 
 // Defaults for Config. The timeouts suit a LAN or loopback: a crashed leader is replaced in

@@ -32,6 +32,8 @@ type Node struct {
 	verify *confirmer
 	gate   *featureGate
 	stats  counters
+	// refusals logs refused Raft handshakes (with TLS).
+	refusals *tlsutil.RefusalLog
 	// httpc makes the node's own requests to other members' APIs (join, publish, leave).
 	httpc *http.Client
 
@@ -115,7 +117,9 @@ func (n *Node) open() error {
 	}
 	stream := &streamLayer{Listener: ln, advertise: adv}
 	if cfg.TLS.RaftServer != nil {
-		stream.Listener = tlsutil.NewListener(ln, cfg.TLS.RaftServer, tlsutil.ListenerOptions{OnRefused: n.refusedPeer})
+		n.refusals = tlsutil.NewRefusalLog(n.log, hclog.Warn, "refused a Raft connection: TLS handshake failed")
+		stream.Listener = tlsutil.NewListener(ln, cfg.TLS.RaftServer, tlsutil.ListenerOptions{OnRefused: n.refusedPeer,
+			MaxHandshakes: cfg.TLS.MaxHandshakes, MaxHandshakesPerHost: (cfg.TLS.MaxHandshakes + 3) / 4})
 		stream.dialTLS = cfg.TLS.RaftClient
 	}
 	tcfg := &raft.NetworkTransportConfig{
@@ -228,10 +232,11 @@ func (n *Node) closeResources() {
 	n.httpc.CloseIdleConnections()
 }
 
-// refusedPeer counts and logs an incoming Raft connection whose TLS handshake failed.
+// refusedPeer counts an incoming Raft connection whose TLS handshake failed, and logs it,
+// bounded and rate-limited (tlsutil.RefusalLog): anyone who reaches the port can cause one.
 func (n *Node) refusedPeer(remote net.Addr, err error) {
 	n.stats.raftTLSRefused.Add(1)
-	n.log.Warn("refused a Raft connection: TLS handshake failed", "remote", remote.String(), "error", err)
+	n.refusals.Log(remote, err)
 }
 
 // Close stops the node at once, as a crash would from the cluster's point of view (without

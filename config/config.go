@@ -41,7 +41,20 @@ type Config struct {
 	SnapshotInterval   time.Duration
 	TrailingLogs       uint64
 
-	MaxBodyBytes      int64
+	MaxBodyBytes int64
+	// MaxHeaderBytes bounds a request's line and headers (the HTTP server allows 4 KiB over it).
+	MaxHeaderBytes int
+	// MaxConnections bounds the API connections open at once (handshaking, reading, waiting or
+	// idle); 0: no limit.
+	MaxConnections int
+	// HeaderReadTimeout bounds the time a client takes to send a request's headers, and its TLS
+	// handshake before that.
+	HeaderReadTimeout time.Duration
+	// BodyReadTimeout bounds the time a client takes to send a request's body.
+	BodyReadTimeout time.Duration
+	// MaxRaftHandshakes bounds, with TLS, the incoming Raft connections whose handshake is in
+	// progress (a quarter of it from one IP address); 0: no bound.
+	MaxRaftHandshakes int
 	MaxSessions       int
 	MaxWaitersPerLock int
 	ShutdownTimeout   time.Duration
@@ -89,6 +102,11 @@ func Default() Config {
 		SnapshotInterval:   5 * time.Second,
 		TrailingLogs:       10240,
 		MaxBodyBytes:       64 << 10,
+		MaxHeaderBytes:     8 << 10,
+		MaxConnections:     4096,
+		HeaderReadTimeout:  10 * time.Second,
+		BodyReadTimeout:    10 * time.Second,
+		MaxRaftHandshakes:  256,
 		MaxSessions:        1_000_000,
 		MaxWaitersPerLock:  10_000,
 		ShutdownTimeout:    10 * time.Second,
@@ -123,7 +141,12 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Uint64("snapshot-threshold", d.SnapshotThreshold, "log entries between snapshots")
 	fs.Duration("snapshot-interval", d.SnapshotInterval, "how often to check whether to snapshot")
 	fs.Uint64("trailing-logs", d.TrailingLogs, "log entries kept after a snapshot, for slow followers")
-	fs.Int64("max-body-bytes", d.MaxBodyBytes, "largest accepted request body")
+	fs.Int64("max-body-bytes", d.MaxBodyBytes, "largest accepted request body; a larger one is refused (413) before it is read")
+	fs.Int("max-header-bytes", d.MaxHeaderBytes, "largest request line and headers the API reads (the server allows 4 KiB over it); a larger request is answered 431 and its connection closed")
+	fs.Int("max-connections", d.MaxConnections, "most API connections open at once (handshaking, reading, waiting or idle); more wait in the kernel's accept queue until one closes (0: no limit)")
+	fs.Duration("header-read-timeout", d.HeaderReadTimeout, "how long an API client may take to send a request's headers (and, with TLS, to finish its handshake) before its connection is closed")
+	fs.Duration("body-read-timeout", d.BodyReadTimeout, "how long an API client may take to send a request's body before the request is refused and its connection closed")
+	fs.Int("max-raft-handshakes", d.MaxRaftHandshakes, "with TLS, most incoming Raft connections in their TLS handshake at once, and a quarter of that from one IP address; more are closed at once (0: no limit)")
 	fs.Int("max-sessions", d.MaxSessions, "most sessions the cluster holds (0: unlimited)")
 	fs.Int("max-waiters-per-lock", d.MaxWaitersPerLock, "most queued acquires per lock (0: unlimited)")
 	fs.Duration("shutdown-timeout", d.ShutdownTimeout, "how long a graceful shutdown may take")
@@ -180,6 +203,11 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		ClockOffset:         v.GetDuration("clock-offset"),
 		DisableFeatures:     splitList(v.GetStringSlice("disable-features")),
 		MaxBodyBytes:        v.GetInt64("max-body-bytes"),
+		MaxHeaderBytes:      v.GetInt("max-header-bytes"),
+		MaxConnections:      v.GetInt("max-connections"),
+		HeaderReadTimeout:   v.GetDuration("header-read-timeout"),
+		BodyReadTimeout:     v.GetDuration("body-read-timeout"),
+		MaxRaftHandshakes:   v.GetInt("max-raft-handshakes"),
 		MaxSessions:         v.GetInt("max-sessions"),
 		MaxWaitersPerLock:   v.GetInt("max-waiters-per-lock"),
 		ShutdownTimeout:     v.GetDuration("shutdown-timeout"),
@@ -322,6 +350,7 @@ func (c *Config) Validate() error {
 	if c.MaxBodyBytes < 1024 {
 		bad("--max-body-bytes %d is below 1024", c.MaxBodyBytes)
 	}
+	errs = append(errs, c.validateEdge()...)
 	if c.MaxSessions < 0 || c.MaxWaitersPerLock < 0 {
 		bad("--max-sessions and --max-waiters-per-lock must not be negative")
 	}
@@ -334,6 +363,28 @@ func (c *Config) Validate() error {
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)
+}
+
+// validateEdge checks the bounds on what a client can make the API spend before it is
+// authenticated (docs/security.md, "What an unauthenticated client can cost").
+func (c *Config) validateEdge() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("config: "+format, args...)) }
+	if c.MaxHeaderBytes < 1024 || c.MaxHeaderBytes > 1<<20 {
+		bad("--max-header-bytes %d must lie between 1024 and 1048576: a request line with a 256-byte lock name, percent-encoded, needs about 1 KiB", c.MaxHeaderBytes)
+	}
+	if c.MaxConnections != 0 && (c.MaxConnections < 16 || c.MaxConnections > 1<<20) {
+		bad("--max-connections %d must be 0 (no limit) or between 16 and 1048576: every waiting acquire and blocking query holds one, and other nodes forward over them too", c.MaxConnections)
+	}
+	if c.MaxRaftHandshakes != 0 && (c.MaxRaftHandshakes < 16 || c.MaxRaftHandshakes > 1<<20) {
+		bad("--max-raft-handshakes %d must be 0 (no limit) or between 16 and 1048576: peers reconnecting at once need several each", c.MaxRaftHandshakes)
+	}
+	for flag, d := range map[string]time.Duration{"header-read-timeout": c.HeaderReadTimeout, "body-read-timeout": c.BodyReadTimeout} {
+		if d < 100*time.Millisecond || d > 10*time.Minute {
+			bad("--%s %v must lie between 100ms and 10m", flag, d)
+		}
+	}
+	return errs
 }
 
 // validateTLS checks that the TLS settings are given together: a certificate needs its key and

@@ -90,6 +90,12 @@ func TestValidationNamesTheSetting(t *testing.T) {
 		{[]string{"--data-dir", "/d", "--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--tls-ca-file", "ca.pem",
 			"--join", "http://127.0.0.1:7001"}, "over HTTPS"},
 		{[]string{"--data-dir", "/d", "--rate-limit", "-1"}, "--rate-limit"},
+		{[]string{"--data-dir", "/d", "--max-header-bytes", "512"}, "--max-header-bytes"},
+		{[]string{"--data-dir", "/d", "--max-connections", "8"}, "--max-connections"},
+		{[]string{"--data-dir", "/d", "--max-connections", "-1"}, "--max-connections"},
+		{[]string{"--data-dir", "/d", "--header-read-timeout", "0s"}, "--header-read-timeout"},
+		{[]string{"--data-dir", "/d", "--body-read-timeout", "1h"}, "--body-read-timeout"},
+		{[]string{"--data-dir", "/d", "--max-raft-handshakes", "4"}, "--max-raft-handshakes"},
 	}
 	for _, tc := range cases {
 		_, err := load(t, tc.args...)
@@ -136,5 +142,34 @@ func TestACLSettingsComeFromFlagsAndEnvironment(t *testing.T) {
 	}
 	if _, err := load(t, "--data-dir", "/d", "--max-sessions-per-token", "-1"); err == nil || !strings.Contains(err.Error(), "max-sessions-per-token") {
 		t.Fatalf("negative --max-sessions-per-token: %v", err)
+	}
+}
+
+// The bounds on what an unauthenticated client can cost have defaults, and come from flags,
+// the environment and the config file like every setting.
+func TestEdgeLimitsLoadFromEverySource(t *testing.T) {
+	c, err := load(t, "--data-dir", "/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxHeaderBytes != 8<<10 || c.MaxConnections != 4096 || c.HeaderReadTimeout != 10*time.Second ||
+		c.BodyReadTimeout != 10*time.Second || c.MaxRaftHandshakes != 256 {
+		t.Fatalf("defaults: headers %d, connections %d, header timeout %v, body timeout %v, raft handshakes %d",
+			c.MaxHeaderBytes, c.MaxConnections, c.HeaderReadTimeout, c.BodyReadTimeout, c.MaxRaftHandshakes)
+	}
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(file, []byte("body-read-timeout: 3s\nmax-raft-handshakes: 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("RAFTLOCK_MAX_CONNECTIONS", "0")
+	t.Setenv("RAFTLOCK_HEADER_READ_TIMEOUT", "2s")
+	c, err = load(t, "--data-dir", "/d", "--config", file, "--max-header-bytes", "4096")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxHeaderBytes != 4096 || c.MaxConnections != 0 || c.HeaderReadTimeout != 2*time.Second ||
+		c.BodyReadTimeout != 3*time.Second || c.MaxRaftHandshakes != 0 {
+		t.Fatalf("from flag, environment and file: headers %d, connections %d, header timeout %v, body timeout %v, raft handshakes %d",
+			c.MaxHeaderBytes, c.MaxConnections, c.HeaderReadTimeout, c.BodyReadTimeout, c.MaxRaftHandshakes)
 	}
 }

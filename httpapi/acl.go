@@ -13,8 +13,9 @@ import (
 // With Config.ACL, every /v1 request but the open ones carries a token, and each handler checks
 // what the token's policies allow where it executes, against that node's replicated state: on
 // the leader for writes and linearizable reads, on the node that answers a stale read. The node
-// that receives a request refuses one without a token and resolves the token (see identify);
-// a follower then forwards the request with its token header, and the leader checks it again.
+// that receives a request judges its token from the headers alone, before any body is read
+// (identify, then authenticate); a follower then forwards the request with its token header,
+// and the leader checks it again.
 
 // identity is who a request acts for: its token and what the token's policies allow. A nil
 // *identity means ACLs are off, and allows everything.
@@ -43,50 +44,80 @@ func requestSecret(r *http.Request) string {
 	return ""
 }
 
-// identify refuses a /v1 request that needs a token and carries none, and records the accessor
-// id of the token that this node resolved, for the audit log and the rate limiter. A node whose
-// answer is final (see final) refuses an unknown token at once; a follower leaves that to the
-// leader, to which toLeader sends the request.
+// headerAccessor carries, from the leader back to a node that forwarded a request, the
+// accessor id of the token the leader resolved for it, so that the forwarding node's audit
+// entry names it even when that node has not applied the token yet. The forwarding node
+// believes it only in the leader's answer on its own forwarding connection, and removes it
+// from the answer it passes on.
+const headerAccessor = "X-Raftlock-Accessor"
+
+// identify resolves the token a request carries, from its headers alone, against this node's
+// state, and records its accessor id for the rate limiter and the audit log. It refuses
+// nothing: authenticate does, after the rate limiter has counted the request. A request another
+// node forwarded gets the accessor id back in headerAccessor.
 func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
-		if !strings.HasPrefix(req.URL.Path, "/v1/") || openPaths[req.URL.Path] {
-			return next(c)
-		}
-		secret := requestSecret(req)
-		if secret == "" {
-			if req.Method == http.MethodPost && req.URL.Path == "/v1/cluster/members" {
-				return next(c) // a member may publish its first address without one (firstPublication)
+		if secret := requestSecret(req); secret != "" {
+			if tok, _, ok := s.node.ResolveToken(secret); ok {
+				c.Set(accessorKey, tok.AccessorID)
+				if req.Header.Get(api.HeaderForwarded) != "" {
+					c.Response().Header().Set(headerAccessor, tok.AccessorID)
+				}
 			}
-			return unauthorized("this request needs a token: send it as X-Raftlock-Token or Authorization: Bearer")
-		}
-		if tok, _, ok := s.node.ResolveToken(secret); ok {
-			c.Set(accessorKey, tok.AccessorID)
-		} else if s.final(req) {
-			return errUnknownToken()
 		}
 		return next(c)
 	}
 }
 
-// toLeader sends every request with a token that a follower receives, but a stale read, on to
-// the leader before anything else, the token header with it: the follower's state may be
+// authenticate refuses a /v1 request that needs a token and carries none (401), but a node's
+// one-time publication of its own address (mayPublish). A node whose answer is final (see
+// final) refuses an unknown token (401); a follower sends every request with a token but a
+// stale read on to the leader before anything else, the token header with it: its state may be
 // behind the leader's (a token deleted, created or given a policy a moment ago), and the
-// leader's holds every acknowledged change. It runs after the rate limiter, which counts the
-// request here, where it arrived.
-func (s *Server) toLeader(next echo.HandlerFunc) echo.HandlerFunc {
+// leader's holds every acknowledged change. A refused request's body is never read, and its
+// connection is closed after the answer, as is that of any request without a token: a client
+// that is not authenticated keeps no connection open.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
-		if !strings.HasPrefix(req.URL.Path, "/v1/") || openPaths[req.URL.Path] || requestSecret(req) == "" || s.final(req) {
+		secret := requestSecret(req)
+		if secret == "" {
+			c.Response().Header().Set(echo.HeaderConnection, "close")
+		}
+		if !strings.HasPrefix(req.URL.Path, "/v1/") || openPaths[req.URL.Path] {
 			return next(c)
 		}
+		known := accessorOf(c) != ""
+		switch {
+		case secret == "" && s.mayPublish(c):
+			return next(c)
+		case secret == "":
+			s.dropBody(c)
+			return unauthorized("this request needs a token: send it as X-Raftlock-Token or Authorization: Bearer")
+		case s.final(req) && known:
+			return next(c)
+		case s.final(req):
+			s.dropBody(c)
+			return errUnknownToken()
+		}
 		return s.atLeader(c, func() error { // forwards, unless this node leads by now
-			if _, _, ok := s.node.ResolveToken(requestSecret(req)); !ok {
+			if _, _, ok := s.node.ResolveToken(secret); !ok {
+				s.dropBody(c)
 				return errUnknownToken()
 			}
 			return next(c)
 		})
 	}
+}
+
+// mayPublish says whether a request without a token may go on as a member's one-time
+// publication of its HTTP address (firstPublication decides): only POST /v1/cluster/members,
+// and with TLS only from a connection with a node certificate of the cluster's CA, so that no
+// client learns anything about the members from its answer.
+func (s *Server) mayPublish(c echo.Context) bool {
+	req := c.Request()
+	return req.Method == http.MethodPost && req.URL.Path == "/v1/cluster/members" && (s.cfg.TLS == nil || s.fromNode(c))
 }
 
 // final says whether this node's answer to the request is final: it leads, the request was

@@ -41,7 +41,7 @@ const (
 
 func (s *Server) aclBootstrap(c echo.Context) error {
 	var empty struct{}
-	if err := decodeBody(c, &empty, true); err != nil {
+	if err := s.decodeBody(c, &empty, true); err != nil {
 		return err
 	}
 	return s.atLeader(c, func() error {
@@ -198,7 +198,7 @@ func (s *Server) tokenSelf(c echo.Context) error {
 
 func (s *Server) createToken(c echo.Context) error {
 	var req api.CreateTokenRequest
-	if err := decodeBody(c, &req, false); err != nil {
+	if err := s.decodeBody(c, &req, false); err != nil {
 		return err
 	}
 	if len(req.Description) > maxTokenDescBytes || !utf8.ValidString(req.Description) {
@@ -255,7 +255,7 @@ func (s *Server) deleteToken(c echo.Context) error {
 // the body may repeat but not contradict; "" for POST, whose body names the policy.
 func (s *Server) policyRequest(c echo.Context, pathName string) (fsm.Policy, error) {
 	var req api.Policy
-	if err := decodeBody(c, &req, false); err != nil {
+	if err := s.decodeBody(c, &req, false); err != nil {
 		return fsm.Policy{}, err
 	}
 	switch {

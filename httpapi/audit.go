@@ -28,6 +28,25 @@ type AuditEntry struct {
 	Path       string `json:"path"`
 	Lock       string `json:"lock,omitempty"`
 	Status     int    `json:"status"`
+	// Truncated says that the method, path or lock was cut to its bound (see clipEntry).
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// Bounds on what a client puts into an audit entry or a log line. A path is cut at the name
+// limit plus maxPathOverhead (no valid path is longer), a lock name at the name limit, a
+// method at maxAuditMethod bytes; the HTTP server's header limit bounds them before that.
+const (
+	maxPathOverhead = 64
+	maxAuditMethod  = 16
+	maxLoggedPath   = 512
+)
+
+// clip returns s cut to at most n bytes.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
 }
 
 // AuditLog appends audit entries as JSON lines to a file and syncs it at least once a second.
@@ -137,10 +156,12 @@ func (s *Server) audit(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Error(err) // answer now, so that the entry has the status the client got
 		}
 		e := AuditEntry{
-			Time:       time.Now().UTC().Format(time.RFC3339),
-			Node:       s.node.ID(),
-			Remote:     remoteHost(req),
-			AccessorID: accessorOf(c), // resolved by identify under ACL, from this node's state
+			Time:   time.Now().UTC().Format(time.RFC3339),
+			Node:   s.node.ID(),
+			Remote: remoteHost(req),
+			// Resolved by identify under ACL from this node's state, or, for a request this
+			// node forwarded, by the leader (see headerAccessor).
+			AccessorID: accessorOf(c),
 			Method:     req.Method,
 			Path:       req.URL.Path,
 			Status:     c.Response().Status,
@@ -150,9 +171,20 @@ func (s *Server) audit(next echo.HandlerFunc) echo.HandlerFunc {
 				e.Lock, _ = splitAction(name)
 			}
 		}
+		s.clipEntry(&e)
 		s.cfg.AuditLog.Write(e)
 		return nil
 	}
+}
+
+// clipEntry cuts what the client chose in an entry (method, path and lock) to its bound, and
+// marks the entry if it did: an entry holds at most a few hundred bytes of client input, so
+// the audit log grows by a bounded amount per request.
+func (s *Server) clipEntry(e *AuditEntry) {
+	maxName := s.cfg.Limits.MaxNameBytes
+	method, path, lock := clip(e.Method, maxAuditMethod), clip(e.Path, maxName+maxPathOverhead), clip(e.Lock, maxName)
+	e.Truncated = len(method) < len(e.Method) || len(path) < len(e.Path) || len(lock) < len(e.Lock)
+	e.Method, e.Path, e.Lock = method, path, lock
 }
 
 // remoteHost is the client's address as the connection shows it; headers such as

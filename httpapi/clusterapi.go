@@ -40,7 +40,7 @@ func (s *Server) getCluster(c echo.Context) error {
 
 func (s *Server) addMember(c echo.Context) error {
 	var req api.AddMemberRequest
-	if err := decodeBody(c, &req, false); err != nil {
+	if err := s.decodeBody(c, &req, false); err != nil {
 		return err
 	}
 	switch {
@@ -52,13 +52,21 @@ func (s *Server) addMember(c echo.Context) error {
 		return invalid("http_addr %q is not a host:port address", req.HTTPAddr)
 	}
 	return s.atLeader(c, func() error {
-		if err := s.callerOperator(c, fsm.AccessWrite); err != nil && !s.firstPublication(req) {
-			return err
+		publication := false
+		if err := s.callerOperator(c, fsm.AccessWrite); err != nil {
+			if !s.firstPublication(req) {
+				return err
+			}
+			publication = true
 		}
 		ctx, cancel := s.commandContext(c, 0)
 		defer cancel()
 		if err := s.node.AddMember(ctx, req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
 			return fromClusterError(err)
+		}
+		if publication {
+			// Allowed without operator:write: the answer says no more than that it was done.
+			return c.NoContent(http.StatusOK)
 		}
 		return s.membersResponse(c)
 	})
@@ -89,7 +97,7 @@ func (s *Server) membersResponse(c echo.Context) error {
 
 func (s *Server) transferLeadership(c echo.Context) error {
 	var req api.TransferRequest
-	if err := decodeBody(c, &req, true); err != nil {
+	if err := s.decodeBody(c, &req, true); err != nil {
 		return err
 	}
 	return s.atLeader(c, func() error {
@@ -113,7 +121,8 @@ func (s *Server) transferLeadership(c echo.Context) error {
 }
 
 // firstPublication says whether req only records the HTTP address of a voter that has none
-// yet (or repeats the one it has), which needs no token: that is how the followers of a
+// yet (or repeats the one it has), which needs no token (with TLS, a node certificate instead;
+// see mayPublish), and is answered with its status alone: that is how the followers of a
 // cluster started with --initial-cluster publish their addresses, before any token exists. It
 // adds no member, changes no Raft address and never touches this leader's own record, which it
 // publishes itself; followers forward only to the leader's address.

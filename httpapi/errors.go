@@ -128,9 +128,9 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	case errors.As(err, &he):
 		switch he.Code {
 		case http.StatusNotFound:
-			ae = newError(he.Code, api.CodeNotFound, "no such route: %s %s", c.Request().Method, c.Request().URL.Path)
+			ae = newError(he.Code, api.CodeNotFound, "no such route: %s %s", clip(c.Request().Method, maxAuditMethod), clip(c.Request().URL.Path, maxLoggedPath))
 		case http.StatusMethodNotAllowed:
-			ae = newError(he.Code, api.CodeMethodNotAllowed, "method %s is not allowed on %s", c.Request().Method, c.Request().URL.Path)
+			ae = newError(he.Code, api.CodeMethodNotAllowed, "method %s is not allowed on %s", clip(c.Request().Method, maxAuditMethod), clip(c.Request().URL.Path, maxLoggedPath))
 		case http.StatusRequestEntityTooLarge:
 			ae = newError(he.Code, api.CodePayloadTooLarge, "request body is larger than %d bytes", s.cfg.MaxBodyBytes)
 		case http.StatusBadRequest:
@@ -143,7 +143,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		ae = fromClusterError(err)
 	}
 	if ae.status >= 500 {
-		s.log.Warn("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "code", ae.body.Error.Code, "error", ae)
+		s.log.Warn("request failed", "method", clip(c.Request().Method, maxAuditMethod), "path", clip(c.Request().URL.Path, maxLoggedPath), "code", ae.body.Error.Code, "error", ae)
 	}
 	if ae.retryAfter != "" {
 		c.Response().Header().Set("Retry-After", ae.retryAfter)

@@ -20,8 +20,8 @@ import (
 
 // forwarder relays requests from a follower to the leader over pooled keep-alive connections,
 // over HTTPS with this node's certificate when Config.ForwardTLS is set. It is a plain client
-// rather than httputil.ReverseProxy: requests here are small and already read (the handlers
-// decode them before they forward), so each goes out in one write, headers and body together,
+// rather than httputil.ReverseProxy: requests here are small and read in full first (by
+// readBody, within the body limits), so each goes out in one write, headers and body together,
 // and answers are copied through pooled buffers.
 type forwarder struct {
 	s         *Server
@@ -48,23 +48,31 @@ func newForwarder(s *Server) *forwarder {
 	return f
 }
 
-// hopHeaders are the headers of one connection (RFC 9110, section 7.6.1), not passed on.
+// hopHeaders are the headers of one connection (RFC 9110, section 7.6.1), not passed on; nor
+// is Expect, since the body goes out with the headers.
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Expect"}
 
-// forward relays the request to the leader at addr and copies back its answer, headers
-// included (so X-Raftlock-Index is the leader's).
-func (f *forwarder) forward(c echo.Context, addr string) error {
+// forward relays the request to the leader with id and HTTP address addr and copies back its
+// answer, headers included (so X-Raftlock-Index is the leader's). Its body is read in full
+// first, within the body limits; under ACL, not before the leader has said that it knows the
+// token, if this node does not (see knownAtLeader).
+func (f *forwarder) forward(c echo.Context, id, addr string) error {
 	in := c.Request()
 	target := f.scheme + "://" + addr
 	if strings.Contains(addr, "://") {
 		target = strings.TrimSuffix(addr, "/")
 	}
+	if _, read := in.Body.(*bufferedBody); f.s.cfg.ACL && !read && hasBody(in) && accessorOf(c) == "" && requestSecret(in) != "" {
+		if known, err := f.knownAtLeader(c, id, target); err != nil || !known {
+			return err
+		}
+	}
 	var body io.Reader = http.NoBody
-	if in.Body != nil && in.Body != http.NoBody && in.ContentLength != 0 {
-		data, err := io.ReadAll(in.Body) // in memory already, or bounded by the body limit
+	if hasBody(in) {
+		data, err := f.s.readBody(c)
 		if err != nil {
-			return invalid("reading the request body: %v", err)
+			return err
 		}
 		body = bytes.NewReader(data)
 	}
@@ -84,6 +92,9 @@ func (f *forwarder) forward(c echo.Context, addr string) error {
 		return nil
 	}
 	defer res.Body.Close()
+	if a := res.Header.Get(headerAccessor); a != "" {
+		c.Set(accessorKey, a) // the leader's word, on this node's own connection to it
+	}
 	h := c.Response().Header()
 	for k, v := range res.Header {
 		h[k] = v
@@ -91,15 +102,51 @@ func (f *forwarder) forward(c echo.Context, addr string) error {
 	for _, k := range hopHeaders {
 		h.Del(k)
 	}
+	h.Del(headerAccessor)
+	if res.StatusCode == http.StatusUnauthorized {
+		f.s.dropBody(c)
+	}
 	c.Response().WriteHeader(res.StatusCode)
 	buf := f.bufs.Get().(*[]byte)
 	defer f.bufs.Put(buf)
 	if _, err := io.CopyBuffer(c.Response(), res.Body, *buf); err != nil {
 		// The status line is out: the answer stays short of its Content-Length, so the
 		// server closes the connection and the client sees a broken response.
-		f.s.log.Debug("forwarding: the leader's answer broke off", "path", in.URL.Path, "error", err)
+		f.s.log.Debug("forwarding: the leader's answer broke off", "path", clip(in.URL.Path, maxLoggedPath), "error", err)
 	}
 	return nil
+}
+
+// knownAtLeader asks the leader whether it knows the token of a request that this follower
+// does not know (created a moment ago, or never), before the follower reads the request's
+// body: with GET /v1/acl/token/self?consistency=stale, marked as forwarded. An unknown token is
+// refused there and then (401), its body unread and its connection closed, as the leader
+// would refuse it. The answer is believed only from a node that still names itself leader;
+// any other answer lets the request go on to the leader, which judges it again.
+func (f *forwarder) knownAtLeader(c echo.Context, id, target string) (bool, error) {
+	in := c.Request()
+	out, err := http.NewRequestWithContext(in.Context(), http.MethodGet, target+"/v1/acl/token/self?consistency=stale", http.NoBody)
+	if err != nil {
+		return false, fmt.Errorf("asking the leader about a token: %w", err)
+	}
+	for _, k := range []string{api.HeaderToken, "Authorization"} {
+		if v, ok := in.Header[k]; ok {
+			out.Header[k] = v
+		}
+	}
+	out.Header.Set(api.HeaderForwarded, f.s.node.ID())
+	res, err := f.transport.RoundTrip(out)
+	if err != nil {
+		f.proxyError(c.Response(), in, err)
+		return false, nil
+	}
+	defer res.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10)) // keep the connection
+	if res.StatusCode == http.StatusUnauthorized && res.Header.Get(api.HeaderLeader) == id {
+		f.s.dropBody(c)
+		return false, errUnknownToken()
+	}
+	return true, nil
 }
 
 // proxyError answers a failed forward: a request that never reached the leader was not applied
@@ -117,7 +164,7 @@ func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error
 	default:
 		e = fromClusterError(errUnknownForward)
 	}
-	f.s.log.Debug("forwarding failed", "path", r.URL.Path, "error", err)
+	f.s.log.Debug("forwarding failed", "path", clip(r.URL.Path, maxLoggedPath), "error", err)
 	if e.retryAfter != "" {
 		w.Header().Set("Retry-After", e.retryAfter)
 	}

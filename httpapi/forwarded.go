@@ -25,7 +25,7 @@ func (s *Server) checkForwarded(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if !s.fromNode(c) {
 			s.log.Debug("ignored X-Raftlock-Forwarded from a connection without a node certificate",
-				"remote", remoteHost(req), "path", req.URL.Path)
+				"remote", remoteHost(req), "path", clip(req.URL.Path, maxLoggedPath))
 			req.Header.Del(api.HeaderForwarded)
 		}
 		return next(c)

@@ -76,7 +76,7 @@ func lockPath(r *http.Request) (string, error) {
 
 func (s *Server) acquire(c echo.Context, name string) error {
 	var req api.AcquireRequest
-	if err := decodeBody(c, &req, false); err != nil {
+	if err := s.decodeBody(c, &req, false); err != nil {
 		return err
 	}
 	lim := &s.cfg.Limits
@@ -195,7 +195,7 @@ func (s *Server) acquireResult(c echo.Context, caller *identity, name string, id
 // is reported (held, token), not undone. With ?attempt=, later acquires of that attempt fail.
 func (s *Server) cancelAcquire(c echo.Context, name string) error {
 	var empty struct{}
-	if err := decodeBody(c, &empty, true); err != nil {
+	if err := s.decodeBody(c, &empty, true); err != nil {
 		return err
 	}
 	id, err := sessionID(c.QueryParam("session"))
@@ -247,7 +247,7 @@ func lockDelayed(name string, left time.Duration) error {
 
 func (s *Server) release(c echo.Context, name string) error {
 	var req api.ReleaseRequest
-	if err := decodeBody(c, &req, false); err != nil {
+	if err := s.decodeBody(c, &req, false); err != nil {
 		return err
 	}
 	if req.Token == nil {

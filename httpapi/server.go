@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"golang.org/x/net/netutil"
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cluster"
@@ -61,6 +62,18 @@ type Config struct {
 	Version string
 	// MaxBodyBytes bounds request bodies; default 64 KiB.
 	MaxBodyBytes int64
+	// MaxHeaderBytes bounds a request's line and headers; default 8 KiB (net/http reads up to
+	// 4 KiB more before it answers 431).
+	MaxHeaderBytes int
+	// MaxConnections bounds the connections open at once; 0 means no limit. More wait in the
+	// kernel's accept queue until one closes.
+	MaxConnections int
+	// HeaderReadTimeout bounds a client's TLS handshake and the reading of each request's
+	// headers; default 10s.
+	HeaderReadTimeout time.Duration
+	// BodyReadTimeout bounds the reading of a request's body, from the request's arrival;
+	// default 10s.
+	BodyReadTimeout time.Duration
 	// Limits are the validation limits.
 	Limits Limits
 	// LeaderWait is how long a request waits for a leader to appear before 503 no_leader;
@@ -107,6 +120,8 @@ type Server struct {
 	echo    *echo.Echo
 	fwd     *forwarder
 	metrics *metrics
+	// refusals logs API connections whose TLS handshake failed.
+	refusals *tlsutil.RefusalLog
 	// closing ends when Shutdown begins, so that long polls answer at once.
 	closing      context.Context
 	closingStart context.CancelFunc
@@ -116,6 +131,15 @@ type Server struct {
 func New(node Node, cfg Config) *Server {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 64 << 10
+	}
+	if cfg.MaxHeaderBytes == 0 {
+		cfg.MaxHeaderBytes = 8 << 10
+	}
+	if cfg.HeaderReadTimeout == 0 {
+		cfg.HeaderReadTimeout = 10 * time.Second
+	}
+	if cfg.BodyReadTimeout == 0 {
+		cfg.BodyReadTimeout = 10 * time.Second
 	}
 	if cfg.LeaderWait == 0 {
 		cfg.LeaderWait = 3 * time.Second
@@ -131,6 +155,7 @@ func New(node Node, cfg Config) *Server {
 	s.closing, s.closingStart = context.WithCancel(context.Background())
 	s.fwd = newForwarder(s)
 	s.metrics = newMetrics(node)
+	s.refusals = tlsutil.NewRefusalLog(s.log, hclog.Debug, "closed an API connection: TLS handshake failed")
 	s.echo = s.routes()
 	return s
 }
@@ -141,12 +166,18 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // Serve serves HTTP (HTTPS with Config.TLS) on ln until Shutdown; it returns nil after a
 // Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.cfg.MaxConnections > 0 {
+		// Outside TLS: a connection counts from its accept, handshake included, to its close.
+		ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
+	}
 	if s.cfg.TLS != nil {
-		ln = tlsutil.NewListener(ln, s.cfg.TLS, tlsutil.ListenerOptions{OnRefused: s.refusedConn})
+		ln = tlsutil.NewListener(ln, s.cfg.TLS, tlsutil.ListenerOptions{
+			HandshakeTimeout: s.cfg.HeaderReadTimeout, OnRefused: s.refusedConn})
 	}
 	srv := s.echo.Server
 	srv.Handler = s.echo
-	srv.ReadHeaderTimeout = 10 * time.Second
+	srv.MaxHeaderBytes = s.cfg.MaxHeaderBytes
+	srv.ReadHeaderTimeout = s.cfg.HeaderReadTimeout
 	srv.IdleTimeout = 2 * time.Minute
 	srv.ConnContext = withConnPeer
 	err := srv.Serve(ln)
@@ -156,11 +187,11 @@ func (s *Server) Serve(ln net.Listener) error {
 	return err
 }
 
-// refusedConn counts an API connection whose TLS handshake failed. It logs at debug level only:
-// anyone who can reach the port can cause one.
+// refusedConn counts an API connection whose TLS handshake failed. It logs at debug level only,
+// bounded and rate-limited: anyone who can reach the port can cause one.
 func (s *Server) refusedConn(remote net.Addr, err error) {
 	s.metrics.tlsRefused.Inc()
-	s.log.Debug("closed an API connection: TLS handshake failed", "remote", remote.String(), "error", err)
+	s.refusals.Log(remote, err)
 }
 
 // Shutdown stops accepting requests and waits for the ones in flight until ctx ends, then
@@ -186,23 +217,38 @@ func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
+	// The order matters, and is chosen so that nothing a client sends is believed, counted,
+	// recorded or read before it is judged:
+	//  1. recover: a panic is a 500, never a dropped connection.
+	//  2. checkForwarded drops an X-Raftlock-Forwarded mark that did not come from another
+	//     node, before anything below believes it.
+	//  3. metrics and headers see every answer, refusals included.
+	//  4. identify (ACL) resolves the token from the headers alone, so that
+	//  5. rateLimit counts every write by its token, or by its client's address when the token
+	//     is missing or unknown here, before anything is recorded: a refused one (429) is not
+	//     audited, so the limit bounds the audit log's growth too.
+	//  6. audit records what is answered from here on, refusals of the token included.
+	//  7. limitBody refuses a declared body over the limit, and bounds in time the reading of
+	//     any body, which only readBody does, from a handler or the forwarder.
+	//  8. authenticate (ACL) refuses a missing or unknown token before any body is read, and
+	//     has a follower forward the request to the leader, which judges the token again.
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true, LogErrorFunc: s.logPanic}))
-	e.Use(s.checkForwarded) // before everything that believes the mark
+	e.Use(s.checkForwarded)
 	e.Use(s.metrics.middleware)
 	e.Use(s.headers)
-	if s.cfg.AuditLog != nil {
-		e.Use(s.audit)
-	}
 	if s.cfg.ACL {
-		e.Use(s.identify) // inside audit, which records its refusals
+		e.Use(s.identify)
 	}
 	if s.cfg.RateLimit > 0 {
 		e.Use(s.rateLimit(s.cfg.RateLimit))
 	}
-	if s.cfg.ACL {
-		e.Use(s.toLeader) // after the rate limiter, which counts a request where it arrived
+	if s.cfg.AuditLog != nil {
+		e.Use(s.audit)
 	}
-	e.Use(middleware.BodyLimit(strconv.FormatInt(s.cfg.MaxBodyBytes, 10) + "B"))
+	e.Use(s.limitBody)
+	if s.cfg.ACL {
+		e.Use(s.authenticate)
+	}
 
 	v1 := e.Group("/v1")
 	v1.POST("/sessions", s.createSession)
@@ -230,7 +276,7 @@ func (s *Server) routes() *echo.Echo {
 }
 
 func (s *Server) logPanic(c echo.Context, err error, stack []byte) error {
-	s.log.Error("handler panic", "method", c.Request().Method, "path", c.Request().URL.Path, "error", err, "stack", string(stack))
+	s.log.Error("handler panic", "method", clip(c.Request().Method, maxAuditMethod), "path", clip(c.Request().URL.Path, maxLoggedPath), "error", err, "stack", string(stack))
 	return err
 }
 
@@ -265,7 +311,7 @@ func (s *Server) atLeader(c echo.Context, fn func() error) error {
 		}
 		id, addr := s.node.Leader()
 		if id != "" && id != s.node.ID() && addr != "" && !forwarded {
-			return s.fwd.forward(c, addr)
+			return s.fwd.forward(c, id, addr)
 		}
 		if time.Now().After(deadline) || forwarded && id != s.node.ID() {
 			if forwarded {

@@ -14,7 +14,7 @@ import (
 
 func (s *Server) createSession(c echo.Context) error {
 	var req api.CreateSessionRequest
-	if err := decodeBody(c, &req, false); err != nil {
+	if err := s.decodeBody(c, &req, false); err != nil {
 		return err
 	}
 	lim := &s.cfg.Limits
@@ -62,7 +62,7 @@ func (s *Server) newSession(c echo.Context, id *identity, name string, ttl, dela
 
 func (s *Server) renewSession(c echo.Context) error {
 	var empty struct{}
-	if err := decodeBody(c, &empty, true); err != nil {
+	if err := s.decodeBody(c, &empty, true); err != nil {
 		return err
 	}
 	id, err := sessionID(c.Param("id"))
@@ -87,7 +87,7 @@ func (s *Server) renewSession(c echo.Context) error {
 // leadership confirmation serves them all.
 func (s *Server) renewSessions(c echo.Context) error {
 	var req api.RenewSessionsRequest
-	if err := decodeBody(c, &req, false); err != nil {
+	if err := s.decodeBody(c, &req, false); err != nil {
 		return err
 	}
 	if len(req.IDs) == 0 {

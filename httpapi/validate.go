@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -170,18 +169,13 @@ func sessionID(s string) (fsm.SessionID, error) {
 }
 
 // decodeBody reads a JSON object strictly into dst: unknown fields, trailing data and malformed
-// JSON are refused. An empty body is accepted only when emptyOK.
-func decodeBody(c echo.Context, dst any, emptyOK bool) error {
-	data, err := io.ReadAll(c.Request().Body)
+// JSON are refused. An empty body is accepted only when emptyOK. The body is read by readBody,
+// bounded in size and time, and stays available to a follower that forwards the request.
+func (s *Server) decodeBody(c echo.Context, dst any, emptyOK bool) error {
+	data, err := s.readBody(c)
 	if err != nil {
-		var he *echo.HTTPError
-		if errors.As(err, &he) {
-			return he
-		}
-		return invalid("reading the request body: %v", err)
+		return err
 	}
-	// Keep the body readable: a follower forwards the request to the leader as it came.
-	c.Request().Body = io.NopCloser(bytes.NewReader(data))
 	if len(bytes.TrimSpace(data)) == 0 {
 		if emptyOK {
 			return nil

@@ -10,9 +10,10 @@
 //   - PeerServerConfig and PeerClientConfig: node-to-node traffic (Raft, forwarding, join),
 //     mutual TLS where each side must present a node certificate of the CA.
 //
-// A node certificate is one signed by the CA and valid for both server and client
-// authentication; a client certificate (client authentication only) is accepted by the API but
-// refused between nodes. Node-to-node connections check the CA and the certificate's usages,
+// A node certificate is one signed by the CA whose extended key usages are exactly server and
+// client authentication: one without extended key usages, or with "any", which crypto/x509
+// takes as allowing every usage, is not a node's. A client certificate (client authentication
+// only) is accepted by the API but refused between nodes. Node-to-node connections check the CA and the certificate's usages,
 // not the host name: a node is whoever holds a node certificate of the cluster's CA, whatever
 // address (proxy, NAT) it was reached at. Clients of the API check host names as usual.
 //
@@ -22,5 +23,8 @@
 // NewCA and CA.Issue create ECDSA P-256 certificates with the standard library only, for the
 // `raftlock tls` commands and the development cluster.
 //
-// It imports only the standard library and hclog.
+// RefusalLog logs refused handshakes, bounded in size and rate, since anyone who reaches a port
+// can cause one.
+//
+// It imports only the standard library, hclog and golang.org/x/time/rate.
 package tlsutil

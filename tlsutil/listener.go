@@ -16,10 +16,18 @@ const DefaultHandshakeTimeout = 10 * time.Second
 type ListenerOptions struct {
 	// HandshakeTimeout bounds each handshake; default DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
-	// OnRefused, if set, is called (from the handshake's goroutine) for every connection whose
-	// handshake failed, before it is closed; not for handshakes that Close ended.
+	// OnRefused, if set, is called (from the Listener's goroutines) for every connection whose
+	// handshake failed, before it is closed; not for handshakes that Close ended. It is also
+	// called, with ErrTooManyHandshakes, for a connection closed at once by the bounds below.
 	OnRefused func(remote net.Addr, err error)
+	// MaxHandshakes bounds the handshakes in progress at once, and MaxHandshakesPerHost those
+	// from one IP address; a connection over either is closed at once, before its handshake.
+	// Zero means no bound. Connections whose handshake is done do not count.
+	MaxHandshakes, MaxHandshakesPerHost int
 }
+
+// ErrTooManyHandshakes is why a Listener closed a connection over its handshake bounds.
+var ErrTooManyHandshakes = errors.New("tlsutil: too many TLS handshakes in progress")
 
 // Listener accepts TLS connections whose handshake has already succeeded. Each handshake runs
 // in its own goroutine, so that a slow or silent peer delays nobody else; a connection whose
@@ -33,11 +41,15 @@ type Listener struct {
 
 	conns chan *tls.Conn
 	errs  chan error
-	done  chan struct{}
-	ctx   context.Context
-	stop  context.CancelFunc
-	once  sync.Once
-	wg    sync.WaitGroup
+
+	pendingMu sync.Mutex
+	pending   int            // handshakes in progress
+	perHost   map[string]int // handshakes in progress by remote IP
+	done      chan struct{}
+	ctx       context.Context
+	stop      context.CancelFunc
+	once      sync.Once
+	wg        sync.WaitGroup
 }
 
 // NewListener wraps ln; cfg is a server configuration (see Store). Close closes ln.
@@ -46,12 +58,13 @@ func NewListener(ln net.Listener, cfg *tls.Config, opts ListenerOptions) *Listen
 		opts.HandshakeTimeout = DefaultHandshakeTimeout
 	}
 	l := &Listener{
-		inner: ln,
-		cfg:   cfg,
-		opts:  opts,
-		conns: make(chan *tls.Conn),
-		errs:  make(chan error),
-		done:  make(chan struct{}),
+		inner:   ln,
+		cfg:     cfg,
+		opts:    opts,
+		conns:   make(chan *tls.Conn),
+		errs:    make(chan error),
+		done:    make(chan struct{}),
+		perHost: make(map[string]int),
 	}
 	l.ctx, l.stop = context.WithCancel(context.Background())
 	l.wg.Add(1)
@@ -74,18 +87,57 @@ func (l *Listener) acceptLoop() {
 			}
 			continue
 		}
+		host, ok := l.admit(c)
+		if !ok {
+			if l.opts.OnRefused != nil {
+				l.opts.OnRefused(c.RemoteAddr(), ErrTooManyHandshakes)
+			}
+			c.Close()
+			continue
+		}
 		l.wg.Add(1)
-		go l.handshake(c)
+		go l.handshake(c, host)
 	}
 }
 
-func (l *Listener) handshake(raw net.Conn) {
+// admit counts a new connection's handshake, unless that would exceed the bounds.
+func (l *Listener) admit(c net.Conn) (host string, ok bool) {
+	host = c.RemoteAddr().String()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	l.pendingMu.Lock()
+	defer l.pendingMu.Unlock()
+	if max := l.opts.MaxHandshakes; max > 0 && l.pending >= max {
+		return host, false
+	}
+	if max := l.opts.MaxHandshakesPerHost; max > 0 && l.perHost[host] >= max {
+		return host, false
+	}
+	l.pending++
+	l.perHost[host]++
+	return host, true
+}
+
+// release uncounts a handshake that ended.
+func (l *Listener) release(host string) {
+	l.pendingMu.Lock()
+	defer l.pendingMu.Unlock()
+	l.pending--
+	if l.perHost[host]--; l.perHost[host] <= 0 {
+		delete(l.perHost, host)
+	}
+}
+
+func (l *Listener) handshake(raw net.Conn, host string) {
 	defer l.wg.Done()
 	// Close (through l.ctx) ends a handshake that is still running.
 	ctx, cancel := context.WithTimeout(l.ctx, l.opts.HandshakeTimeout)
 	defer cancel()
 	tc := tls.Server(raw, l.cfg)
-	if err := tc.HandshakeContext(ctx); err != nil {
+	err := tc.HandshakeContext(ctx)
+	l.release(host)
+	if err != nil {
 		// A handshake that Close cut short refused nobody.
 		if l.opts.OnRefused != nil && l.ctx.Err() == nil {
 			l.opts.OnRefused(raw.RemoteAddr(), err)

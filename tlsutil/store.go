@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,7 +142,7 @@ func (s *Store) Reload() error {
 
 // warnUntrusted logs when this node's own certificate would not pass its peers' check.
 func (s *Store) warnUntrusted(cert *tls.Certificate, pool *x509.CertPool) {
-	if err := verifyChain(cert.Certificate, pool, nodeUsages, ""); err != nil {
+	if err := verifyNodeChain(cert.Certificate, pool); err != nil {
 		s.log.Warn("this node's certificate is not a node certificate of the CA bundle: other nodes will refuse it", "error", err)
 	}
 }
@@ -155,9 +156,9 @@ func (s *Store) MinVersion() uint16 { return s.minVersion }
 // nodeUsages are the usages a node certificate must allow: it serves and it dials.
 var nodeUsages = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 
-// verifyChain checks that the certificate chain raw (leaf first) leads to pool and allows
-// every usage in usages; with host set, the leaf must also name host.
-func verifyChain(raw [][]byte, pool *x509.CertPool, usages []x509.ExtKeyUsage, host string) error {
+// verifyNodeChain checks that the certificate chain raw (leaf first) is a node certificate of
+// pool (see verifyNode).
+func verifyNodeChain(raw [][]byte, pool *x509.CertPool) error {
 	if len(raw) == 0 {
 		return ErrNoCertificate
 	}
@@ -169,7 +170,55 @@ func verifyChain(raw [][]byte, pool *x509.CertPool, usages []x509.ExtKeyUsage, h
 		}
 		certs[i] = c
 	}
-	return verifyParsed(certs, pool, usages, host)
+	return verifyNode(certs, pool)
+}
+
+// verifyNode checks that certs (leaf first) is a node certificate of pool: signed by it and
+// allowing exactly server and client authentication, nothing more. crypto/x509 takes a
+// certificate without extended key usages, or with "any", as allowing every usage; such a
+// certificate (a CA's, or one made for another purpose by a shared CA) is no node's.
+func verifyNode(certs []*x509.Certificate, pool *x509.CertPool) error {
+	if len(certs) == 0 {
+		return ErrNoCertificate
+	}
+	if leaf := certs[0]; !exactlyNodeUsages(leaf) {
+		return fmt.Errorf("%w: %s: a node certificate allows exactly server and client authentication (extended key usages %v, %d unknown)",
+			ErrUntrusted, PeerName(leaf), leaf.ExtKeyUsage, len(leaf.UnknownExtKeyUsage))
+	}
+	return verifyParsed(certs, pool, nodeUsages, "")
+}
+
+// exactlyNodeUsages says whether the certificate's extended key usages are server and client
+// authentication, and no other.
+func exactlyNodeUsages(c *x509.Certificate) bool {
+	if len(c.UnknownExtKeyUsage) > 0 || len(c.ExtKeyUsage) != len(nodeUsages) {
+		return false
+	}
+	server, client := false, false
+	for _, u := range c.ExtKeyUsage {
+		server = server || u == x509.ExtKeyUsageServerAuth
+		client = client || u == x509.ExtKeyUsageClientAuth
+	}
+	return server && client
+}
+
+// maxPeerName bounds how much of a peer certificate's common name goes into an error or a log
+// line: the name is the peer's choice, up to tens of kilobytes.
+const maxPeerName = 64
+
+// PeerName returns the certificate's common name for a log line or an error: quoted, with
+// everything outside printable ASCII escaped, and cut to maxPeerName bytes of the name.
+func PeerName(c *x509.Certificate) string {
+	name := c.Subject.CommonName
+	cut := len(name) > maxPeerName
+	if cut {
+		name = name[:maxPeerName]
+	}
+	q := strconv.QuoteToASCII(name)
+	if cut {
+		q += "..."
+	}
+	return q
 }
 
 func verifyParsed(certs []*x509.Certificate, pool *x509.CertPool, usages []x509.ExtKeyUsage, host string) error {
@@ -185,7 +234,7 @@ func verifyParsed(certs []*x509.Certificate, pool *x509.CertPool, usages []x509.
 	for _, u := range usages {
 		opts.KeyUsages = []x509.ExtKeyUsage{u}
 		if _, err := certs[0].Verify(opts); err != nil {
-			return fmt.Errorf("%w: %q: %w", ErrUntrusted, certs[0].Subject.CommonName, err)
+			return fmt.Errorf("%w: %s: %w", ErrUntrusted, PeerName(certs[0]), err)
 		}
 	}
 	return nil
@@ -202,6 +251,11 @@ func (s *Store) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certific
 // verifyPeer checks the other side of a connection against the current CA bundle.
 func (s *Store) verifyPeer(cs tls.ConnectionState, usages []x509.ExtKeyUsage) error {
 	return verifyParsed(cs.PeerCertificates, s.cur.Load().pool, usages, "")
+}
+
+// verifyNodePeer checks that the other side of a connection is a node of the current CA bundle.
+func (s *Store) verifyNodePeer(cs tls.ConnectionState) error {
+	return verifyNode(cs.PeerCertificates, s.cur.Load().pool)
 }
 
 // APIServerConfig returns the HTTPS API's server configuration (HTTP/1.1). With verifyClients,
@@ -227,10 +281,10 @@ func (s *Store) APIServerConfig(verifyClients bool) *tls.Config {
 }
 
 // IsNode reports whether the other side of a connection presented a node certificate of the
-// current CA bundle: one that allows both server and client authentication, as the
+// current CA bundle: one that allows exactly server and client authentication, as the
 // certificates of `raftlock tls cert create --node` do and client certificates do not.
 func (s *Store) IsNode(cs *tls.ConnectionState) bool {
-	return cs != nil && s.verifyPeer(*cs, nodeUsages) == nil
+	return cs != nil && s.verifyNodePeer(*cs) == nil
 }
 
 // PeerServerConfig returns the configuration for connections other nodes open to this one
@@ -240,7 +294,7 @@ func (s *Store) PeerServerConfig() *tls.Config {
 		MinVersion:       s.minVersion,
 		GetCertificate:   s.getCertificate,
 		ClientAuth:       tls.RequireAnyClientCert,
-		VerifyConnection: func(cs tls.ConnectionState) error { return s.verifyPeer(cs, nodeUsages) },
+		VerifyConnection: s.verifyNodePeer,
 	}
 }
 
@@ -255,6 +309,6 @@ func (s *Store) PeerClientConfig() *tls.Config {
 		// crypto/tls would verify against a pool fixed in the config; VerifyConnection checks the
 		// chain against the current bundle instead, which is why its own check is skipped.
 		InsecureSkipVerify: true, //nolint:gosec // verified in VerifyConnection
-		VerifyConnection:   func(cs tls.ConnectionState) error { return s.verifyPeer(cs, nodeUsages) },
+		VerifyConnection:   s.verifyNodePeer,
 	}
 }

@@ -33,8 +33,10 @@ If the leadership is lost while COMMAND runs, COMMAND and its process group get 
 SIGKILL after --grace, and raftlock campaigns again with a new session, to run COMMAND anew
 when re-elected. The leadership is given up --safety-margin (default TTL/5) before the server
 could free it, counting from the last renewal sent, so that COMMAND has been stopped before
-another candidate can be elected: --grace (default half the margin) may not exceed the margin. When COMMAND exits by itself, raftlock resigns (the next candidate is
-elected) and exits with COMMAND's exit code.
+another candidate can be elected: --grace (default half the margin) may be at most
+margin - TTL/1000 - max(margin/10, 100ms), which leaves room for clock-rate error and the kill
+itself ("raftlock lock --help" explains the arithmetic). When COMMAND exits by itself,
+raftlock resigns (the next candidate is elected) and exits with COMMAND's exit code.
 ` + exitCodesHelp,
 		Example: `  # three machines run this; exactly one runs the scheduler at any time
   raftlock elect --value "$(hostname):8080" services/scheduler -- ./scheduler --port 8080

@@ -30,7 +30,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.margin, "safety-margin", 0,
 		"how long before the server could free the lock raftlock gives it up and stops COMMAND, counted from the last renewal it sent; it covers --grace and clock-rate error (default TTL/5, must be less than TTL/2)")
 	cmd.Flags().DurationVar(&f.grace, "grace", 0,
-		"time between SIGTERM and SIGKILL when the lock is lost (default half the safety margin; at most the safety margin, since the server may hand the lock on once the margin has run out)")
+		"time between SIGTERM and SIGKILL when the lock is lost (default half the safety margin); at most the margin less TTL/1000 (clock-rate error) and a tenth of the margin, at least 100ms (the kill itself), since the server may hand the lock on once the margin has run out")
 	cmd.Flags().DurationVar(&f.lockDelay, "lock-delay", 0,
 		"if this process dies or loses the cluster, keep the lock from everyone else this long after the TTL runs out, for commands whose writes cannot be fenced (0 to 60s)")
 	// Everything after NAME belongs to the command, even without "--".
@@ -51,13 +51,39 @@ func (f *runFlags) validate() error {
 	if f.grace < 0 {
 		return &exitError{code: exitFailure, msg: fmt.Sprintf("--grace %s must not be negative", f.grace)}
 	}
-	if margin := f.marginOrDefault(); f.grace > margin {
+	margin := f.marginOrDefault()
+	most := maxGrace(f.ttl, margin)
+	if most <= 0 {
 		return &exitError{code: exitFailure, msg: fmt.Sprintf(
-			"--grace %s is longer than the safety margin %s: once the margin has run out the server may hand "+
-				"the lock to someone else while the command would still be running; use a shorter --grace or a "+
-				"larger --safety-margin (less than TTL/2)", f.grace, margin)}
+			"--safety-margin %s leaves no time for COMMAND to stop: %s", margin, graceArithmetic(f.ttl, margin))}
+	}
+	if f.grace > most {
+		return &exitError{code: exitFailure, msg: fmt.Sprintf(
+			"--grace %s does not fit in the safety margin %s: COMMAND must have stopped before the server may hand "+
+				"the lock to someone else, and %s; use a shorter --grace or a larger --safety-margin (less than TTL/2)",
+			f.grace, margin, graceArithmetic(f.ttl, margin))}
 	}
 	return nil
+}
+
+// killHeadroom is what the safety margin keeps, besides the clocks' rate error, for the kill
+// itself: the local deadline firing late (scheduling, a GC pause), the signals' delivery and
+// COMMAND's processes ending after SIGKILL. A tenth of the margin, at least 100ms.
+func killHeadroom(margin time.Duration) time.Duration { return max(margin/10, 100*time.Millisecond) }
+
+// maxGrace is the longest --grace that fits in the margin: the margin must cover the clocks'
+// rate error over one TTL (2·ρ·TTL with ρ = 500 ppm, NTP's bound: TTL/1000), the kill
+// (killHeadroom) and the grace between SIGTERM and SIGKILL (docs/safety.md, "The client's
+// margin").
+func maxGrace(ttl, margin time.Duration) time.Duration {
+	return margin - ttl/1000 - killHeadroom(margin)
+}
+
+// graceArithmetic says how maxGrace is worked out, for an error message.
+func graceArithmetic(ttl, margin time.Duration) string {
+	return fmt.Sprintf("the margin must also cover the clocks' rate error over the TTL (TTL/1000 = %s) and the kill "+
+		"itself (a tenth of the margin, at least 100ms: %s), so --grace may be at most %s - %s - %s = %s",
+		ttl/1000, killHeadroom(margin), margin, ttl/1000, killHeadroom(margin), maxGrace(ttl, margin))
 }
 
 // marginOrDefault is the session's safety margin: --safety-margin, or TTL/5.
@@ -69,12 +95,14 @@ func (f *runFlags) marginOrDefault() time.Duration {
 }
 
 // graceOrDefault is the time the command gets between SIGTERM and SIGKILL: --grace, or half
-// the safety margin, so that it has stopped before the server can free the lock.
+// the safety margin (at most maxGrace), so that it has stopped before the server can free the
+// lock.
 func (f *runFlags) graceOrDefault() time.Duration {
 	if f.grace > 0 {
 		return f.grace
 	}
-	return f.marginOrDefault() / 2
+	margin := f.marginOrDefault()
+	return min(margin/2, maxGrace(f.ttl, margin))
 }
 
 // newSession creates the session that holds the lock, warning on stderr when it is in danger.
@@ -155,10 +183,13 @@ to raftlock are passed on to COMMAND; the lock is released once it has exited.
 
 raftlock gives the lock up --safety-margin (default TTL/5) before the server could free it,
 counting from the last renewal it sent, so that COMMAND has been stopped before anyone else
-can be granted the lock: --grace (default half the margin) may not exceed the margin. The
-margin also covers the difference in rate between this machine's clock and the servers' over
-one TTL (negligible for ordinary clocks); it needs no synchronised clocks. The fencing token
-protects against what no margin can: a machine paused for longer than that.
+can be granted the lock. The margin covers three things: the difference in rate between this
+machine's clock and the servers' over one TTL (TTL/1000, for clocks within 500 ppm; no
+synchronised clocks needed), the kill itself (a tenth of the margin, at least 100ms: the
+deadline firing late, the signals, the processes ending) and --grace. So --grace (default half
+the margin) may be at most margin - TTL/1000 - max(margin/10, 100ms): with --ttl 15s and the
+default margin of 3s, at most 3s - 15ms - 300ms = 2.685s. The fencing token protects against
+what no margin can: a machine paused for longer than that.
 
 With --wait 0 (the default) raftlock does not wait: if another session holds the lock it
 exits at once with code 75, which makes "run the nightly job on exactly one machine" a

@@ -280,36 +280,52 @@ while [ ! -e "$DIR/done" ]; do sleep 0.05; done`
 	}
 }
 
-// A --grace longer than the safety margin would let the command run on after the server may
-// have handed the lock to someone else: lock and elect refuse it, and say why, before taking
-// anything; so do they a margin of TTL/2 or more.
+// A --grace that does not fit in the safety margin would let the command run on after the
+// server may have handed the lock to someone else: lock and elect refuse it, and say why,
+// before taking anything. A grace equal to the margin leaves nothing for clock-rate error and
+// the kill itself, so it is refused too: at most margin - TTL/1000 - max(margin/10, 100ms). So
+// is a margin of TTL/2 or more, and one too small to leave any grace.
 func TestGraceAndSafetyMarginAreBounded(t *testing.T) {
 	c := testClient(t)
 	name := testLock(t)
 	for _, cmd := range []string{"lock", "elect"} {
 		r := runCLI(t, cmd, "--ttl", "10s", "--grace", "3s", name, "--", "sh", "-c", "echo ran")
-		if r.code != exitFailure || r.stdout != "" || !strings.Contains(r.stderr, "--grace 3s is longer than the safety margin 2s") ||
+		if r.code != exitFailure || r.stdout != "" || !strings.Contains(r.stderr, "--grace 3s does not fit in the safety margin 2s") ||
 			!strings.Contains(r.stderr, "hand the lock to someone else") {
 			t.Fatalf("%s with --grace above the default margin: exit %d, stdout %q, stderr %q", cmd, r.code, r.stdout, r.stderr)
+		}
+		// Equal to the margin: no headroom. 2s - 10ms - 200ms = 1.79s.
+		for _, args := range [][]string{{"--grace", "2s"}, {"--safety-margin", "2s", "--grace", "2s"}, {"--grace", "1.8s"}} {
+			r = runCLI(t, append(append([]string{cmd, "--ttl", "10s"}, args...), name, "--", "sh", "-c", "echo ran")...)
+			if r.code != exitFailure || r.stdout != "" || !strings.Contains(r.stderr, "does not fit in the safety margin 2s") ||
+				!strings.Contains(r.stderr, "at most 2s - 10ms - 200ms = 1.79s") {
+				t.Fatalf("%s %v: exit %d, stdout %q, stderr %q", cmd, args, r.code, r.stdout, r.stderr)
+			}
 		}
 		r = runCLI(t, cmd, "--ttl", "10s", "--safety-margin", "5s", name, "--", "sh", "-c", "echo ran")
 		if r.code != exitFailure || r.stdout != "" || !strings.Contains(r.stderr, "--safety-margin 5s must be positive and less than half the TTL") {
 			t.Fatalf("%s with a margin of TTL/2: exit %d, stdout %q, stderr %q", cmd, r.code, r.stdout, r.stderr)
 		}
 		r = runCLI(t, cmd, "--ttl", "10s", "--safety-margin", "2s", "--grace", "3s", name, "--", "sh", "-c", "echo ran")
-		if r.code != exitFailure || !strings.Contains(r.stderr, "--grace 3s is longer than the safety margin 2s") {
+		if r.code != exitFailure || !strings.Contains(r.stderr, "--grace 3s does not fit in the safety margin 2s") {
 			t.Fatalf("%s with --grace above --safety-margin: exit %d, stderr %q", cmd, r.code, r.stderr)
+		}
+		r = runCLI(t, cmd, "--ttl", "10s", "--safety-margin", "100ms", name, "--", "sh", "-c", "echo ran")
+		if r.code != exitFailure || !strings.Contains(r.stderr, "--safety-margin 100ms leaves no time for COMMAND to stop") {
+			t.Fatalf("%s with a margin too small for any grace: exit %d, stderr %q", cmd, r.code, r.stderr)
 		}
 	}
 	if !lockIsFree(t, c, name) {
 		t.Fatal("a refused run took the lock")
 	}
-	r := runCLI(t, "lock", "--ttl", "10s", "--safety-margin", "4s", "--grace", "3s", name, "--", "sh", "-c", "echo ran")
-	if r.code != 0 || r.stdout != "ran\n" {
-		t.Fatalf("--grace within --safety-margin: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	for _, args := range [][]string{{"--safety-margin", "4s", "--grace", "3s"}, {"--grace", "1.79s"}} {
+		r := runCLI(t, append(append([]string{"lock", "--ttl", "10s"}, args...), name, "--", "sh", "-c", "echo ran")...)
+		if r.code != 0 || r.stdout != "ran\n" {
+			t.Fatalf("%v, within the margin: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
 	}
-	r = runCLI(t, "lock", "--help")
-	if !strings.Contains(r.stdout, "--safety-margin") || !strings.Contains(r.stdout, "may not exceed the margin") {
-		t.Fatalf("lock --help does not explain the margin:\n%s", r.stdout)
+	r := runCLI(t, "lock", "--help")
+	if !strings.Contains(r.stdout, "--safety-margin") || !strings.Contains(r.stdout, "margin - TTL/1000 - max(margin/10, 100ms)") {
+		t.Fatalf("lock --help does not say the arithmetic of the margin:\n%s", r.stdout)
 	}
 }

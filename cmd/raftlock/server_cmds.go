@@ -47,7 +47,16 @@ With --tls-cert-file, --tls-key-file and --tls-ca-file the API is served over HT
 nodes accept only node certificates of the CA from each other. --tls-verify-clients also
 requires API clients to present a certificate of the CA. On SIGHUP the agent re-reads the
 three files for new connections; a file that fails to load keeps the old one (logged).
-raftlock tls creates a CA and certificates to try this out.`,
+raftlock tls creates a CA and certificates to try this out. A certificate of the CA is a
+node's only if its extended key usages are exactly server and client authentication.
+
+What a client can make the node spend before it is authenticated is bounded: connections
+(--max-connections), a request's headers (--max-header-bytes, --header-read-timeout, which
+also bounds a TLS handshake) and body (--max-body-bytes, --body-read-timeout), and with TLS
+the Raft handshakes in progress (--max-raft-handshakes). With --acl a token is judged from the
+headers before any body is read, and the connection of a request without a valid token is
+closed after the answer. --rate-limit counts requests without a token by client address.
+docs/security.md lists the bounds.`,
 		Example: `  raftlock agent --id n1 --data-dir /var/lib/raftlock/n1 \
     --http-addr 127.0.0.1:7001 --raft-addr 127.0.0.1:7101 \
     --initial-cluster n1=127.0.0.1:7101,n2=127.0.0.1:7102,n3=127.0.0.1:7103
