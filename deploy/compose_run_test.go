@@ -1,0 +1,250 @@
+package deploy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestComposeClusterOnLoopback runs what compose.yaml runs, without containers: init.sh, the
+// agents n1-n3 with the image's and their services' settings, the image's health check until
+// they are healthy, acl-bootstrap.sh, then n4 of the `scale` profile, which joins with the
+// agent token acl-bootstrap.sh wrote. Only what a container gives is replaced: each node's
+// addresses by ports on 127.0.0.1 (the services' names by localhost), and the volumes'
+// paths by directories of the test.
+func TestComposeClusterOnLoopback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four agents")
+	}
+	tmp := t.TempDir()
+	etc, admin, path := filepath.Join(tmp, "etc"), filepath.Join(tmp, "admin"), filepath.Join(tmp, "bin")
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(bin, filepath.Join(path, "raftlock")); err != nil {
+		t.Fatal(err)
+	}
+	owner := fmt.Sprintf("OWNER=%d:%d", os.Getuid(), os.Getgid())
+	scriptEnv := []string{"ETC=" + etc, "ADMIN=" + admin, owner, "PATH=" + path + ":" + os.Getenv("PATH")}
+	runScript(t, "compose/init.sh", append(scriptEnv, "NODES=n1 n2 n3 n4"))
+	if _, err := os.Stat(filepath.Join(etc, "tls", "ca-key.pem")); err == nil {
+		t.Error("init.sh put the CA key where the agents read")
+	}
+
+	agents := composeAgents(t)
+	ports := freePorts(t, 8)
+	// The compose addresses, and what they become here.
+	var repl []string
+	for i, n := range []string{"n1", "n2", "n3", "n4"} {
+		repl = append(repl, fmt.Sprintf("172.30.71.%d:7101", 11+i), fmt.Sprintf("127.0.0.1:%d", ports[4+i]),
+			n+":7001", fmt.Sprintf("localhost:%d", ports[i]))
+	}
+	repl = append(repl, "/etc/raftlock", etc)
+	nodeEnv := func(name string, i int) []string {
+		a, ok := agents[name]
+		if !ok {
+			t.Fatalf("compose.yaml has no agent %s", name)
+		}
+		env := merge(imageEnv(t), a.env)
+		env["RAFTLOCK_HTTP_ADDR"] = fmt.Sprintf("127.0.0.1:%d", ports[i])
+		env["RAFTLOCK_RAFT_ADDR"] = fmt.Sprintf("127.0.0.1:%d", ports[4+i])
+		env["RAFTLOCK_DATA_DIR"] = filepath.Join(tmp, name)
+		r := strings.NewReplacer(repl...)
+		var out []string
+		for k, v := range env {
+			out = append(out, k+"="+r.Replace(v))
+		}
+		return out
+	}
+	var nodes []*agentProc
+	for i, n := range []string{"n1", "n2", "n3"} {
+		nodes = append(nodes, startAgent(t, n, nodeEnv(n, i)))
+	}
+	for _, a := range nodes {
+		waitHealthy(t, a)
+	}
+
+	endpoints := fmt.Sprintf("RAFTLOCK_ENDPOINTS=https://localhost:%d,https://localhost:%d,https://localhost:%d", ports[0], ports[1], ports[2])
+	runScript(t, "compose/acl-bootstrap.sh", append(scriptEnv, endpoints))
+	agentYAML, _ := os.ReadFile(filepath.Join(etc, "agent.yaml"))
+	token, _ := os.ReadFile(filepath.Join(admin, "management-token"))
+	if !strings.HasPrefix(string(agentYAML), "agent-token: ") || len(bytes.TrimSpace(token)) == 0 {
+		t.Fatalf("after acl-bootstrap.sh: agent.yaml %q, management token %d bytes", agentYAML, len(token))
+	}
+	runScript(t, "compose/acl-bootstrap.sh", append(scriptEnv, endpoints)) // kept across runs
+	if again, _ := os.ReadFile(filepath.Join(etc, "agent.yaml")); !bytes.Equal(again, agentYAML) {
+		t.Error("a second acl-bootstrap.sh replaced the agent token")
+	}
+
+	cli := []string{endpoints, "RAFTLOCK_CA_FILE=" + filepath.Join(etc, "tls", "ca.pem"),
+		"RAFTLOCK_CERT_FILE=" + filepath.Join(etc, "tls", "client.pem"), "RAFTLOCK_KEY_FILE=" + filepath.Join(etc, "tls", "client-key.pem")}
+	if out, err := runBin(cli, "status"); err == nil {
+		t.Fatalf("status without a token succeeded: ACLs are off\n%s", out)
+	}
+	cli = append(cli, "RAFTLOCK_TOKEN="+strings.TrimSpace(string(token)))
+
+	n4 := startAgent(t, "n4", nodeEnv("n4", 3))
+	waitHealthy(t, n4)
+	out, err := runBin(cli, "status", "-o", "json")
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	var st struct{ Members []struct{ ID, Health string } }
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("status -o json: %v\n%s", err, out)
+	}
+	if len(st.Members) != 4 {
+		t.Fatalf("members after n4 joined: %+v; want n1-n4", st.Members)
+	}
+	for _, a := range append(nodes, n4) {
+		a.stop(t)
+	}
+}
+
+func runScript(t *testing.T, script string, env []string) {
+	t.Helper()
+	cmd := exec.Command("sh", script)
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+}
+
+// runBin runs the raftlock binary with env added to a RAFTLOCK_*-free environment.
+func runBin(env []string, args ...string) ([]byte, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(withoutRaftlockEnv(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return append(stdout.Bytes(), stderr.Bytes()...), err
+	}
+	return stdout.Bytes(), nil
+}
+
+func withoutRaftlockEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "RAFTLOCK_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// agentProc is a running `raftlock agent` process and its environment.
+type agentProc struct {
+	name string
+	env  []string
+	cmd  *exec.Cmd
+	log  *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startAgent runs the image's default command, `raftlock agent`, with env; killed when the test ends.
+func startAgent(t *testing.T, name string, env []string) *agentProc {
+	t.Helper()
+	a := &agentProc{name: name, env: env, log: &lockedBuffer{}}
+	a.cmd = exec.Command(bin, "agent")
+	a.cmd.Env = append(withoutRaftlockEnv(), env...)
+	a.cmd.Stdout, a.cmd.Stderr = a.log, a.log
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if a.cmd.ProcessState == nil {
+			_ = a.cmd.Process.Kill()
+			_ = a.cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("%s's log:\n%s", name, a.log)
+		}
+	})
+	return a
+}
+
+// waitHealthy runs the image's HEALTHCHECK command in the agent's environment until it passes.
+func waitHealthy(t *testing.T, a *agentProc) {
+	t.Helper()
+	df, err := parseDockerfile("docker/Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, _ := df.final().last("HEALTHCHECK")
+	_, probe, _ := strings.Cut(hc.args, "CMD ")
+	args := execForm(t, instruction{cmd: "HEALTHCHECK", args: probe})[1:]
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := runBin(a.env, args...)
+		if err == nil {
+			return
+		}
+		if a.cmd.ProcessState != nil || time.Now().After(deadline) {
+			t.Fatalf("%s never became healthy: %v\n%s", a.name, err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM, as docker stop does, and waits for a clean exit.
+func (a *agentProc) stop(t *testing.T) {
+	t.Helper()
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- a.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("%s exited after SIGTERM with %v", a.name, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("%s did not stop within 30s of SIGTERM", a.name)
+		_ = a.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// freePorts returns n ports free on 127.0.0.1 right now.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var lns []net.Listener
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
+}
