@@ -269,3 +269,18 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
+
+// TestShellScripts runs shellcheck on the setup scripts where it is installed.
+func TestShellScripts(t *testing.T) {
+	sc, err := osexec.LookPath("shellcheck")
+	if err != nil {
+		t.Skip("shellcheck is not installed (apt-get install shellcheck): the scripts are not linted")
+	}
+	scripts, _ := filepath.Glob("*/*.sh")
+	if len(scripts) < 3 {
+		t.Fatalf("scripts %v: want compose's two and tls-secret.sh", scripts)
+	}
+	if out, err := osexec.Command(sc, append([]string{"--shell=sh"}, scripts...)...).CombinedOutput(); err != nil {
+		t.Fatalf("shellcheck: %v\n%s", err, out)
+	}
+}

@@ -13,13 +13,14 @@ mkdir -p "$ETC/tls" "$ADMIN"
 chmod 0700 "$ADMIN"
 [ -f "$ADMIN/ca.pem" ] || raftlock tls ca create --dir "$ADMIN"
 cp "$ADMIN/ca.pem" "$ETC/tls/ca.pem"
-sign="--dir $ETC/tls --ca-cert $ADMIN/ca.pem --ca-key $ADMIN/ca-key.pem"
+# sign makes a certificate signed by the CA of $ADMIN into $ETC/tls.
+sign() { raftlock tls cert create --dir "$ETC/tls" --ca-cert "$ADMIN/ca.pem" --ca-key "$ADMIN/ca-key.pem" "$@"; }
 for n in $NODES; do
 	# Clients reach a node by its service name inside the network, and by localhost through the
 	# published port on the host.
-	[ -f "$ETC/tls/$n.pem" ] || raftlock tls cert create $sign --node "$n" --dns "$n" --dns localhost --ip 127.0.0.1
+	[ -f "$ETC/tls/$n.pem" ] || sign --node "$n" --dns "$n" --dns localhost --ip 127.0.0.1
 done
-[ -f "$ETC/tls/client.pem" ] || raftlock tls cert create $sign --client
+[ -f "$ETC/tls/client.pem" ] || sign --client
 [ -f "$ETC/agent.yaml" ] || echo "# agent-token: written here by acl-bootstrap.sh" >"$ETC/agent.yaml"
 if [ "$(id -u)" = 0 ]; then
 	chown -R "$OWNER" "$ETC"
