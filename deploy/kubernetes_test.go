@@ -5,12 +5,14 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,12 +20,13 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// k8sObjects returns every object of the manifests, by kind and name.
+// k8sObjects returns every object of the base manifests, by kind and name, as the files hold
+// them (no kustomize needed).
 func k8sObjects(t *testing.T) map[string]map[string]any {
 	t.Helper()
-	kust := yamlDocs(t, "kubernetes/kustomization.yaml")[0]
+	kust := yamlDocs(t, "kubernetes/base/kustomization.yaml")[0]
 	out := map[string]map[string]any{}
-	files, _ := filepath.Glob("kubernetes/*.yaml")
+	files, _ := filepath.Glob("kubernetes/base/*.yaml")
 	for _, f := range files {
 		if filepath.Base(f) == "kustomization.yaml" {
 			continue
@@ -36,6 +39,39 @@ func k8sObjects(t *testing.T) map[string]map[string]any {
 		}
 	}
 	return out
+}
+
+// kustomized renders a kustomization with `kubectl kustomize`, by kind and name.
+func kustomized(t *testing.T, dir string) map[string]map[string]any {
+	t.Helper()
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skipf("kubectl is not installed: %s is not rendered", dir)
+	}
+	b, err := exec.Command(kubectl, "kustomize", dir).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v", dir, err)
+	}
+	file := filepath.Join(t.TempDir(), "rendered.yaml")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]any{}
+	for _, d := range yamlDocs(t, file) {
+		out[str(d["kind"])+"/"+str(get(d, "metadata", "name"))] = d
+	}
+	return out
+}
+
+func TestKubernetesManifests(t *testing.T) { checkManifests(t, k8sObjects(t), true) }
+
+func TestKubernetesKustomized(t *testing.T) {
+	checkManifests(t, kustomized(t, "kubernetes/base"), false)
+	five := kustomized(t, "kubernetes/five")
+	if n := get(five["StatefulSet/raftlock"], "spec", "replicas"); n != 5 {
+		t.Fatalf("kubernetes/five: %v replicas; want 5", n)
+	}
+	checkManifests(t, five, false)
 }
 
 var k8sVarRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
@@ -65,8 +101,9 @@ func podEnv(t *testing.T, c any, pod, ns string) map[string]string {
 	return env
 }
 
-func TestKubernetesManifests(t *testing.T) {
-	objs := k8sObjects(t)
+// checkManifests checks a cluster's objects; withSecret also runs tls-secret.sh for it.
+func checkManifests(t *testing.T, objs map[string]map[string]any, withSecret bool) {
+	t.Helper()
 	sts, ok := objs["StatefulSet/raftlock"]
 	if !ok {
 		t.Fatalf("no StatefulSet raftlock among %v", keys(objs))
@@ -132,6 +169,7 @@ func TestKubernetesManifests(t *testing.T) {
 	members := get(objs["ConfigMap/raftlock-members"], "data").(map[string]any)
 	replicas := get(sts, "spec", "replicas").(int)
 	grace := get(sts, "spec", "template", "spec", "terminationGracePeriodSeconds").(int)
+	var bootstrap map[string]string
 	for i := range replicas {
 		pod := fmt.Sprintf("raftlock-%d", i)
 		svc := objs["Service/"+pod]
@@ -150,13 +188,27 @@ func TestKubernetesManifests(t *testing.T) {
 				t.Errorf("pod %s: advertises %s %s; want its own Service's, whose %s port the container serves", pod, name, adv, name)
 			}
 		}
-		if len(cfg.InitialCluster) != replicas {
-			t.Errorf("pod %s: --initial-cluster %v; want the %d pods", pod, cfg.InitialCluster, replicas)
-		}
 		for id, addr := range cfg.InitialCluster {
-			if host, _, _ := net.SplitHostPort(addr); objs["Service/"+host] == nil || host != id {
-				t.Errorf("pod %s: --initial-cluster %s=%s is not the Service of that pod", pod, id, addr)
+			host, port, _ := net.SplitHostPort(addr)
+			ord, err := strconv.Atoi(strings.TrimPrefix(id, "raftlock-"))
+			if host != id || !servesPort(objs["Service/"+host], "raft", port) || err != nil || ord >= replicas {
+				t.Errorf("pod %s: --initial-cluster %s=%s is not the Service of a pod of the set", pod, id, addr)
 			}
+		}
+		for _, j := range cfg.Join {
+			if host, port, _ := net.SplitHostPort(j); !servesPort(objs["Service/"+host], "http", port) {
+				t.Errorf("pod %s: --join %s is not a Service's API port", pod, j)
+			}
+		}
+		if len(cfg.InitialCluster) > 0 {
+			if bootstrap == nil {
+				bootstrap = cfg.InitialCluster
+			} else if !maps.Equal(bootstrap, cfg.InitialCluster) {
+				t.Errorf("pod %s: --initial-cluster %v differs from another pod's %v", pod, cfg.InitialCluster, bootstrap)
+			}
+		}
+		if len(cfg.InitialCluster) == 0 && len(cfg.Join) == 0 {
+			t.Errorf("pod %s: neither --initial-cluster nor --join", pod)
 		}
 		if float64(grace) <= cfg.ShutdownTimeout.Seconds() {
 			t.Errorf("terminationGracePeriodSeconds %d must exceed --shutdown-timeout %v", grace, cfg.ShutdownTimeout)
@@ -170,7 +222,9 @@ func TestKubernetesManifests(t *testing.T) {
 			if !mountsDataDir {
 				t.Errorf("the data dir %s is not on the volume claim %q", cfg.DataDir, claim)
 			}
-			checkTLSSecret(t, replicas, env)
+			if withSecret {
+				checkTLSSecret(t, replicas, env)
+			}
 		}
 	}
 }
@@ -237,7 +291,8 @@ func servesPort(obj any, name, port string) bool {
 	if list == nil {
 		list = get(obj, "ports")
 	}
-	for _, p := range list.([]any) {
+	l, _ := list.([]any)
+	for _, p := range l {
 		n := get(p, "port")
 		if n == nil {
 			n = get(p, "containerPort")
