@@ -90,14 +90,10 @@ func TestComposeClusterOnLoopback(t *testing.T) {
 	if out, err := runBin(cli, "status"); err == nil {
 		t.Fatalf("status without a token succeeded: ACLs are off\n%s", out)
 	}
-	cli = append(cli, "RAFTLOCK_TOKEN="+strings.TrimSpace(string(token)))
 
 	n4 := startAgent(t, "n4", nodeEnv("n4", 3))
 	waitHealthy(t, n4)
-	out, err := runBin(cli, "status", "-o", "json")
-	if err != nil {
-		t.Fatalf("status: %v\n%s", err, out)
-	}
+	out := runAdmin(t, strings.NewReplacer(append(repl, "/admin", admin)...), path, "status", "-o", "json")
 	var st struct{ Members []struct{ ID, Health string } }
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatalf("status -o json: %v\n%s", err, out)
@@ -117,6 +113,28 @@ func runScript(t *testing.T, script string, env []string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", script, err, out)
 	}
+}
+
+// runAdmin runs compose's admin service (its entrypoint, with compose's $$ unescaped, and its
+// environment, with paths and addresses mapped by r) with args as its command.
+func runAdmin(t *testing.T, r *strings.Replacer, path string, args ...string) []byte {
+	t.Helper()
+	svc := composeServices(t)["admin"]
+	entry := strs(get(svc, "entrypoint"))
+	for i := range entry {
+		entry[i] = r.Replace(strings.ReplaceAll(entry[i], "$$", "$"))
+	}
+	env := []string{"PATH=" + path + ":" + os.Getenv("PATH")}
+	for k, v := range get(svc, "environment").(map[string]any) {
+		env = append(env, k+"="+r.Replace(str(v)))
+	}
+	cmd := exec.Command(entry[0], append(entry[1:], args...)...)
+	cmd.Env = append(withoutRaftlockEnv(), env...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("admin %v: %v", args, err)
+	}
+	return out
 }
 
 // runBin runs the raftlock binary with env added to a RAFTLOCK_*-free environment.
