@@ -2,9 +2,13 @@ package deploy
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,8 +105,63 @@ func TestComposeClusterOnLoopback(t *testing.T) {
 	if len(st.Members) != 4 {
 		t.Fatalf("members after n4 joined: %+v; want n1-n4", st.Members)
 	}
-	for _, a := range append(nodes, n4) {
+
+	// Replace n2, whose data is lost, as docs/operations.md does: remove the member, then
+	// start it on an empty volume with the override's --join instead of --initial-cluster.
+	_ = nodes[1].cmd.Process.Kill()
+	<-nodes[1].exited
+	tlsDir := filepath.Join(etc, "tls")
+	deleteMember(t, fmt.Sprintf("https://localhost:%d", ports[0]), tlsDir, strings.TrimSpace(string(token)), "n2")
+	if err := os.RemoveAll(filepath.Join(tmp, "n2")); err != nil {
+		t.Fatal(err)
+	}
+	r := strings.NewReplacer(repl...)
+	n2 := startAgent(t, "n2 (replaced)", append(nodeEnv("n2", 1), "RAFTLOCK_INITIAL_CLUSTER=", "RAFTLOCK_JOIN="+r.Replace("n1:7001,n3:7001")))
+	waitHealthy(t, n2)
+	out = runAdmin(t, strings.NewReplacer(append(repl, "/admin", admin)...), path, "status", "-o", "json")
+	if err := json.Unmarshal(out, &st); err != nil || len(st.Members) != 4 {
+		t.Fatalf("members after n2 was replaced: %s (%v); want n1-n4", out, err)
+	}
+	for _, a := range []*agentProc{nodes[0], n2, nodes[2], n4} {
 		a.stop(t)
+	}
+}
+
+// deleteMember removes a member as the documented curl line does: DELETE
+// /v1/cluster/members/ID with the client certificate of dir and the token.
+func deleteMember(t *testing.T, endpoint, dir, token, id string) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	ca, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	if err != nil || !pool.AppendCertsFromPEM(ca) {
+		t.Fatalf("reading the CA: %v", err)
+	}
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}
+	defer hc.CloseIdleConnections()
+	// The node removed may have been the leader: until another leads, the answer is 503.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		req, err := http.NewRequest(http.MethodDelete, endpoint+"/v1/cluster/members/"+id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Raftlock-Token", token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("removing %s: %v", id, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			return
+		case resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline):
+			t.Fatalf("removing %s: %s %s", id, resp.Status, body)
+		}
 	}
 }
 
@@ -162,10 +221,12 @@ func withoutRaftlockEnv() []string {
 
 // agentProc is a running `raftlock agent` process and its environment.
 type agentProc struct {
-	name string
-	env  []string
-	cmd  *exec.Cmd
-	log  *lockedBuffer
+	name   string
+	env    []string
+	cmd    *exec.Cmd
+	log    *lockedBuffer
+	exited chan struct{} // closed once the process has ended; err is then set
+	err    error
 }
 
 type lockedBuffer struct {
@@ -188,17 +249,23 @@ func (l *lockedBuffer) String() string {
 // startAgent runs the image's default command, `raftlock agent`, with env; killed when the test ends.
 func startAgent(t *testing.T, name string, env []string) *agentProc {
 	t.Helper()
-	a := &agentProc{name: name, env: env, log: &lockedBuffer{}}
+	a := &agentProc{name: name, env: env, log: &lockedBuffer{}, exited: make(chan struct{})}
 	a.cmd = exec.Command(bin, "agent")
 	a.cmd.Env = append(withoutRaftlockEnv(), env...)
 	a.cmd.Stdout, a.cmd.Stderr = a.log, a.log
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	go func() {
+		a.err = a.cmd.Wait()
+		close(a.exited)
+	}()
 	t.Cleanup(func() {
-		if a.cmd.ProcessState == nil {
+		select {
+		case <-a.exited:
+		default:
 			_ = a.cmd.Process.Kill()
-			_ = a.cmd.Wait()
+			<-a.exited
 		}
 		if t.Failed() {
 			t.Logf("%s's log:\n%s", name, a.log)
@@ -216,35 +283,44 @@ func waitHealthy(t *testing.T, a *agentProc) {
 	}
 	hc, _ := df.final().last("HEALTHCHECK")
 	_, probe, _ := strings.Cut(hc.args, "CMD ")
-	args := execForm(t, instruction{cmd: "HEALTHCHECK", args: probe})[1:]
+	waitProbe(t, a, a.env, execForm(t, instruction{cmd: "HEALTHCHECK", args: probe}))
+}
+
+// waitProbe runs probe (argv[0] the raftlock binary of an image) with env until it passes,
+// failing the test if the agent exits first or 30s pass.
+func waitProbe(t *testing.T, a *agentProc, env, probe []string) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		out, err := runBin(a.env, args...)
+		out, err := runBin(env, probe[1:]...)
 		if err == nil {
 			return
 		}
-		if a.cmd.ProcessState != nil || time.Now().After(deadline) {
-			t.Fatalf("%s never became healthy: %v\n%s", a.name, err, out)
+		select {
+		case <-a.exited:
+			t.Fatalf("%s exited (%v) before %v passed: %s", a.name, a.err, probe[1:], out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v never passed: %v\n%s", a.name, probe[1:], err, out)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// stop sends SIGTERM, as docker stop does, and waits for a clean exit.
+// stop sends SIGTERM, as docker stop and the kubelet do, and waits for a clean exit.
 func (a *agentProc) stop(t *testing.T) {
 	t.Helper()
 	_ = a.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- a.cmd.Wait() }()
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("%s exited after SIGTERM with %v", a.name, err)
+	case <-a.exited:
+		if a.err != nil {
+			t.Errorf("%s exited after SIGTERM with %v", a.name, a.err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Errorf("%s did not stop within 30s of SIGTERM", a.name)
 		_ = a.cmd.Process.Kill()
-		<-done
+		<-a.exited
 	}
 }
 
