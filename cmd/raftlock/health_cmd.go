@@ -19,12 +19,14 @@ import (
 // healthSettings are the agent settings the health command reads, under the agent's own flag
 // names, so that it finds the agent of its container or unit through the same RAFTLOCK_*
 // environment (or --config file) the agent was started with.
-var healthSettings = []struct{ name, def, usage string }{
-	{"http-addr", "127.0.0.1:7001", "the agent's --http-addr; a wildcard host is probed on 127.0.0.1"},
-	{"advertise-http", "", "the agent's --advertise-http: with TLS, its host is the name checked in the agent's certificate"},
-	{"tls-cert-file", "", "the agent's --tls-cert-file; with it the probe uses HTTPS and presents this certificate"},
-	{"tls-key-file", "", "the agent's --tls-key-file"},
-	{"tls-ca-file", "", "the agent's --tls-ca-file, which the agent's certificate is checked against"},
+func healthSettings() []struct{ name, def, usage string } {
+	return []struct{ name, def, usage string }{
+		{"http-addr", "127.0.0.1:7001", "the agent's --http-addr; a wildcard host is probed on 127.0.0.1"},
+		{"advertise-http", "", "the agent's --advertise-http: with TLS, its host is the name checked in the agent's certificate"},
+		{"tls-cert-file", "", "the agent's --tls-cert-file; with it the probe uses HTTPS and presents this certificate"},
+		{"tls-key-file", "", "the agent's --tls-key-file"},
+		{"tls-ca-file", "", "the agent's --tls-ca-file, which the agent's certificate is checked against"},
+	}
 }
 
 func newHealthCmd() *cobra.Command {
@@ -67,7 +69,7 @@ accepts). Neither endpoint needs an ACL token.`,
 		},
 	}
 	cmd.Flags().String("config", "", "the agent's config file, read for the settings below (or $RAFTLOCK_CONFIG)")
-	for _, s := range healthSettings {
+	for _, s := range healthSettings() {
 		cmd.Flags().String(s.name, s.def, s.usage+" (or $RAFTLOCK_"+envName(s.name)+")")
 	}
 	cmd.Flags().BoolVar(&ready, "ready", false, "ask /v1/ready (knows a leader, log applied) instead of /v1/health (serves)")
