@@ -29,102 +29,134 @@ func TestComposeClusterOnLoopback(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four agents")
 	}
-	tmp := t.TempDir()
-	etc, admin, path := filepath.Join(tmp, "etc"), filepath.Join(tmp, "admin"), filepath.Join(tmp, "bin")
-	if err := os.MkdirAll(path, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(bin, filepath.Join(path, "raftlock")); err != nil {
-		t.Fatal(err)
-	}
-	owner := fmt.Sprintf("OWNER=%d:%d", os.Getuid(), os.Getgid())
-	scriptEnv := []string{"ETC=" + etc, "ADMIN=" + admin, owner, "PATH=" + path + ":" + os.Getenv("PATH")}
-	runScript(t, "compose/init.sh", append(scriptEnv, "NODES=n1 n2 n3 n4"))
-	if _, err := os.Stat(filepath.Join(etc, "tls", "ca-key.pem")); err == nil {
+	c := newComposeRig(t)
+	runScript(t, "compose/init.sh", append(c.scriptEnv(), "NODES=n1 n2 n3 n4"))
+	if _, err := os.Stat(filepath.Join(c.etc, "tls", "ca-key.pem")); err == nil {
 		t.Error("init.sh put the CA key where the agents read")
-	}
-
-	agents := composeAgents(t)
-	ports := freePorts(t, 8)
-	// The compose addresses, and what they become here.
-	var repl []string
-	for i, n := range []string{"n1", "n2", "n3", "n4"} {
-		repl = append(repl, fmt.Sprintf("172.30.71.%d:7101", 11+i), fmt.Sprintf("127.0.0.1:%d", ports[4+i]),
-			n+":7001", fmt.Sprintf("localhost:%d", ports[i]))
-	}
-	repl = append(repl, "/etc/raftlock", etc)
-	nodeEnv := func(name string, i int) []string {
-		a, ok := agents[name]
-		if !ok {
-			t.Fatalf("compose.yaml has no agent %s", name)
-		}
-		env := merge(imageEnv(t), a.env)
-		env["RAFTLOCK_HTTP_ADDR"] = fmt.Sprintf("127.0.0.1:%d", ports[i])
-		env["RAFTLOCK_RAFT_ADDR"] = fmt.Sprintf("127.0.0.1:%d", ports[4+i])
-		env["RAFTLOCK_DATA_DIR"] = filepath.Join(tmp, name)
-		r := strings.NewReplacer(repl...)
-		var out []string
-		for k, v := range env {
-			out = append(out, k+"="+r.Replace(v))
-		}
-		return out
 	}
 	var nodes []*agentProc
 	for i, n := range []string{"n1", "n2", "n3"} {
-		nodes = append(nodes, startAgent(t, n, nodeEnv(n, i)))
+		nodes = append(nodes, startAgent(t, n, c.nodeEnv(n, i)))
 	}
 	for _, a := range nodes {
 		waitHealthy(t, a)
 	}
+	token := c.bootstrapACL()
 
-	endpoints := fmt.Sprintf("RAFTLOCK_ENDPOINTS=https://localhost:%d,https://localhost:%d,https://localhost:%d", ports[0], ports[1], ports[2])
-	runScript(t, "compose/acl-bootstrap.sh", append(scriptEnv, endpoints))
-	agentYAML, _ := os.ReadFile(filepath.Join(etc, "agent.yaml"))
-	token, _ := os.ReadFile(filepath.Join(admin, "management-token"))
-	if !strings.HasPrefix(string(agentYAML), "agent-token: ") || len(bytes.TrimSpace(token)) == 0 {
-		t.Fatalf("after acl-bootstrap.sh: agent.yaml %q, management token %d bytes", agentYAML, len(token))
-	}
-	runScript(t, "compose/acl-bootstrap.sh", append(scriptEnv, endpoints)) // kept across runs
-	if again, _ := os.ReadFile(filepath.Join(etc, "agent.yaml")); !bytes.Equal(again, agentYAML) {
-		t.Error("a second acl-bootstrap.sh replaced the agent token")
-	}
-
-	cli := []string{endpoints, "RAFTLOCK_CA_FILE=" + filepath.Join(etc, "tls", "ca.pem"),
-		"RAFTLOCK_CERT_FILE=" + filepath.Join(etc, "tls", "client.pem"), "RAFTLOCK_KEY_FILE=" + filepath.Join(etc, "tls", "client-key.pem")}
-	if out, err := runBin(cli, "status"); err == nil {
-		t.Fatalf("status without a token succeeded: ACLs are off\n%s", out)
-	}
-
-	n4 := startAgent(t, "n4", nodeEnv("n4", 3))
+	n4 := startAgent(t, "n4", c.nodeEnv("n4", 3))
 	waitHealthy(t, n4)
-	out := runAdmin(t, strings.NewReplacer(append(repl, "/admin", admin)...), path, "status", "-o", "json")
-	var st struct{ Members []struct{ ID, Health string } }
-	if err := json.Unmarshal(out, &st); err != nil {
-		t.Fatalf("status -o json: %v\n%s", err, out)
-	}
-	if len(st.Members) != 4 {
-		t.Fatalf("members after n4 joined: %+v; want n1-n4", st.Members)
+	if m := c.members(); len(m) != 4 {
+		t.Fatalf("members after n4 joined: %v; want n1-n4", m)
 	}
 
 	// Replace n2, whose data is lost, as docs/operations.md does: remove the member, then
 	// start it on an empty volume with the override's --join instead of --initial-cluster.
 	_ = nodes[1].cmd.Process.Kill()
 	<-nodes[1].exited
-	tlsDir := filepath.Join(etc, "tls")
-	deleteMember(t, fmt.Sprintf("https://localhost:%d", ports[0]), tlsDir, strings.TrimSpace(string(token)), "n2")
-	if err := os.RemoveAll(filepath.Join(tmp, "n2")); err != nil {
+	deleteMember(t, fmt.Sprintf("https://localhost:%d", c.ports[0]), filepath.Join(c.etc, "tls"), token, "n2")
+	if err := os.RemoveAll(filepath.Join(c.tmp, "n2")); err != nil {
 		t.Fatal(err)
 	}
-	r := strings.NewReplacer(repl...)
-	n2 := startAgent(t, "n2 (replaced)", append(nodeEnv("n2", 1), "RAFTLOCK_INITIAL_CLUSTER=", "RAFTLOCK_JOIN="+r.Replace("n1:7001,n3:7001")))
+	r := strings.NewReplacer(c.repl...)
+	n2 := startAgent(t, "n2 (replaced)", append(c.nodeEnv("n2", 1), "RAFTLOCK_INITIAL_CLUSTER=", "RAFTLOCK_JOIN="+r.Replace("n1:7001,n3:7001")))
 	waitHealthy(t, n2)
-	out = runAdmin(t, strings.NewReplacer(append(repl, "/admin", admin)...), path, "status", "-o", "json")
-	if err := json.Unmarshal(out, &st); err != nil || len(st.Members) != 4 {
-		t.Fatalf("members after n2 was replaced: %s (%v); want n1-n4", out, err)
+	if m := c.members(); len(m) != 4 {
+		t.Fatalf("members after n2 was replaced: %v; want n1-n4", m)
 	}
 	for _, a := range []*agentProc{nodes[0], n2, nodes[2], n4} {
 		a.stop(t)
 	}
+}
+
+// composeRig maps compose.yaml's world onto this machine: its volumes onto directories, its
+// nodes' addresses onto ports on 127.0.0.1 (repl lists each compose address and its stand-in).
+type composeRig struct {
+	t                     *testing.T
+	tmp, etc, admin, path string
+	ports                 []int // HTTP of n1-n4, then Raft of n1-n4
+	repl                  []string
+	agents                map[string]agentSettings
+}
+
+func newComposeRig(t *testing.T) *composeRig {
+	tmp := t.TempDir()
+	c := &composeRig{t: t, tmp: tmp, etc: filepath.Join(tmp, "etc"), admin: filepath.Join(tmp, "admin"),
+		path: filepath.Join(tmp, "bin"), ports: freePorts(t, 8), agents: composeAgents(t)}
+	if err := os.MkdirAll(c.path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(bin, filepath.Join(c.path, "raftlock")); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range []string{"n1", "n2", "n3", "n4"} {
+		c.repl = append(c.repl, fmt.Sprintf("172.30.71.%d:7101", 11+i), fmt.Sprintf("127.0.0.1:%d", c.ports[4+i]),
+			n+":7001", fmt.Sprintf("localhost:%d", c.ports[i]))
+	}
+	c.repl = append(c.repl, "/etc/raftlock", c.etc)
+	return c
+}
+
+// scriptEnv is the environment of the setup scripts: the volumes and the binary.
+func (c *composeRig) scriptEnv() []string {
+	return []string{"ETC=" + c.etc, "ADMIN=" + c.admin, fmt.Sprintf("OWNER=%d:%d", os.Getuid(), os.Getgid()),
+		"PATH=" + c.path + ":" + os.Getenv("PATH")}
+}
+
+// nodeEnv is the environment of compose service name, the i-th node: the image's and the
+// service's settings, its addresses and data dir mapped.
+func (c *composeRig) nodeEnv(name string, i int) []string {
+	a, ok := c.agents[name]
+	if !ok {
+		c.t.Fatalf("compose.yaml has no agent %s", name)
+	}
+	env := merge(imageEnv(c.t), a.env)
+	env["RAFTLOCK_HTTP_ADDR"] = fmt.Sprintf("127.0.0.1:%d", c.ports[i])
+	env["RAFTLOCK_RAFT_ADDR"] = fmt.Sprintf("127.0.0.1:%d", c.ports[4+i])
+	env["RAFTLOCK_DATA_DIR"] = filepath.Join(c.tmp, name)
+	r := strings.NewReplacer(c.repl...)
+	var out []string
+	for k, v := range env {
+		out = append(out, k+"="+r.Replace(v))
+	}
+	return out
+}
+
+// bootstrapACL runs acl-bootstrap.sh twice (the second must change nothing), checks that ACLs
+// are on, and returns the management token.
+func (c *composeRig) bootstrapACL() string {
+	t := c.t
+	endpoints := fmt.Sprintf("RAFTLOCK_ENDPOINTS=https://localhost:%d,https://localhost:%d,https://localhost:%d", c.ports[0], c.ports[1], c.ports[2])
+	runScript(t, "compose/acl-bootstrap.sh", append(c.scriptEnv(), endpoints))
+	agentYAML, _ := os.ReadFile(filepath.Join(c.etc, "agent.yaml"))
+	token, _ := os.ReadFile(filepath.Join(c.admin, "management-token"))
+	if !strings.HasPrefix(string(agentYAML), "agent-token: ") || len(bytes.TrimSpace(token)) == 0 {
+		t.Fatalf("after acl-bootstrap.sh: agent.yaml %q, management token %d bytes", agentYAML, len(token))
+	}
+	runScript(t, "compose/acl-bootstrap.sh", append(c.scriptEnv(), endpoints))
+	if again, _ := os.ReadFile(filepath.Join(c.etc, "agent.yaml")); !bytes.Equal(again, agentYAML) {
+		t.Error("a second acl-bootstrap.sh replaced the agent token")
+	}
+	tlsDir := filepath.Join(c.etc, "tls")
+	cli := []string{endpoints, "RAFTLOCK_CA_FILE=" + filepath.Join(tlsDir, "ca.pem"),
+		"RAFTLOCK_CERT_FILE=" + filepath.Join(tlsDir, "client.pem"), "RAFTLOCK_KEY_FILE=" + filepath.Join(tlsDir, "client-key.pem")}
+	if out, err := runBin(cli, "status"); err == nil {
+		t.Fatalf("status without a token succeeded: ACLs are off\n%s", out)
+	}
+	return strings.TrimSpace(string(token))
+}
+
+// members returns the member ids `status -o json` lists, run through the admin service.
+func (c *composeRig) members() []string {
+	out := runAdmin(c.t, strings.NewReplacer(append(c.repl, "/admin", c.admin)...), c.path, "status", "-o", "json")
+	var st struct{ Members []struct{ ID string } }
+	if err := json.Unmarshal(out, &st); err != nil {
+		c.t.Fatalf("status -o json: %v\n%s", err, out)
+	}
+	var ids []string
+	for _, m := range st.Members {
+		ids = append(ids, m.ID)
+	}
+	return ids
 }
 
 // deleteMember removes a member as the documented curl line does: DELETE

@@ -36,12 +36,7 @@ func TestKubernetesPodsOnLoopback(t *testing.T) {
 	sts := objs["StatefulSet/raftlock"]
 	c := get(sts, "spec", "template", "spec", "containers", 0)
 	members := get(objs["ConfigMap/raftlock-members"], "data").(map[string]any)
-	var tokenVar string
-	for _, e := range get(c, "env").([]any) {
-		if str(get(e, "valueFrom", "secretKeyRef", "name")) == "raftlock-agent-token" {
-			tokenVar = str(get(e, "name"))
-		}
-	}
+	tokenVar := secretVar(c, "raftlock-agent-token")
 	ports := freePorts(t, 10)
 	repl := []string{"/etc/raftlock/tls", certs}
 	for i := range 5 {
@@ -91,9 +86,31 @@ func TestKubernetesPodsOnLoopback(t *testing.T) {
 		waitProbe(t, pods[i], probe, ready)
 	}
 
-	// The bootstrap through raftlock-0 (kubectl exec), with its node certificate.
+	cli, agentToken := bootstrapThroughPod(t, certs, ports[0])
+
+	// `kubectl rollout restart`: one pod at a time, highest ordinal first, each once ready.
+	for i := 2; i >= 0; i-- {
+		pods[i].stop(t)
+		start(i, agentToken)
+	}
+	// Grown to five: the overlay's two pods join through the client Service.
+	start(3, agentToken)
+	start(4, agentToken)
+
+	checkFiveReady(t, cli, r)
+	for _, p := range pods {
+		p.stop(t)
+	}
+}
+
+// bootstrapThroughPod bootstraps the ACLs as `kubectl exec raftlock-0 -- raftlock acl
+// bootstrap` does, with the pod's node certificate, then makes the agent token from outside
+// with the client certificate; it returns the CLI's environment (management token included)
+// and the agent token's secret.
+func bootstrapThroughPod(t *testing.T, certs string, port int) (cli []string, agentToken string) {
+	t.Helper()
 	node := func(f string) string { return filepath.Join(certs, f) }
-	out, err := runBin(nil, "acl", "bootstrap", "-o", "json", "--endpoints", fmt.Sprintf("https://localhost:%d", ports[0]),
+	out, err := runBin(nil, "acl", "bootstrap", "-o", "json", "--endpoints", fmt.Sprintf("https://localhost:%d", port),
 		"--ca-file", node("ca.pem"), "--cert-file", node("raftlock-0.pem"), "--key-file", node("raftlock-0-key.pem"))
 	if err != nil {
 		t.Fatalf("acl bootstrap: %v\n%s", err, out)
@@ -104,29 +121,26 @@ func TestKubernetesPodsOnLoopback(t *testing.T) {
 	if err := json.Unmarshal(out, &boot); err != nil || boot.SecretID == "" {
 		t.Fatalf("acl bootstrap -o json: %s (%v)", out, err)
 	}
-	cli := []string{fmt.Sprintf("RAFTLOCK_ENDPOINTS=https://localhost:%d", ports[0]), "RAFTLOCK_CA_FILE=" + node("ca.pem"),
+	cli = []string{fmt.Sprintf("RAFTLOCK_ENDPOINTS=https://localhost:%d", port), "RAFTLOCK_CA_FILE=" + node("ca.pem"),
 		"RAFTLOCK_CERT_FILE=" + node("client.pem"), "RAFTLOCK_KEY_FILE=" + node("client-key.pem"), "RAFTLOCK_TOKEN=" + boot.SecretID}
 	if out, err := runBin(cli, "acl", "policy", "create", "agent", "--operator", "write"); err != nil {
 		t.Fatalf("acl policy create: %v\n%s", err, out)
 	}
 	out, err = runBin(cli, "acl", "token", "create", "--policy", "agent", "--description", "raftlock agents", "-o", "json")
-	var agentToken struct {
+	var agent struct {
 		SecretID string `json:"secret_id"`
 	}
-	if err != nil || json.Unmarshal(out, &agentToken) != nil || agentToken.SecretID == "" {
+	if err != nil || json.Unmarshal(out, &agent) != nil || agent.SecretID == "" {
 		t.Fatalf("acl token create: %v\n%s", err, out)
 	}
+	return cli, agent.SecretID
+}
 
-	// `kubectl rollout restart`: one pod at a time, highest ordinal first, each once ready.
-	for i := 2; i >= 0; i-- {
-		pods[i].stop(t)
-		start(i, agentToken.SecretID)
-	}
-	// Grown to five: the overlay's two pods join through the client Service.
-	start(3, agentToken.SecretID)
-	start(4, agentToken.SecretID)
-
-	out, err = runBin(cli, "status", "-o", "json")
+// checkFiveReady checks that the cluster has five ready voters, each of which recorded the
+// HTTP address it advertises (mapped by r).
+func checkFiveReady(t *testing.T, cli []string, r *strings.Replacer) {
+	t.Helper()
+	out, err := runBin(cli, "status", "-o", "json")
 	var st struct {
 		Members []struct {
 			ID, Health, Suffrage string
@@ -144,7 +158,14 @@ func TestKubernetesPodsOnLoopback(t *testing.T) {
 			t.Errorf("member %+v: want a ready voter that published %s (its Service's address, here)", m, want)
 		}
 	}
-	for _, p := range pods {
-		p.stop(t)
+}
+
+// secretVar returns the name of the container's variable that comes from the Secret secret.
+func secretVar(c any, secret string) string {
+	for _, e := range get(c, "env").([]any) {
+		if str(get(e, "valueFrom", "secretKeyRef", "name")) == secret {
+			return str(get(e, "name"))
+		}
 	}
+	return ""
 }

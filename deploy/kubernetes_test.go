@@ -108,6 +108,15 @@ func checkManifests(t *testing.T, objs map[string]map[string]any, withSecret boo
 	if !ok {
 		t.Fatalf("no StatefulSet raftlock among %v", keys(objs))
 	}
+	checkSet(t, objs, sts)
+	c := get(sts, "spec", "template", "spec", "containers", 0)
+	checkContainer(t, sts, c)
+	checkPods(t, objs, sts, c, withSecret)
+}
+
+// checkSet checks the objects around the StatefulSet: selectors, Services, the budget.
+func checkSet(t *testing.T, objs map[string]map[string]any, sts map[string]any) {
+	t.Helper()
 	labels := get(sts, "spec", "template", "metadata", "labels").(map[string]any)
 	matches := func(sel any) bool {
 		m, _ := sel.(map[string]any)
@@ -135,8 +144,11 @@ func checkManifests(t *testing.T, objs map[string]map[string]any, withSecret boo
 	if !matches(get(objs["Service/raftlock"], "spec", "selector")) || get(objs["Service/raftlock"], "spec", "publishNotReadyAddresses") == true {
 		t.Error("the client Service raftlock must select the pods, and only ready ones")
 	}
+}
 
-	c := get(sts, "spec", "template", "spec", "containers", 0)
+// checkContainer checks the agent container: its command, probes, variables and secrets.
+func checkContainer(t *testing.T, sts map[string]any, c any) {
+	t.Helper()
 	args := strs(get(c, "args"))
 	checkCommand(t, "StatefulSet args", append([]string{"raftlock"}, args...))
 	for probe, want := range map[string]string{"readinessProbe": "/v1/ready", "livenessProbe": "/v1/health", "startupProbe": "/v1/health"} {
@@ -165,7 +177,12 @@ func checkManifests(t *testing.T, objs map[string]map[string]any, withSecret boo
 	if !secrets["raftlock-tls"] || !secrets["raftlock-agent-token"] {
 		t.Errorf("secrets used %v; want raftlock-tls (TLS files) and raftlock-agent-token", keys(secrets))
 	}
+}
 
+// checkPods checks each pod's settings as the agent loads them, with its members file.
+func checkPods(t *testing.T, objs map[string]map[string]any, sts map[string]any, c any, withSecret bool) {
+	t.Helper()
+	args := strs(get(c, "args"))
 	members := get(objs["ConfigMap/raftlock-members"], "data").(map[string]any)
 	replicas := get(sts, "spec", "replicas").(int)
 	grace := get(sts, "spec", "template", "spec", "terminationGracePeriodSeconds").(int)
