@@ -18,9 +18,9 @@ import (
 	"github.com/raftlock/raftlock/internal/version"
 )
 
-// addServerCommands registers agent and dev.
+// addServerCommands registers agent, dev and health.
 func addServerCommands(root *cobra.Command) {
-	root.AddCommand(newAgentCmd(), newDevCmd())
+	root.AddCommand(newAgentCmd(), newDevCmd(), newHealthCmd())
 }
 
 func newLogger(w io.Writer, level, format string) hclog.Logger {
