@@ -181,6 +181,9 @@ func (n *Node) fetchReport(ctx context.Context, endpoint string) (MemberReport, 
 	if err != nil {
 		return MemberReport{}, err
 	}
+	// No idle connection is kept between checks: it would hold one of the member's
+	// --max-connections for good.
+	req.Close = true
 	resp, err := n.httpc.Do(req)
 	if err != nil {
 		return MemberReport{}, err
