@@ -108,10 +108,10 @@ func (n *Node) open() error {
 	}
 	adv := ln.Addr()
 	if cfg.AdvertiseRaft != "" {
-		a, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseRaft)
+		a, err := advertisedAddr(cfg.AdvertiseRaft)
 		if err != nil {
 			ln.Close()
-			return fmt.Errorf("cluster: advertise raft address: %w", err)
+			return err
 		}
 		adv = a
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -297,4 +298,36 @@ func churn(c *testCluster, worker, rounds int) error {
 		}
 	}
 	return nil
+}
+
+// An advertised Raft address that is a host name is kept as given, not resolved once at
+// start: the members store and dial the name, so a node whose name comes to point at another
+// IP address (a Kubernetes pod recreated behind its Service) is still reached.
+func TestAdvertisedHostNamesAreKeptAsGiven(t *testing.T) {
+	byName := func(addr string) string {
+		_, port, _ := net.SplitHostPort(addr)
+		return net.JoinHostPort("localhost", port)
+	}
+	c := newTestCluster(t, 3, func(cfg *cluster.Config) {
+		initial := map[string]string{}
+		for id, addr := range cfg.InitialCluster {
+			initial[id] = byName(addr)
+		}
+		cfg.InitialCluster = initial
+		cfg.AdvertiseRaft = initial[cfg.ID]
+	})
+	_, leader := c.waitLeader()
+	c.waitPublished(leader)
+	ms, err := leader.Members()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if host, _, _ := net.SplitHostPort(m.RaftAddr); host != "localhost" {
+			t.Fatalf("member %s stored at %q, want the advertised name", m.ID, m.RaftAddr)
+		}
+	}
+	s := createSession(t, leader, "a", longTTL, 0)
+	mustAcquire(t, leader, s, "l", "")
+	c.waitConverged()
 }

@@ -106,3 +106,25 @@ func (p peerOverrides) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) 
 
 // errNoOverride makes raft fall back to the address in its configuration.
 var errNoOverride = errors.New("cluster: no address override")
+
+// hostAddr is a Raft address as it was advertised, host name or IP address and port. It is
+// kept as given rather than resolved once: the address is what the other nodes store and
+// dial, and a name (a Kubernetes Service, a DNS record) must be looked up again on every dial,
+// since the address behind it may change while the node keeps its identity.
+type hostAddr string
+
+func (a hostAddr) Network() string { return "tcp" }
+func (a hostAddr) String() string  { return string(a) }
+
+// advertisedAddr checks an advertised Raft address: host:port, with a port, and not a
+// wildcard (which other machines cannot dial).
+func advertisedAddr(s string) (net.Addr, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || host == "" || port == "" {
+		return nil, fmt.Errorf("cluster: advertise raft address %q: want host:port", s)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return nil, fmt.Errorf("cluster: advertise raft address %q is a wildcard, which other nodes cannot dial", s)
+	}
+	return hostAddr(s), nil
+}
