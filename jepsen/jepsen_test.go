@@ -247,9 +247,11 @@ func buildBinary(t *testing.T, ctx context.Context) string {
 // TestScenarios runs the short end-to-end scenarios against a real 3-node cluster, each with the
 // default workload (half the workers raw, half through the Go client): kill, a leader paused
 // longer than the TTL, partitions, graceful restarts, the wal store, snapshots every few
-// entries, crashed holders and leaders with skewed clocks, client pauses, and the self-tests in
-// which the resource ignores tokens and fencing must fail, and in which Go-client workers
-// ignore Done and belief must fail. Two clusters run at a time.
+// entries, crashed holders and leaders with skewed clocks, client pauses, Go-client acquires
+// delayed and duplicated while cyclers do hundreds of cycles per session (which fails until
+// issue 32's defect 1 is fixed), and the self-tests in which the resource ignores tokens and
+// fencing must fail, and in which Go-client workers ignore Done and belief must fail. Two
+// clusters run at a time.
 func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end runs take about 90 s; skipped with -short")
