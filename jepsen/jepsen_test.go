@@ -92,12 +92,13 @@ func scenarios() []scenario {
 		}},
 		// The Go-client workers' acquires delayed and duplicated on their way to the nodes (held
 		// back, or delivered with the answer lost and again later), while half of them cycle
-		// Lock/Unlock hundreds of times on one session each: a late request of an attempt that
-		// ended must be refused. EXPECTED TO FAIL (held-by-nobody) until issue 32's defect 1 is
+		// Lock/Unlock hundreds of times on one session each (on four locks, so that a cycler
+		// stays away from each for seconds): a late request of an attempt that ended must be
+		// refused. EXPECTED TO FAIL (held-by-nobody) until issue 32's defect 1 is
 		// fixed: the state machine remembers only a session's last 16 cancelled attempts, so a
 		// late request of an earlier one takes a lock that no Mutex of the session holds.
 		{"delay-dup", func(c *Config) {
-			c.Faults, c.Seed, c.Workload, c.Cyclers = []string{nemesis.DelayDup}, 22, WorkloadClient, 4
+			c.Faults, c.Seed, c.Workload, c.Cyclers, c.Locks = []string{nemesis.DelayDup}, 22, WorkloadClient, 4, 4
 		}, func(t *testing.T, rep *Report, ops []history.Op) {
 			expectFault(nemesis.DelayDup)(t, rep, ops)
 			expectLateRequests(t, ops)
