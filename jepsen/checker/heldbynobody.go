@@ -47,11 +47,19 @@ func CheckHeldByNobody(ops []history.Op, cfg Config) Result {
 		return res
 	}
 	spans, sightings := heldSpans(ops, w.lives)
+	stretches := map[sessionLock][]stretch{} // in time order, computed once per session and lock
 	var longest time.Duration
 	for _, k := range sortedGrants(spans) {
 		sp := spans[k]
 		from, to := sp.first.Complete, sp.last.Invoke
-		for _, st := range unowned(*w.lives[k.session], w.calls[sessionLock{k.session, k.lock}]) {
+		sl := sessionLock{k.session, k.lock}
+		sts, ok := stretches[sl]
+		if !ok {
+			sts = unowned(*w.lives[k.session], w.calls[sl])
+			stretches[sl] = sts
+		}
+		for i := sort.Search(len(sts), func(i int) bool { return sts[i].to > from }); i < len(sts) && sts[i].from < to; i++ {
+			st := sts[i]
 			lo, hi := max(from, st.from), min(to, st.to)
 			if hi <= lo {
 				continue
