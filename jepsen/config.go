@@ -57,6 +57,11 @@ type Config struct {
 	// CheckTimeout bounds porcupine's search (0: the checker default); a search cut short is
 	// reported as a failure, never as a pass.
 	CheckTimeout time.Duration
+	// Cyclers is how many of the Go-client workers are cyclers, which keep one session for
+	// hundreds of fast Lock/Unlock cycles, in bursts on one lock at a time; negative means the
+	// default, a quarter of the client workers (at least one). It is capped at the client
+	// workers.
+	Cyclers int
 	// Workload says how the workers hold locks: WorkloadRaw (one HTTP request per op),
 	// WorkloadClient (through the Go client) or WorkloadAll (half and half, the default).
 	Workload string
@@ -93,6 +98,15 @@ func (c Config) ClientWorkers() int {
 	return c.Workers / 2
 }
 
+// CycleWorkers is how many of the client workers are cyclers.
+func (c Config) CycleWorkers() int {
+	n := c.ClientWorkers()
+	if c.Cyclers >= 0 {
+		return min(c.Cyclers, n)
+	}
+	return min(n, max(1, n/4))
+}
+
 // DefaultConfig is a short run on three nodes with every fault.
 func DefaultConfig() Config {
 	return Config{
@@ -113,6 +127,7 @@ func DefaultConfig() Config {
 		OpTimeout:          2 * time.Second,
 		LogLevel:           "info",
 		Workload:           WorkloadAll,
+		Cyclers:            -1,
 	}
 }
 
@@ -144,8 +159,8 @@ func (c Config) String() string {
 	if faults == "" {
 		faults = "none"
 	}
-	s := fmt.Sprintf("nodes=%d time=%s nemesis=%s seed=%d workload=%s workers=%d locks=%d ttl=%s election-timeout=%s heartbeat-timeout=%s leader-lease=%s",
-		c.Nodes, c.Time, faults, c.Seed, c.workload(), c.Workers, c.Locks, c.TTL, c.ElectionTimeout, c.HeartbeatTimeout, c.LeaderLeaseTimeout)
+	s := fmt.Sprintf("nodes=%d time=%s nemesis=%s seed=%d workload=%s workers=%d cyclers=%d locks=%d ttl=%s election-timeout=%s heartbeat-timeout=%s leader-lease=%s",
+		c.Nodes, c.Time, faults, c.Seed, c.workload(), c.Workers, c.CycleWorkers(), c.Locks, c.TTL, c.ElectionTimeout, c.HeartbeatTimeout, c.LeaderLeaseTimeout)
 	if c.LockDelay != 0 {
 		s += " lock-delay=" + c.LockDelay.String()
 	}

@@ -3,6 +3,7 @@ package jepsen
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,19 @@ func scenarios() []scenario {
 			expectFault(nemesis.Clock)(t, rep, ops)
 			expectDelayedHandoffs(t, rep, "crashed holders")
 		}},
+		// The Go-client workers' acquires delayed and duplicated on their way to the nodes (held
+		// back, or delivered with the answer lost and again later), while half of them cycle
+		// Lock/Unlock hundreds of times on one session each (on four locks, so that a cycler
+		// stays away from each for seconds): a late request of an attempt that ended must be
+		// refused. EXPECTED TO FAIL (held-by-nobody) until issue 32's defect 1 is
+		// fixed: the state machine remembers only a session's last 16 cancelled attempts, so a
+		// late request of an earlier one takes a lock that no Mutex of the session holds.
+		{"delay-dup", func(c *Config) {
+			c.Faults, c.Seed, c.Workload, c.Cyclers, c.Locks = []string{nemesis.DelayDup}, 22, WorkloadClient, 4, 4
+		}, func(t *testing.T, rep *Report, ops []history.Op) {
+			expectFault(nemesis.DelayDup)(t, rep, ops)
+			expectLateRequests(t, ops)
+		}},
 		{"client-pause", func(c *Config) { c.Faults, c.Seed = []string{nemesis.ClientPause}, 14 },
 			func(t *testing.T, rep *Report, ops []history.Op) {
 				expectFault(nemesis.ClientPause)(t, rep, ops)
@@ -111,6 +125,38 @@ func expectFault(fault string) func(*testing.T, *Report, []history.Op) {
 		if countFault(ops, fault) == 0 {
 			t.Errorf("the %s fault was never injected", fault)
 		}
+	}
+}
+
+// expectLateRequests requires the delay-dup fault to have delivered requests late, and a
+// client session to have settled more Lock/Unlock cycles than the 16 cancelled attempts the
+// state machine once remembered.
+func expectLateRequests(t *testing.T, ops []history.Op) {
+	t.Helper()
+	var late int64
+	cycles := map[string]int{}
+	for _, op := range ops {
+		var delayed, duplicated, n int64
+		if op.Kind == history.Nemesis && op.Fault == nemesis.DelayDup && op.Action == history.ActionStop {
+			if _, err := fmt.Sscanf(op.Detail, "requests delayed %d, duplicated %d; late deliveries %d", &delayed, &duplicated, &n); err != nil {
+				t.Fatalf("delay-dup's stop does not give its counts: %v: %s", err, op)
+			}
+			late += n
+		}
+		if op.Kind == history.ClientRelease && op.Type == history.OK {
+			cycles[op.Session]++
+		}
+	}
+	most := 0
+	for _, n := range cycles {
+		most = max(most, n)
+	}
+	t.Logf("%d late requests; at most %d settled cycles on one client session", late, most)
+	if late == 0 {
+		t.Error("delay-dup delivered no request late")
+	}
+	if most <= 16 {
+		t.Errorf("no client session went past 16 settled Lock/Unlock cycles (most: %d)", most)
 	}
 }
 
@@ -202,9 +248,11 @@ func buildBinary(t *testing.T, ctx context.Context) string {
 // TestScenarios runs the short end-to-end scenarios against a real 3-node cluster, each with the
 // default workload (half the workers raw, half through the Go client): kill, a leader paused
 // longer than the TTL, partitions, graceful restarts, the wal store, snapshots every few
-// entries, crashed holders and leaders with skewed clocks, client pauses, and the self-tests in
-// which the resource ignores tokens and fencing must fail, and in which Go-client workers
-// ignore Done and belief must fail. Two clusters run at a time.
+// entries, crashed holders and leaders with skewed clocks, client pauses, Go-client acquires
+// delayed and duplicated while cyclers do hundreds of cycles per session (which fails until
+// issue 32's defect 1 is fixed), and the self-tests in which the resource ignores tokens and
+// fencing must fail, and in which Go-client workers ignore Done and belief must fail. Two
+// clusters run at a time.
 func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end runs take about 90 s; skipped with -short")

@@ -80,10 +80,10 @@ func (r *Report) Print(w io.Writer) {
 	var tot [3]int
 	for _, k := range kinds {
 		c := r.Counts[history.Kind(k)]
-		fmt.Fprintf(w, "  %-15s %6d / %6d / %6d\n", k, c[history.OK], c[history.Fail], c[history.Info])
+		fmt.Fprintf(w, "  %-18s %6d / %6d / %6d\n", k, c[history.OK], c[history.Fail], c[history.Info])
 		tot[0], tot[1], tot[2] = tot[0]+c[history.OK], tot[1]+c[history.Fail], tot[2]+c[history.Info]
 	}
-	fmt.Fprintf(w, "  %-15s %6d / %6d / %6d\n", "total", tot[0], tot[1], tot[2])
+	fmt.Fprintf(w, "  %-18s %6d / %6d / %6d\n", "total", tot[0], tot[1], tot[2])
 	fmt.Fprintf(w, "\nnemesis log (%d actions):\n", len(r.NemesisLog))
 	for _, l := range r.NemesisLog {
 		fmt.Fprintln(w, "  "+l)

@@ -74,6 +74,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wcfg := workloadConfig(cfg)
 	if c.Secure() {
 		wcfg.TLS, wcfg.Tokens = c.TLSConfig(), map[int]string{}
+		if wcfg.ProxyTLS, err = c.ProxyTLS(); err != nil {
+			return nil, fmt.Errorf("jepsen: %w", err)
+		}
 		tctx, cancel := context.WithTimeout(ctx, startTimeout)
 		for _, p := range wcfg.Processes() {
 			tok, err := c.NewToken(tctx, fmt.Sprintf("jepsen process %d", p))
@@ -94,7 +97,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 func workloadConfig(cfg Config) workload.Config {
 	return workload.Config{Workers: cfg.Workers, Locks: cfg.LockNames(), TTL: cfg.TTL, LockDelay: cfg.LockDelay,
 		OpTimeout: cfg.OpTimeout, MaxWait: 2 * cfg.TTL, MaxHold: 200 * time.Millisecond, ReadRatio: 0.3, BlockingReadRatio: 0.2, CrashRatio: cfg.CrashRatio,
-		ClientWorkers: cfg.ClientWorkers(), IgnoreDone: cfg.IgnoreDone, Seed: cfg.Seed}
+		ClientWorkers: cfg.ClientWorkers(), Cyclers: cfg.CycleWorkers(), IgnoreDone: cfg.IgnoreDone, Seed: cfg.Seed}
 }
 
 // runPhases runs the workload and the nemesis, then the final phases, and fills rep.

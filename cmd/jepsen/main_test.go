@@ -30,6 +30,17 @@ func TestParseFlags(t *testing.T) {
 	if o.cfg.ClientWorkers() != o.cfg.Workers/2 {
 		t.Fatalf("--workload all runs half the workers through the Go client, got %d of %d", o.cfg.ClientWorkers(), o.cfg.Workers)
 	}
+	if o.cfg.CycleWorkers() != 1 {
+		t.Fatalf("by default a quarter of the 4 client workers cycle, got %d", o.cfg.CycleWorkers())
+	}
+	o, err = parse([]string{"--workload", "client", "--cyclers", "3", "--dir", t.TempDir()}, &bytes.Buffer{})
+	if err != nil || o.cfg.CycleWorkers() != 3 {
+		t.Fatalf("--cyclers 3: %d cyclers, %v", o.cfg.CycleWorkers(), err)
+	}
+	o, err = parse([]string{"--workload", "raw", "--cyclers", "3", "--dir", t.TempDir()}, &bytes.Buffer{})
+	if err != nil || o.cfg.CycleWorkers() != 0 {
+		t.Fatalf("cyclers are client workers: a raw workload has none, got %d, %v", o.cfg.CycleWorkers(), err)
+	}
 }
 
 func TestBadArgumentsExitWithTwo(t *testing.T) {

@@ -13,6 +13,9 @@
 //   - Liveness: once every fault healed, every lock can be acquired within a bound.
 //   - Convergence: every node ends with the same state, no node panicked, and every node
 //     exited gracefully when the whole cluster got SIGTERM at once.
+//   - Belief: what the Go-client workers believed agrees with each other and with the server.
+//   - HeldByNobody: no lock stays held, for longer than a TTL, by a Go-client session in which
+//     no worker holds or asks for it.
 //
 // SyntheticCases holds small histories, good and broken, that prove each checker bites.
 // The package imports history, api and porcupine only.

@@ -400,7 +400,7 @@ func (l *Linearizability) WriteHTML(path string, faults []history.Interval) erro
 	var ann []porcupine.Annotation
 	for _, f := range faults {
 		color := "#f9d6d5"
-		if f.Fault == FaultClientPause {
+		if !clusterFault(f.Fault) {
 			color = "#d5e8f9"
 		}
 		ann = append(ann, porcupine.Annotation{

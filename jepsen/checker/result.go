@@ -132,7 +132,14 @@ func shortID(id string) string {
 func secs(ns int64) string { return fmt.Sprintf("%.3fs", float64(ns)/1e9) }
 
 // clusterFault reports whether a fault disturbs the cluster itself (rather than a client).
-func clusterFault(fault string) bool { return fault != FaultClientPause }
+func clusterFault(fault string) bool { return fault != FaultClientPause && fault != FaultDelayDup }
 
-// FaultClientPause is the name of the client-pause fault, which stops a worker, not the cluster.
-const FaultClientPause = "client-pause"
+// The names of the faults that act on clients, not on the cluster (the checker does not import
+// the nemesis).
+const (
+	// FaultClientPause stops a worker.
+	FaultClientPause = "client-pause"
+	// FaultDelayDup delays and duplicates the Go-client workers' acquire requests: a request
+	// of a call that ended must then be refused, which changes no timing the checkers judge.
+	FaultDelayDup = "delay-dup"
+)

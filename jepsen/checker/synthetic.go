@@ -159,6 +159,7 @@ func SyntheticCases() []Case {
 	cases = append(cases, livenessCases()...)
 	cases = append(cases, convergenceCases()...)
 	cases = append(cases, beliefCases()...)
+	cases = append(cases, heldByNobodyCases()...)
 	return cases
 }
 
@@ -381,5 +382,43 @@ func beliefCases() []Case {
 			add(history.Op{Kind: history.Observe, Process: 50, Lock: "a", Held: true, OutSession: c1, OutToken: 7}, 140, 210), CheckBelief)},
 		{"belief: a client worker writes without believing it holds", false, with(clientHandover().
 			add(history.Op{Kind: history.Write, Session: c1, Lock: "a", Token: 7, Unchecked: true}, 110, 111), CheckBelief)},
+	}
+}
+
+// clientRelease is a Go-client worker's Unlock of lock under tok: ok when it returned nil.
+func (b *syn) clientRelease(s, lock string, tok uint64, typ history.Type, inv, comp int64) *syn {
+	return b.add(history.Op{Kind: history.ClientRelease, Type: typ, Session: s, Lock: lock, Token: tok, API: "lock"}, inv, comp)
+}
+
+// cycles is c1 taking "a" under token 7 and unlocking it (acknowledged at 110), then cycling on
+// "b" until 4000.
+func cycles() *syn {
+	b := (&syn{}).clientSession(c1, 0, 5).
+		clientLock(c1, "a", 7, 10, 20).believe(c1, "a", 7, 20, 100, "unlock began").clientRelease(c1, "a", 7, history.OK, 100, 110)
+	for at, tok := int64(120), uint64(10); at < 4000; at, tok = at+100, tok+2 {
+		b.clientLock(c1, "b", tok, at, at+10).believe(c1, "b", tok, at+10, at+50, "unlock began").
+			clientRelease(c1, "b", tok, history.OK, at+50, at+60)
+	}
+	return b
+}
+
+func heldByNobodyCases() []Case {
+	return []Case{
+		{"held-by-nobody: a cycler's locks are held only while it holds or asks for them", true, with(cycles().
+			read("a", c1, 7, 30, 40).read("a", "", 0, 200, 210).read("a", "", 0, 3000, 3010), CheckHeldByNobody)},
+		{"held-by-nobody: after a failed Unlock the lock stays the session's until the next one settles it", true, with(cycles().
+			clientLock(c1, "c", 9, 10, 20).believe(c1, "c", 9, 20, 100, "unlock began").clientRelease(c1, "c", 9, history.Info, 100, 110).
+			read("c", c1, 9, 500, 510).read("c", c1, 9, 3500, 3510).
+			clientLock(c1, "c", 9, 3600, 3610).clientRelease(c1, "c", 9, history.OK, 3620, 3630), CheckHeldByNobody)},
+		{"held-by-nobody: a session its worker found lost keeps its lock until it expires", true, with(cycles().
+			add(history.Op{Kind: history.ClientSessionEnd, Session: c1, Detail: "lost"}, 400, 400).
+			read("a", c1, 9, 500, 510).read("a", c1, 9, 3000, 3010), CheckHeldByNobody)},
+		{"held-by-nobody: a late grant given back within a TTL", true, with(cycles().
+			read("a", c1, 9, 500, 510).read("a", c1, 9, 1900, 1910).read("a", "", 0, 2000, 2010), CheckHeldByNobody)},
+		{"held-by-nobody: a lock taken by the session after its Unlock was acknowledged, for over a TTL", false, with(cycles().
+			read("a", c1, 9, 500, 510).held(s2, "a", c1, 9, 2900, 3010), CheckHeldByNobody)},
+		{"held-by-nobody: a lock held by the session before it ever asked for it", false, with(cycles().
+			add(history.Op{Kind: history.Observe, Process: 50, Lock: "c", Held: true, OutSession: c1, OutToken: 11}, 0, 300).
+			read("c", c1, 11, 2600, 2610).clientLock(c1, "c", 11, 2700, 2710), CheckHeldByNobody)},
 	}
 }

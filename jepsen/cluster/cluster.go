@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/jepsen/proxy"
+	"github.com/raftlock/raftlock/tlsutil"
 )
 
 // Options describe a cluster to start.
@@ -51,6 +52,7 @@ type Cluster struct {
 
 	hc    *http.Client
 	tls   *tls.Config // trusts the cluster's CA; nil unless Options.Secure
+	ca    *tlsutil.CA // the cluster's CA; nil unless Options.Secure
 	token string      // the harness's management token, once bootstrapped
 }
 
@@ -130,7 +132,7 @@ func New(opts Options) (*Cluster, error) {
 	}
 	var secure map[string][]string
 	if opts.Secure {
-		if secure, c.tls, err = secureSetup(filepath.Join(opts.Dir, "tls"), c.IDs()); err != nil {
+		if secure, c.tls, c.ca, err = secureSetup(filepath.Join(opts.Dir, "tls"), c.IDs()); err != nil {
 			c.Mesh.Close()
 			return nil, err
 		}

@@ -15,35 +15,53 @@ import (
 )
 
 // secureSetup writes a CA and a certificate per node into dir and returns the agent flags of
-// each node (TLS for the API and Raft, and --acl) and the TLS configuration of the harness's
-// clients, which trust that CA.
-func secureSetup(dir string, ids []string) (map[string][]string, *tls.Config, error) {
+// each node (TLS for the API and Raft, and --acl), the TLS configuration of the harness's
+// clients, which trust that CA, and the CA itself.
+func secureSetup(dir string, ids []string) (map[string][]string, *tls.Config, *tlsutil.CA, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, nil, fmt.Errorf("cluster: %w", err)
+		return nil, nil, nil, fmt.Errorf("cluster: %w", err)
 	}
 	ca, err := tlsutil.NewCA("raftlock jepsen CA", 0)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cluster: %w", err)
+		return nil, nil, nil, fmt.Errorf("cluster: %w", err)
 	}
 	caFile := filepath.Join(dir, "ca.pem")
 	if err := os.WriteFile(caFile, ca.CertPEM(), 0o600); err != nil {
-		return nil, nil, fmt.Errorf("cluster: %w", err)
+		return nil, nil, nil, fmt.Errorf("cluster: %w", err)
 	}
 	args := map[string][]string{}
 	for _, id := range ids {
 		cert, key, err := ca.Issue(tlsutil.CertRequest{Name: id, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
 		if err != nil {
-			return nil, nil, fmt.Errorf("cluster: %w", err)
+			return nil, nil, nil, fmt.Errorf("cluster: %w", err)
 		}
 		certFile, keyFile := filepath.Join(dir, id+".pem"), filepath.Join(dir, id+"-key.pem")
 		if err := tlsutil.WriteFiles(certFile, cert, keyFile, key, true); err != nil {
-			return nil, nil, fmt.Errorf("cluster: %w", err)
+			return nil, nil, nil, fmt.Errorf("cluster: %w", err)
 		}
 		args[id] = []string{"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-file", caFile, "--acl"}
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.CertPEM())
-	return args, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+	return args, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ca, nil
+}
+
+// ProxyTLS is the server TLS configuration of the harness's HTTP proxies in front of the nodes
+// (see proxy.HTTPProxy): a certificate of the cluster's CA for 127.0.0.1, which the clients
+// already trust. It is nil for a cluster without TLS.
+func (c *Cluster) ProxyTLS() (*tls.Config, error) {
+	if c.ca == nil {
+		return nil, nil
+	}
+	certPEM, keyPEM, err := c.ca.Issue(tlsutil.CertRequest{Name: "jepsen-client-proxy", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: proxy certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: proxy certificate: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // Secure reports whether the cluster runs with TLS and ACLs (Options.Secure).

@@ -56,6 +56,17 @@ const (
 	// (Invoke) to the moment the hold's context was done or Unlock or Resign began (Complete).
 	// Detail says how it ended.
 	Believe Kind = "believe"
+	// ClientRelease is a Go-client worker's call that gives a lock back (API: the hold's, lock
+	// or trylock for Mutex.Unlock, campaign for Election.Resign) under Token. It is ok only
+	// when Unlock returned nil: the release was acknowledged and nothing of the Mutex's earlier
+	// attempts on the lock is left to withdraw. Otherwise (info) the client may go on releasing
+	// or withdrawing in the background while the session lives; Resign does not say which, so
+	// it is always info.
+	ClientRelease Kind = "client_release"
+	// ClientSessionEnd is when a Go-client worker stopped using Session: it began closing it,
+	// or the client found it lost (Session.Done closed), whichever came first; Detail says which.
+	// It proves nothing about the server, where a lost session may live on until it expires.
+	ClientSessionEnd Kind = "client_session_end"
 	// Observe is a leader reported by client.Client.Observe: Lock held by OutSession under
 	// OutToken at some instant between Invoke (when the observer began waiting for this
 	// report) and Complete (when it received it).

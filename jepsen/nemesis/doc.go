@@ -8,8 +8,10 @@
 // session TTL, then SIGCONT),
 // partition (isolate the leader, split majority from minority, or a bridge where one node sees
 // both halves), client-pause (a lock holder stops, renewals included, for longer than its TTL
-// before writing with its old token) and churn (repeated leadership transfers). One fault is
-// active at a time; the schedule is drawn from a seeded random source.
+// before writing with its old token), churn (repeated leadership transfers), clock (leadership
+// handed across skewed clocks during a lock-delay) and delay-dup (the Go-client workers' acquire
+// requests held back, or duplicated with the first answer lost, arriving 0.5–2 TTLs late). One
+// fault is active at a time; the schedule is drawn from a seeded random source.
 //
-// The package imports cluster, history, workload and the standard library.
+// The package imports cluster, history, proxy, workload and the standard library.
 package nemesis

@@ -24,10 +24,11 @@ const (
 	ClientPause = workload.FaultClientPause
 	Churn       = "churn"
 	Clock       = "clock"
+	DelayDup    = "delay-dup"
 )
 
 // All lists every fault, in the order "all" expands to.
-var All = []string{Kill, Restart, RestartAll, Pause, Partition, ClientPause, Churn, Clock}
+var All = []string{Kill, Restart, RestartAll, Pause, Partition, ClientPause, Churn, Clock, DelayDup}
 
 // ErrUnknownFault is returned for a fault name that is not in All.
 var ErrUnknownFault = errors.New("nemesis: unknown fault")
@@ -166,6 +167,8 @@ func (n *Nemesis) inject(ctx context.Context, stop <-chan struct{}, fault string
 		n.churn(ctx)
 	case Clock:
 		n.clock(ctx)
+	case DelayDup:
+		n.delayDup(ctx)
 	}
 }
 

@@ -254,3 +254,30 @@ func (c *Client) read(ctx context.Context, ep Endpoint, op history.Op, query str
 	}
 	return c.rec.Add(op)
 }
+
+// ReadTable reads every lock at once (GET /v1/locks, linearizable: a follower asks the leader)
+// and records one read per lock of locks, all with the request's interval, Detail "lock table";
+// a lock the table leaves out is free. One request is then several ops, one per lock, since each
+// lock's history is judged on its own.
+func (c *Client) ReadTable(ctx context.Context, ep Endpoint, process int, locks []string) []history.Op {
+	var out api.LockList
+	op := c.exec(ctx, ep, history.Op{Process: process, Kind: history.Read, Detail: "lock table"},
+		request{method: http.MethodGet, path: "/v1/locks", out: &out})
+	table := map[string]api.Lock{}
+	for _, l := range out.Locks {
+		table[l.Name] = l
+	}
+	ops := make([]history.Op, 0, len(locks))
+	for _, name := range locks {
+		o := op
+		o.Lock = name
+		if l, ok := table[name]; ok && o.Type == history.OK {
+			o.Held, o.OutIndex = l.Held, l.ModifyIndex
+			if l.Held {
+				o.OutSession, o.OutToken = l.Session, l.Token
+			}
+		}
+		ops = append(ops, c.rec.Add(o))
+	}
+	return ops
+}

@@ -12,7 +12,6 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/jepsen/history"
-	"github.com/raftlock/raftlock/jepsen/proxy"
 )
 
 // Ways a client worker takes a lock, recorded in Op.API.
@@ -38,16 +37,19 @@ type ClientWorker struct {
 	rng       *rand.Rand
 	net       *netCut
 	c         *client.Client
-	unchecked bool            // its writes go to a resource that does not check tokens
-	stopCtx   context.Context // ends when the workload stops: Lock calls end with it
+	unchecked bool             // its writes go to a resource that does not check tokens
+	cycler    bool             // keeps one session for many fast Lock/Unlock cycles (see cycle)
+	stopCtx   context.Context  // ends when the workload stops: Lock calls end with it
+	endSess   func(why string) // records the end of the current session, once
 }
 
 // newClientWorker starts the worker's proxies and client.
 func (wl *Workload) newClientWorker(id, k int, endpoints []Endpoint) (*ClientWorker, error) {
-	nc, err := newNetCut(endpoints, wl.cfg.scheme())
+	nc, err := newNetCut(endpoints, wl.cfg.scheme(), wl.cfg.ProxyTLS, wl.cfg.TLS)
 	if err != nil {
 		return nil, err
 	}
+	wl.addNet(nc)
 	c, err := client.New(nc.Endpoints(), wl.cfg.clientOptions(id, client.WithRequestTimeout(wl.cfg.OpTimeout),
 		client.WithRetryTimeout(2*wl.cfg.OpTimeout))...)
 	if err != nil {
@@ -55,10 +57,10 @@ func (wl *Workload) newClientWorker(id, k int, endpoints []Endpoint) (*ClientWor
 		return nil, fmt.Errorf("workload: client: %w", err)
 	}
 	w := &ClientWorker{id: id, cfg: wl.cfg, rec: wl.rec, res: wl.res, cuts: &wl.cuts, net: nc, c: c,
-		rng: rand.New(rand.NewSource(wl.cfg.Seed*1000 + int64(id))), unchecked: k%4 >= 2}
-	if !w.unchecked {
+		rng: rand.New(rand.NewSource(wl.cfg.Seed*1000 + int64(id))), unchecked: k%4 >= 2, cycler: k < wl.cfg.Cyclers}
+	if !w.unchecked && !w.cycler {
 		// Only writers whose resource checks tokens are paused: the pause is there to make a
-		// stale write that fencing must see rejected.
+		// stale write that fencing must see rejected. Cyclers are not: they keep their sessions.
 		w.pauses = wl.pauses
 	}
 	return w, nil
@@ -104,6 +106,10 @@ func (w *ClientWorker) run(ctx context.Context, stop <-chan struct{}) {
 		}
 		cancel()
 	}()
+	if w.cycler {
+		w.cycle(ctx, stop)
+		return
+	}
 	var s *client.Session
 	defer func() {
 		if s != nil {
@@ -124,7 +130,8 @@ func (w *ClientWorker) run(ctx context.Context, stop <-chan struct{}) {
 	}
 }
 
-// newSession creates a session, retrying until one is created or stop closes.
+// newSession creates a session, retrying until one is created or stop closes, and records its
+// end once, when the worker begins closing it or the client finds it lost.
 func (w *ClientWorker) newSession(ctx context.Context, stop <-chan struct{}) *client.Session {
 	for {
 		op := history.Op{Process: w.id, Kind: history.ClientSession, TTLNS: int64(w.cfg.TTL),
@@ -139,6 +146,15 @@ func (w *ClientWorker) newSession(ctx context.Context, stop <-chan struct{}) *cl
 		if err == nil {
 			op.Type, op.Session = history.OK, s.ID()
 			w.rec.Add(op)
+			var once sync.Once
+			end := func(why string) {
+				once.Do(func() {
+					w.rec.Add(history.Op{Process: w.id, Kind: history.ClientSessionEnd, Type: history.OK, Session: s.ID(),
+						Invoke: w.rec.Now(), Detail: why})
+				})
+			}
+			w.endSess = end
+			context.AfterFunc(s.Context(), func() { end("lost: " + context.Cause(s.Context()).Error()) })
 			return s
 		}
 		// The session may have been created anyway: it then expires, unused and unrecorded.
@@ -153,6 +169,7 @@ func (w *ClientWorker) newSession(ctx context.Context, stop <-chan struct{}) *cl
 // closeSession closes the session; a session already lost needs no destroy, but Close also
 // stops its keepalive.
 func (w *ClientWorker) closeSession(ctx context.Context, s *client.Session) {
+	w.endSess("closing")
 	cctx, cancel := context.WithTimeout(ctx, 2*w.cfg.OpTimeout)
 	defer cancel()
 	s.Close(cctx) // an error leaves the session to expire
@@ -185,20 +202,25 @@ func (w *ClientWorker) newHolder(s *client.Session, lock string) *holder {
 // one long poll over to the next under faults too.
 func (w *ClientWorker) chunk() time.Duration { return max(w.cfg.TTL, w.cfg.MaxWait/2) }
 
-// acquire calls Lock, TryLock or Campaign and records the call.
-// It returns whether the call succeeded, and the token Token gave right after it (0 if the hold
-// was already forgotten, its session lost).
-func (w *ClientWorker) acquire(ctx context.Context, stop <-chan struct{}, s *client.Session, lock string, h *holder, detail string) (bool, uint64) {
-	op := history.Op{Process: w.id, Kind: history.ClientAcquire, Lock: lock, Session: s.ID(), API: h.api, Detail: detail}
-	var cctx context.Context
-	var cancel context.CancelFunc
-	if h.api == APITryLock {
-		cctx, cancel = context.WithTimeout(ctx, 2*w.cfg.OpTimeout)
-	} else {
-		wait := 100*time.Millisecond + w.jitter(w.cfg.MaxWait)
-		op.WaitNS = int64(wait)
-		cctx, cancel = context.WithTimeout(ctx, wait)
+// acquire calls Lock, TryLock or Campaign and records the call; Lock and Campaign wait 0.1s to
+// MaxWait. It returns whether the call succeeded, and the token Token gave right after it (0 if
+// the hold was already forgotten, its session lost).
+func (w *ClientWorker) acquire(ctx context.Context, s *client.Session, lock string, h *holder, detail string) (bool, uint64) {
+	wait := 2 * w.cfg.OpTimeout
+	if h.api != APITryLock {
+		wait = 100*time.Millisecond + w.jitter(w.cfg.MaxWait)
 	}
+	return w.acquireFor(ctx, s, lock, h, detail, wait)
+}
+
+// acquireFor is acquire with the call's context ending after wait (recorded as the op's wait
+// unless the call is a TryLock).
+func (w *ClientWorker) acquireFor(ctx context.Context, s *client.Session, lock string, h *holder, detail string, wait time.Duration) (bool, uint64) {
+	op := history.Op{Process: w.id, Kind: history.ClientAcquire, Lock: lock, Session: s.ID(), API: h.api, Detail: detail}
+	if h.api != APITryLock {
+		op.WaitNS = int64(wait)
+	}
+	cctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	unstop := context.AfterFunc(w.stopCtx, cancel)
 	defer unstop()
@@ -251,34 +273,16 @@ func (h *holder) context() context.Context {
 // must not report a lock it cannot hold.
 func (w *ClientWorker) take(ctx context.Context, stop <-chan struct{}, s *client.Session, lock string) {
 	h := w.newHolder(s, lock)
-	ok, token := w.acquire(ctx, stop, s, lock, h, "")
+	ok, token := w.acquire(ctx, s, lock, h, "")
 	if !ok {
 		w.sleep(stop, w.jitter(50*time.Millisecond))
 		return
 	}
 	// Asking again at once, or later, once the server may have handed the lock on.
 	if w.hold(ctx, stop, s, lock, h, token) && w.sleep(stop, w.jitter(2*w.cfg.TTL)) {
-		if ok, token := w.acquire(ctx, stop, s, lock, h, "asked again after losing the lock, without Unlock"); ok {
+		if ok, token := w.acquire(ctx, s, lock, h, "asked again after losing the lock, without Unlock"); ok {
 			w.hold(ctx, stop, s, lock, h, token)
 		}
-	}
-}
-
-// belief is the interval in which the worker believes it holds a lock.
-type belief struct {
-	mu    sync.Mutex
-	end   int64
-	why   string
-	ended chan struct{}
-}
-
-// finish ends the belief at t, unless it ended already.
-func (b *belief) finish(t int64, why string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.end == 0 {
-		b.end, b.why = t, why
-		close(b.ended)
 	}
 }
 
@@ -290,13 +294,8 @@ func (b *belief) finish(t int64, why string) {
 func (w *ClientWorker) hold(ctx context.Context, stop <-chan struct{}, s *client.Session, lock string, h *holder, token uint64) (lostKept bool) {
 	start := w.rec.Now()
 	holdCtx := h.context()
-	b := &belief{ended: make(chan struct{})}
-	if !w.cfg.IgnoreDone {
-		unwatch := context.AfterFunc(holdCtx, func() {
-			b.finish(w.rec.Now(), "context done: "+context.Cause(holdCtx).Error())
-		})
-		defer unwatch()
-	}
+	b, unwatch := w.watchBelief(holdCtx)
+	defer unwatch()
 	// A worker that ignores Done keeps working until its hold time is up, whatever happens.
 	ended := b.ended
 	if w.cfg.IgnoreDone {
@@ -328,31 +327,8 @@ func (w *ClientWorker) hold(ctx context.Context, stop <-chan struct{}, s *client
 	}
 	t.Stop()
 	lost := holdCtx.Err() != nil && s.Err() != nil
-	why := "unlock"
-	if h.e != nil {
-		why = "resign"
-	}
-	b.finish(w.rec.Now(), why+" began")
-	detail := ""
-	if token == 0 {
-		detail = "; token unknown: the hold was forgotten, its session lost, as the call returned"
-	}
 	lostKept = lost && h.m != nil && !w.cfg.IgnoreDone && w.rng.Intn(2) == 0
-	if lostKept {
-		detail += "; lost, not unlocked"
-	} else {
-		rctx, cancel := context.WithTimeout(ctx, 2*w.cfg.OpTimeout)
-		err := h.release(rctx)
-		cancel()
-		if err != nil {
-			detail += "; " + why + ": " + err.Error()
-		}
-	}
-	b.mu.Lock()
-	op := history.Op{Process: w.id, Kind: history.Believe, Type: history.OK, Lock: lock, Session: s.ID(), API: h.api,
-		OutToken: token, Invoke: start, Complete: b.end, Detail: b.why + detail}
-	b.mu.Unlock()
-	w.rec.Add(op)
+	w.letGo(ctx, s, lock, h, token, start, b, !lostKept)
 	return lostKept
 }
 
@@ -404,76 +380,4 @@ func (w *ClientWorker) maybePause(ctx context.Context, lock string, token uint64
 	}
 	w.rec.Add(history.Op{Process: w.id, Kind: history.Nemesis, Type: history.OK, Fault: FaultClientPause,
 		Action: history.ActionStop, FaultID: id, Detail: detail, Invoke: w.rec.Now()})
-}
-
-// netCut is a worker's own proxies to the nodes, which can black-hole its traffic for a while.
-type netCut struct {
-	scheme  string
-	proxies []*proxy.Proxy
-	mu      sync.Mutex
-	until   time.Time
-	timer   *time.Timer
-}
-
-func newNetCut(endpoints []Endpoint, scheme string) (*netCut, error) {
-	n := &netCut{scheme: scheme}
-	for _, ep := range endpoints {
-		p, err := proxy.Listen(ep.Addr)
-		if err != nil {
-			n.Close()
-			return nil, fmt.Errorf("workload: %w", err)
-		}
-		n.proxies = append(n.proxies, p)
-	}
-	return n, nil
-}
-
-// Endpoints are the URLs to give the client.
-func (n *netCut) Endpoints() []string {
-	var out []string
-	for _, p := range n.proxies {
-		out = append(out, n.scheme+"://"+p.Addr())
-	}
-	return out
-}
-
-// cut black-holes the worker's traffic for d (or longer, if a cut already in force lasts longer).
-func (n *netCut) cut(d time.Duration) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	until := time.Now().Add(d)
-	if until.Before(n.until) {
-		return
-	}
-	n.until = until
-	for _, p := range n.proxies {
-		p.SetMode(proxy.Blackhole)
-	}
-	if n.timer != nil {
-		n.timer.Stop()
-	}
-	n.timer = time.AfterFunc(d, n.heal)
-}
-
-func (n *netCut) heal() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if time.Now().Before(n.until) {
-		return
-	}
-	for _, p := range n.proxies {
-		p.SetMode(proxy.Pass)
-	}
-}
-
-// Close stops the proxies.
-func (n *netCut) Close() {
-	n.mu.Lock()
-	if n.timer != nil {
-		n.timer.Stop()
-	}
-	n.mu.Unlock()
-	for _, p := range n.proxies {
-		p.Close()
-	}
 }

@@ -11,8 +11,13 @@
 // a lost acquire it may instead cancel the acquire's attempt until the cancel is definite,
 // release a grant the cancel reports, and keep the session: the cancel bounds the acquire.
 //
+// Client workers hold locks through the Go client instead, behind HTTP proxies of their own
+// (which a proxy.RequestFault can make delay and duplicate their acquires); some of them are
+// cyclers, which keep one session for hundreds of fast Lock/Unlock cycles. A sampler reads the
+// whole lock table four times a second, recorded as one read per lock.
+//
 // The Resource is a register per lock that accepts a write only with a token at least as high as
 // the highest it accepted; IgnoreTokens turns it into the plain Redis-lock situation.
 //
-// The package imports api, history and the standard library.
+// The package imports api, client, history, proxy and the standard library.
 package workload

@@ -12,6 +12,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/jepsen/history"
+	"github.com/raftlock/raftlock/jepsen/proxy"
 )
 
 // FaultClientPause is the fault name of a client pause in the history.
@@ -46,6 +47,10 @@ type Config struct {
 	// ClientWorker) instead of raw HTTP requests; an observer per lock then follows its
 	// holders through client.Client.Observe.
 	ClientWorkers int
+	// Cyclers is how many of the ClientWorkers are cyclers: each keeps one session for as long
+	// as it lives and does fast Lock/Unlock cycles on it, in bursts on one lock at a time (see
+	// ClientWorker.cycle).
+	Cyclers int
 	// IgnoreDone makes the client workers ignore the end of their holds' contexts: they go on
 	// believing they hold a lock after their session is gone (a self-test the belief checker
 	// must flag).
@@ -54,13 +59,16 @@ type Config struct {
 	Seed int64
 	// TLS, if set, makes every request HTTPS, trusting this configuration's CAs.
 	TLS *tls.Config
+	// ProxyTLS is the server configuration of the client workers' proxies when TLS is set: a
+	// certificate the clients trust, since the proxies see each request (see netCut).
+	ProxyTLS *tls.Config
 	// Tokens are the ACL token secrets by process (worker, probe, observer); a process without
 	// one sends no token.
 	Tokens map[int]string
 }
 
 // Processes are the process ids of the workload's ops: the workers, then a liveness probe and
-// an observer per lock. A secure run gives each its own token.
+// an observer per lock, then the lock-table sampler. A secure run gives each its own token.
 func (c Config) Processes() []int {
 	var out []int
 	for i := range c.Workers {
@@ -69,12 +77,13 @@ func (c Config) Processes() []int {
 	for i := range c.Locks {
 		out = append(out, probeProcess(c, i), observerProcess(c, i))
 	}
-	return out
+	return append(out, samplerProcess(c))
 }
 
 func renewerProcess(c Config, worker int) int { return c.Workers + worker }
 func probeProcess(c Config, lock int) int     { return 2*c.Workers + lock }
 func observerProcess(c Config, lock int) int  { return 3*c.Workers + lock }
+func samplerProcess(c Config) int             { return 4*c.Workers + len(c.Locks) }
 
 // token is the token of process: a worker's renewals use the worker's own, since a session
 // may be renewed only by the token that made it.
@@ -115,6 +124,31 @@ type Workload struct {
 	crashes atomic.Int64
 	// cuts counts the client workers cut off from the cluster as they were granted a lock.
 	cuts atomic.Int64
+
+	mu    sync.Mutex
+	nets  []*netCut           // the client workers' proxies
+	fault *proxy.RequestFault // in force on them; nil for none
+}
+
+// addNet registers a client worker's proxies, and installs the fault in force on them.
+func (wl *Workload) addNet(n *netCut) {
+	wl.mu.Lock()
+	defer wl.mu.Unlock()
+	wl.nets = append(wl.nets, n)
+	n.setFault(wl.fault)
+}
+
+// SetRequestFault installs f on the proxies of every client worker, present and to come, so
+// that it decides what the network does to their requests; nil removes it. It reports whether
+// the workload has client workers for it to act on.
+func (wl *Workload) SetRequestFault(f *proxy.RequestFault) bool {
+	wl.mu.Lock()
+	defer wl.mu.Unlock()
+	wl.fault = f
+	for _, n := range wl.nets {
+		n.setFault(f)
+	}
+	return wl.cfg.ClientWorkers > 0
 }
 
 // New returns a workload over the endpoints, recording into rec and writing to res.
@@ -173,6 +207,11 @@ func (wl *Workload) Run(ctx context.Context, stop <-chan struct{}) error {
 	if wl.cfg.ClientWorkers > 0 {
 		wl.observe(ctx, stop, &wg)
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		wl.sample(ctx, stop)
+	}()
 	for i := 0; i < raw; i++ {
 		w := &Worker{id: i, cfg: wl.cfg, c: wl.c, res: wl.res, rec: wl.rec, pauses: wl.pauses, crashes: &wl.crashes,
 			rng: rand.New(rand.NewSource(wl.cfg.Seed*1000 + int64(i)))}
