@@ -207,6 +207,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		c.Close()
 		return nil, err
 	}
+	if err := c.WaitFeatures(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
 }
 

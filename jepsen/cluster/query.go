@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -136,6 +137,42 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 		}
 		if len(leaders) != 1 || leaders[""] {
 			return fmt.Errorf("cluster: nodes disagree on the leader: %v", leaders)
+		}
+		return nil
+	})
+}
+
+// WaitFeatures waits until every running node has applied the enabling of every feature all
+// of them support, so that the workers' clients use them from the start (a client that finds
+// a feature missing asks again only every 30 s).
+func (c *Cluster) WaitFeatures(ctx context.Context) error {
+	return poll(ctx, func() error {
+		var shared []string
+		var infos []api.Cluster
+		for i, n := range c.Nodes {
+			if n.State() != Running {
+				continue
+			}
+			var h api.Health
+			if _, err := c.call(ctx, n, http.MethodGet, "/v1/health", nil, &h); err != nil {
+				return err
+			}
+			if i == 0 || shared == nil {
+				shared = h.Features
+			}
+			shared = slices.DeleteFunc(slices.Clone(shared), func(f string) bool { return !slices.Contains(h.Features, f) })
+			info, err := c.Info(ctx, n)
+			if err != nil {
+				return err
+			}
+			infos = append(infos, info)
+		}
+		for _, info := range infos {
+			for _, f := range shared {
+				if !slices.Contains(info.Features, f) {
+					return fmt.Errorf("cluster: feature %q not enabled yet", f)
+				}
+			}
 		}
 		return nil
 	})
