@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,7 +52,7 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+	if err := mkdirAllDurable(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	kind, err := resolveLogStore(cfg.LogStore, cfg.DataDir)
@@ -137,7 +137,12 @@ func (n *Node) open() error {
 	if err != nil {
 		return fmt.Errorf("cluster: open snapshot store: %w", err)
 	}
-	snaps := sizedSnapshots{files}
+	// The stores made their files and directories (wal/ or raft.db, snapshots/) in the data
+	// directory; they last only once it is synced.
+	if err := syncDir(cfg.DataDir); err != nil {
+		return err
+	}
+	snaps := sizedSnapshots{durableSnapshots{SnapshotStore: files, dir: filepath.Join(cfg.DataDir, "snapshots")}}
 	replay := newReplayCache(store)
 	logs, err := raft.NewLogCache(1024, replay)
 	if err != nil {
