@@ -14,6 +14,7 @@ func CheckHistory(ops []history.Op, cfg Config) ([]Result, *Linearizability) {
 		CheckExpiry(ops, cfg),
 		CheckLiveness(ops, cfg),
 		CheckBelief(ops, cfg),
+		CheckDisk(ops, cfg),
 	}, lin
 }
 
