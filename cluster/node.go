@@ -128,10 +128,14 @@ func (n *Node) open() error {
 	n.trans = raft.NewNetworkTransportWithConfig(tcfg)
 	n.acks = newAckTransport(n.trans)
 
-	store, err := openLogStore(cfg.LogStore, cfg.DataDir, cfg.WALSegmentSize, cfg.Logger)
+	opened, err := openLogStore(cfg.LogStore, cfg.DataDir, cfg.WALSegmentSize, cfg.UnsafeNoLogFsync, cfg.Logger)
 	if err != nil {
 		return err
 	}
+	if cfg.UnsafeNoLogFsync {
+		n.log.Warn("UNSAFE: the Raft log is not fsynced (a test-only switch): a power cut loses acknowledged writes")
+	}
+	store := &failStopStore{logStore: opened, onFail: n.storageFailed}
 	n.store = store
 	files, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshot"))
 	if err != nil {

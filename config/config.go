@@ -27,6 +27,8 @@ type Config struct {
 	RaftPeerAddrs map[string]string
 	// ClockOffset skews the wall-clock readings the node writes into commands (fault injection only).
 	ClockOffset time.Duration
+	// UnsafeNoLogFsync skips the fsync of the Raft log (hidden; for the harness's self-test only).
+	UnsafeNoLogFsync bool
 
 	LogLevel  string
 	LogFormat string
@@ -110,6 +112,8 @@ func AddFlags(fs *pflag.FlagSet) {
 	_ = fs.MarkHidden("raft-peer-addrs")
 	fs.Duration("clock-offset", 0, "fault injection: add this to the wall-clock readings the node writes into commands")
 	_ = fs.MarkHidden("clock-offset")
+	fs.Bool("unsafe-no-log-fsync", false, "test only: do not fsync the Raft log, so that a power cut loses acknowledged writes")
+	_ = fs.MarkHidden("unsafe-no-log-fsync")
 	fs.String("log-level", d.LogLevel, "log level: trace, debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "log format: text or json")
 	fs.Duration("heartbeat-timeout", d.HeartbeatTimeout, "Raft heartbeat timeout")
@@ -173,6 +177,7 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		SnapshotInterval:    v.GetDuration("snapshot-interval"),
 		TrailingLogs:        v.GetUint64("trailing-logs"),
 		ClockOffset:         v.GetDuration("clock-offset"),
+		UnsafeNoLogFsync:    v.GetBool("unsafe-no-log-fsync"),
 		MaxBodyBytes:        v.GetInt64("max-body-bytes"),
 		MaxSessions:         v.GetInt("max-sessions"),
 		MaxWaitersPerLock:   v.GetInt("max-waiters-per-lock"),

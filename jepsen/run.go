@@ -183,6 +183,9 @@ func agentArgs(cfg Config) []string {
 	if cfg.LogStore != "" {
 		args = append(args, "--log-store", cfg.LogStore)
 	}
+	if cfg.UnsafeNoLogFsync {
+		args = append(args, "--unsafe-no-log-fsync")
+	}
 	if n := cfg.SnapshotEvery; n != 0 {
 		args = append(args, "--snapshot-threshold", fmt.Sprint(n), "--trailing-logs", fmt.Sprint(n),
 			"--snapshot-interval", snapshotCheck.String())

@@ -55,6 +55,7 @@ func audits(ops []history.Op) []*audit {
 // powerCounts are the acknowledged operations one audit checked.
 type powerCounts struct {
 	grants, releases, reads, ends, live, canaries int
+	judged                                        int // canaries judged (canaries: those that survived)
 }
 
 func (c powerCounts) total() int {
@@ -85,16 +86,12 @@ func checkPowerLosses(res *Result, ops []history.Op, cfg Config) string {
 			continue
 		}
 		c := checkAudit(res, a, ops, cfg)
-		for _, op := range a.canaries {
-			if op.Type == history.OK {
-				canaries++
-			}
-		}
+		canaries += c.judged
 		canariesOK += c.canaries
 		total += c.total()
 		per = append(per, fmt.Sprint(c.total()))
 	}
-	return fmt.Sprintf("; %d power losses, %d acknowledged ops checked against the state after them (per loss: %s; %d of %d canary writes survived)",
+	return fmt.Sprintf("; %d power losses, %d acknowledged ops checked against the state after them (per loss: %s; %d of %d acknowledged canary writes survived)",
 		len(as), total, strings.Join(per, ", "), canariesOK, canaries)
 }
 
@@ -106,7 +103,7 @@ func checkAudit(res *Result, a *audit, ops []history.Op, cfg Config) powerCounts
 	for _, s := range strings.Fields(a.global.Sessions) {
 		sessions[s] = true
 	}
-	c.canaries = checkCanaries(res, a, sessions)
+	c.canaries, c.judged = checkCanaries(res, a, sessions)
 
 	maxIndex, maxOp := uint64(0), history.Op{}
 	for _, op := range ops {
@@ -161,8 +158,7 @@ func ackedIndex(op history.Op) (uint64, bool) {
 }
 
 // checkCanaries checks the canary writes of one power loss against its audit.
-func checkCanaries(res *Result, a *audit, sessions map[string]bool) int {
-	checked := 0
+func checkCanaries(res *Result, a *audit, sessions map[string]bool) (survived, judged int) {
 	released := map[string]history.Type{}
 	for _, op := range a.canaries {
 		if op.API == history.CanaryRelease {
@@ -173,6 +169,10 @@ func checkCanaries(res *Result, a *audit, sessions map[string]bool) int {
 		if op.Type != history.OK {
 			continue
 		}
+		if t, ok := released[op.Lock]; ok && t != history.Fail && op.API == history.CanaryGrant {
+			continue // judged by its release (or unknown)
+		}
+		judged++
 		l := a.locks[op.Lock]
 		switch op.API {
 		case history.CanarySession:
@@ -181,9 +181,6 @@ func checkCanaries(res *Result, a *audit, sessions map[string]bool) int {
 				continue
 			}
 		case history.CanaryGrant:
-			if t, ok := released[op.Lock]; ok && t != history.Fail {
-				continue // judged by its release (or unknown)
-			}
 			if !l.Held || l.OutSession != op.Session || l.OutToken != op.OutToken {
 				res.violate("power loss (fault %d): an acknowledged grant was lost:\n%s\nthen\n%s", a.id, op, l)
 				continue
@@ -194,9 +191,9 @@ func checkCanaries(res *Result, a *audit, sessions map[string]bool) int {
 				continue
 			}
 		}
-		checked++
+		survived++
 	}
-	return checked
+	return survived, judged
 }
 
 // checkAuditSessions checks the workload's releases and sessions against one audit: no

@@ -157,6 +157,7 @@ func (n *Nemesis) canary(ctx context.Context, id int, stop <-chan struct{}) []hi
 		inv = n.rec.Now()
 		tok, o, err := n.c.Acquire(ctx, leader, lock, s.ID)
 		gop := add(history.Op{API: history.CanaryGrant, Invoke: inv, Lock: lock, Session: s.ID, OutToken: tok, Node: leader.ID}, o, err)
+		hold(ctx, 20*time.Millisecond) // a few dozen canaries per cut are plenty
 		if gop.Type != history.OK || i%2 == 0 {
 			continue
 		}
