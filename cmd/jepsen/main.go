@@ -7,7 +7,8 @@
 // is 0 when every checker passed, 1 on any violation and 2 when the run could not be carried
 // out. --self-test instead proves the checkers bite: every synthetic broken history must be
 // flagged, a run against a resource that ignores tokens must fail fencing, and a run whose
-// Go-client workers ignore Done must fail belief.
+// Go-client workers ignore Done must fail belief, and (where FUSE works) a run whose agents skip
+// the Raft log's fsync must fail durability or linearizability under power losses.
 package main
 
 import (

@@ -8,8 +8,17 @@ import (
 	"github.com/raftlock/raftlock/jepsen/history"
 )
 
+// Names of the disk faults, as the nemesis calls them.
+const (
+	FaultPowerLoss    = "power-loss"
+	FaultPowerLossAll = "power-loss-all"
+	FaultDiskEIO      = "disk-eio"
+	FaultDiskFull     = "disk-full"
+	FaultDiskSlow     = "disk-slow"
+)
+
 // powerFaults are the faults after which the nemesis audits the cluster.
-var powerFaults = []string{"power-loss", "power-loss-all"}
+var powerFaults = []string{FaultPowerLoss, FaultPowerLossAll}
 
 // audit is what the nemesis read after one power loss.
 type audit struct {
@@ -265,7 +274,7 @@ func CheckDisk(ops []history.Op, _ Config) Result {
 			continue
 		}
 		switch op.Fault {
-		case "disk-eio", "disk-full", "disk-slow":
+		case FaultDiskEIO, FaultDiskFull, FaultDiskSlow:
 		default:
 			continue
 		}
@@ -285,6 +294,6 @@ func CheckDisk(ops []history.Op, _ Config) Result {
 		return res
 	}
 	res.Figures = fmt.Sprintf("disk-eio %d (%d nodes stopped saying why), disk-full %d (%d stopped saying why, the others needed no new space), disk-slow %d",
-		counts["disk-eio"], stopped["disk-eio"], counts["disk-full"], stopped["disk-full"], counts["disk-slow"])
+		counts[FaultDiskEIO], stopped[FaultDiskEIO], counts[FaultDiskFull], stopped[FaultDiskFull], counts[FaultDiskSlow])
 	return res
 }
