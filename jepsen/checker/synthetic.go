@@ -159,6 +159,7 @@ func SyntheticCases() []Case {
 	cases = append(cases, livenessCases()...)
 	cases = append(cases, convergenceCases()...)
 	cases = append(cases, beliefCases()...)
+	cases = append(cases, powerCases()...)
 	return cases
 }
 

@@ -205,7 +205,7 @@ type CutReport struct {
 func (r CutReport) String() string {
 	s := fmt.Sprintf("%d files lost writes (%d bytes restored, %d resized), %d directory operations undone", r.Files, r.Bytes, r.Truncated, r.DirOps)
 	if r.Skipped > 0 {
-		s += fmt.Sprintf(" (%d could not be)", r.Skipped)
+		s += fmt.Sprintf(" (%d of them in directories already gone for good)", r.Skipped)
 	}
 	return s
 }
