@@ -25,6 +25,7 @@ type audit struct {
 	id       int
 	cut      int64 // when the first node lost power
 	global   *history.Op
+	acl      *history.Op // the policies listed, with ACLs on
 	locks    map[string]history.Op
 	canaries []history.Op
 	failed   *history.Op
@@ -52,6 +53,8 @@ func audits(ops []history.Op) []*audit {
 			a.canaries = append(a.canaries, op)
 		case op.Kind == history.Audit && op.Type != history.OK:
 			get(op.FaultID).failed = &op
+		case op.Kind == history.Audit && op.API == history.CanaryACL:
+			get(op.FaultID).acl = &op
 		case op.Kind == history.Audit && op.Lock == "":
 			get(op.FaultID).global = &op
 		case op.Kind == history.Audit:
@@ -197,6 +200,11 @@ func checkCanaries(res *Result, a *audit, sessions map[string]bool) (survived, j
 		case history.CanaryRelease:
 			if l.Held && l.OutSession == op.Session && l.OutToken == op.Token {
 				res.violate("power loss (fault %d): an acknowledged release was undone:\n%s\nthen\n%s", a.id, op, l)
+				continue
+			}
+		case history.CanaryACL:
+			if a.acl == nil || !slices.Contains(strings.Fields(a.acl.Detail), op.Detail) {
+				res.violate("power loss (fault %d): an acknowledged ACL policy was lost:\n%s", a.id, op)
 				continue
 			}
 		}

@@ -30,6 +30,12 @@ func powerCases() []Case {
 		{"durability: a canary session lost to a power loss", false, with(powerLoss(23, aHeld, dHeld, s1), CheckDurability)},
 		{"durability: the log's tail lost to a power loss (applied index went back)", false, with(powerLoss(4, aHeld, dHeld, both), CheckDurability)},
 		{"durability: a workload grant's index lost to a power loss", false, with(powerLoss(23, history.Op{OutIndex: 3}, dHeld, both), CheckDurability)},
+		{"durability: an ACL policy lost to a power loss", false, with(powerLoss(23, aHeld, dHeld, both).
+			add(history.Op{Kind: history.Canary, API: history.CanaryACL, Detail: "p1", FaultID: 1}, 70, 75).
+			add(history.Op{Kind: history.Audit, API: history.CanaryACL, Detail: "p0", FaultID: 1}, 540, 550), CheckDurability)},
+		{"durability: an ACL policy that survives a power loss", true, with(powerLoss(23, aHeld, dHeld, both).
+			add(history.Op{Kind: history.Canary, API: history.CanaryACL, Detail: "p1", FaultID: 1}, 70, 75).
+			add(history.Op{Kind: history.Audit, API: history.CanaryACL, Detail: "p0 p1", FaultID: 1}, 540, 550), CheckDurability)},
 		{"durability: a power loss never audited", false, with((&syn{}).
 			add(history.Op{Kind: history.Nemesis, Fault: FaultPowerLoss, Action: history.ActionStart, FaultID: 1}, 100, 110).
 			add(history.Op{Kind: history.Audit, Type: history.Info, FaultID: 1, Error: "no leader"}, 500, 510), CheckDurability)},

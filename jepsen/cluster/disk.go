@@ -162,3 +162,24 @@ func (n *Node) LogSize() int64 {
 	}
 	return st.Size()
 }
+
+// CreatePolicy creates an ACL policy (reading the locks named after it) through node n.
+func (c *Cluster) CreatePolicy(ctx context.Context, n *Node, name string) (api.Policy, Outcome, error) {
+	var out api.Policy
+	status, err := c.call(ctx, n, http.MethodPost, "/v1/acl/policies",
+		api.Policy{Name: name, Locks: []api.LockRule{{Prefix: name, Access: "read"}}, Operator: "none"}, &out)
+	return out, outcome(status, err), err
+}
+
+// Policies lists the ACL policies, linearizably, through node n.
+func (c *Cluster) Policies(ctx context.Context, n *Node) ([]api.Policy, error) {
+	var out api.PolicyList
+	_, err := c.call(ctx, n, http.MethodGet, "/v1/acl/policies", nil, &out)
+	return out.Policies, err
+}
+
+// DeletePolicy deletes an ACL policy through node n.
+func (c *Cluster) DeletePolicy(ctx context.Context, n *Node, name string) error {
+	_, err := c.call(ctx, n, http.MethodDelete, "/v1/acl/policies/"+url.PathEscape(name), nil, nil)
+	return err
+}

@@ -64,13 +64,15 @@ const (
 	Nemesis Kind = "nemesis"
 	// Canary is a write the nemesis makes, through the leader, while a power cut is about to
 	// strike (FaultID): API names it, CanarySession (Session is the new session),
-	// CanaryGrant (Lock, Session, OutToken) or CanaryRelease (Lock, Session, Token). Every
-	// acknowledged one must survive the power cut.
+	// CanaryGrant (Lock, Session, OutToken), CanaryRelease (Lock, Session, Token) or, with
+	// ACLs on, CanaryACL (Detail is the new policy). Every acknowledged one must survive the
+	// power cut.
 	Canary Kind = "canary"
 	// Audit is what a linearizable read showed once the cluster was back from a power cut
 	// (FaultID): with Lock, that lock's state (Held, OutSession, OutToken, and its
-	// modify_index in OutIndex); without, the sessions that exist (Sessions) and the applied
-	// index of the node that answered (OutIndex).
+	// modify_index in OutIndex); with API CanaryACL, the ACL policies that exist (Detail,
+	// space-separated); otherwise the sessions that exist (Sessions) and the applied index of
+	// the node that answered (OutIndex).
 	Audit Kind = "audit"
 )
 
@@ -79,6 +81,7 @@ const (
 	CanarySession = "session"
 	CanaryGrant   = "grant"
 	CanaryRelease = "release"
+	CanaryACL     = "acl"
 )
 
 // Nemesis actions.

@@ -147,6 +147,12 @@ func (n *Nemesis) canary(ctx context.Context, id int, stop <-chan struct{}) []hi
 		default:
 		}
 		inv := n.rec.Now()
+		if n.c.Secure() {
+			name := fmt.Sprintf("jepsen-canary-%d-%d", id, i)
+			_, o, err := n.c.CreatePolicy(ctx, leader, name)
+			add(history.Op{API: history.CanaryACL, Invoke: inv, Detail: name, Node: leader.ID}, o, err)
+			inv = n.rec.Now()
+		}
 		s, o, err := n.c.CreateSession(ctx, leader, "jepsen-canary", canaryTTL)
 		sop := add(history.Op{API: history.CanarySession, Invoke: inv, Session: s.ID, Node: leader.ID}, o, err)
 		if sop.Type != history.OK {
@@ -196,6 +202,18 @@ func (n *Nemesis) audit(ctx context.Context, id int, canaries []history.Op) {
 			sessions = append(sessions, s.ID)
 		}
 		ops = append(ops, history.Op{Invoke: inv, Complete: n.rec.Now(), OutIndex: snap.Index, Sessions: strings.Join(sessions, " "), Node: l.ID})
+		if n.c.Secure() {
+			inv := n.rec.Now()
+			policies, err := n.c.Policies(ctx, l)
+			if err != nil {
+				return err
+			}
+			var names []string
+			for _, p := range policies {
+				names = append(names, p.Name)
+			}
+			ops = append(ops, history.Op{Invoke: inv, Complete: n.rec.Now(), API: history.CanaryACL, Detail: strings.Join(names, " "), Node: l.ID})
+		}
 		for _, name := range locks {
 			inv := n.rec.Now()
 			lk, err := n.c.ReadLock(ctx, l, name)
@@ -218,12 +236,17 @@ func (n *Nemesis) audit(ctx context.Context, id int, canaries []history.Op) {
 		n.rec.Add(op)
 	}
 	n.logf("audit after power loss (fault %d): read %d locks and %d sessions, applied index %d",
-		id, len(ops)-1, len(strings.Fields(ops[0].Sessions)), ops[0].OutIndex)
+		id, len(locks), len(strings.Fields(ops[0].Sessions)), ops[0].OutIndex)
 	for _, op := range canaries {
-		if op.API == history.CanarySession && op.Type == history.OK {
-			if l, _, err := n.c.Leader(ctx); err == nil {
-				_ = n.c.DestroySession(ctx, l, op.Session)
-			}
+		l, _, err := n.c.Leader(ctx)
+		if err != nil || op.Type == history.Fail {
+			continue
+		}
+		switch op.API {
+		case history.CanarySession:
+			_ = n.c.DestroySession(ctx, l, op.Session)
+		case history.CanaryACL:
+			_ = n.c.DeletePolicy(ctx, l, op.Detail)
 		}
 	}
 }
