@@ -127,3 +127,43 @@ func TestPowerCutKeepsAcknowledgedState(t *testing.T) {
 		})
 	}
 }
+
+// TestPowerCutKeepsTheAuditLog: audit lines synced before a power cut are still in the file
+// after it. Before the agent fsynced the directory of a new audit log, the cut took the whole
+// file: its directory entry was never durable.
+func TestPowerCutKeepsTheAuditLog(t *testing.T) {
+	if err := faultfs.Available(); err != nil {
+		t.Skipf("FUSE is not available here (%v): power cuts cannot be tested", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	audit := filepath.Join(dir, "n1", "data", "audit.log")
+	c, err := Start(ctx, Options{Binary: agentBinary(t), Dir: dir, Nodes: 1, FaultFS: true, ExtraArgs: []string{"--audit-log", audit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	n := c.Nodes[0]
+	if _, _, err := c.CreateSession(ctx, n, "audited", "10s"); err != nil {
+		t.Fatal(err)
+	}
+	// The agent syncs its audit log once a second: wait until the line is written and no file
+	// of the node has unsynced writes.
+	if err := poll(ctx, func() error {
+		b, _ := os.ReadFile(audit)
+		if files, _ := n.Disk.Unsynced(); !strings.Contains(string(b), "/v1/sessions") || files > 0 {
+			return errors.New("the audit line is not synced yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.PowerCut(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(audit)
+	if err != nil || !strings.Contains(string(b), "/v1/sessions") {
+		t.Fatalf("after the power cut the audit log holds %q (%v), want the synced line of the session's creation", b, err)
+	}
+}
