@@ -65,6 +65,16 @@ func (s *failStopStore) SetUint64(k []byte, v uint64) error {
 	return s.write(func() error { return s.logStore.SetUint64(k, v) })
 }
 
+var _ raft.MonotonicLogStore = (*failStopStore)(nil)
+
+// IsMonotonic reports what the wrapped store reports. raft must see it through the wrapper:
+// after installing a snapshot it clears the whole log of a monotonic store (raft-wal), which
+// refuses an append that leaves a gap; hidden, a lagging follower's next append failed.
+func (s *failStopStore) IsMonotonic() bool {
+	m, ok := s.logStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
 // storageFailed is the node's answer to a failed write: it says why, then stops at once —
 // through Config.OnStorageFailure if set (the agent exits), else by closing the node.
 func (n *Node) storageFailed(err error) {

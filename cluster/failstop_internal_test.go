@@ -40,3 +40,21 @@ func TestFailStopStoreStopsAtTheFirstFailedWrite(t *testing.T) {
 		})
 	}
 }
+
+// TestFailStopStoreTellsWhetherTheStoreIsMonotonic: raft clears a monotonic store's log after
+// installing a snapshot; a wrapper that hid it made a lagging raft-wal follower's next append
+// fail (TestLaggingFollowerCatchesUpThroughSnapshot, wal, about one run in two).
+func TestFailStopStoreTellsWhetherTheStoreIsMonotonic(t *testing.T) {
+	for kind, want := range map[string]bool{LogStoreWAL: true, LogStoreBoltDB: false} {
+		inner, err := openLogStore(kind, t.TempDir(), 0, false, hclog.NewNullLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s raft.LogStore = &failStopStore{logStore: inner}
+		m, ok := s.(raft.MonotonicLogStore)
+		if got := ok && m.IsMonotonic(); got != want {
+			t.Errorf("%s: IsMonotonic %v, want %v", kind, got, want)
+		}
+		inner.Close()
+	}
+}
