@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -114,6 +115,8 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		Logger:             log,
 		Version:            version.Version,
 		Features:           features,
+		OnStorageFailure:   exitOnStorageFailure,
+		UnsafeNoLogFsync:   cfg.UnsafeNoLogFsync,
 	})
 	if err != nil {
 		ls.HTTP.Close()
@@ -150,6 +153,15 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 	}
 	return a, nil
 }
+
+// ExitStorageFailure is the exit status of an agent whose Raft log or stable store failed to
+// write.
+const ExitStorageFailure = 3
+
+// exitOnStorageFailure ends the process at once when a write to the Raft log or stable store
+// fails (the node has logged why): nothing more may be written or acknowledged, and a crash
+// is what the rest of the cluster and the node's own restart are built to handle.
+func exitOnStorageFailure(error) { os.Exit(ExitStorageFailure) }
 
 // Node returns the agent's cluster node.
 func (a *Agent) Node() *cluster.Node { return a.node }

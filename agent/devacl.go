@@ -101,14 +101,30 @@ func (d *Dev) setToken(secret string) {
 	}
 }
 
-// writeSecretFile writes secret to path, readable by its owner only, replacing it atomically.
+// writeSecretFile writes secret to path, readable by its owner only, replacing it atomically
+// and durably: the bootstrap it records cannot be done again, so a power cut must not take it.
 func writeSecretFile(path, secret string) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(secret+"\n"), 0o600); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
 		return err
 	}
-	if err := os.Chmod(tmp, 0o600); err != nil { // an old .tmp keeps its mode through WriteFile
+	err = f.Chmod(0o600) // an old .tmp keeps its mode through OpenFile
+	if err == nil {
+		_, err = f.WriteString(secret + "\n")
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err := errors.Join(err, f.Close()); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
 }

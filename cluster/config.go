@@ -75,6 +75,16 @@ type Config struct {
 
 	// Logger receives the node's and raft's logs; default discards.
 	Logger hclog.Logger
+
+	// OnStorageFailure, if set, is called (once, before the error reaches raft) when a write
+	// to the Raft log or stable store fails, after the node has logged why; it should stop the
+	// process at once (the agent exits). If nil, the node closes itself. Either way the node
+	// never writes again: a retried fsync can succeed without the data of the failed one.
+	OnStorageFailure func(error)
+	// UnsafeNoLogFsync skips the fsync of the Raft log's appends (and, with LogStoreBoltDB, of
+	// the stable store): acknowledged writes are lost to a power cut. For tests that must see
+	// the harness catch it; never for users.
+	UnsafeNoLogFsync bool
 }
 
 // TLS holds the TLS configurations of a node's traffic with other nodes; nil ones leave that

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,7 +59,7 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+	if err := mkdirAllDurable(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	kind, err := resolveLogStore(cfg.LogStore, cfg.DataDir)
@@ -143,16 +143,25 @@ func (n *Node) open() error {
 	n.trans = raft.NewNetworkTransportWithConfig(tcfg)
 	n.acks = newAckTransport(n.trans)
 
-	store, err := openLogStore(cfg.LogStore, cfg.DataDir, cfg.WALSegmentSize, cfg.Logger)
+	opened, err := openLogStore(cfg.LogStore, cfg.DataDir, cfg.WALSegmentSize, cfg.UnsafeNoLogFsync, cfg.Logger)
 	if err != nil {
 		return err
 	}
+	if cfg.UnsafeNoLogFsync {
+		n.log.Warn("UNSAFE: the Raft log is not fsynced (a test-only switch): a power cut loses acknowledged writes")
+	}
+	store := &failStopStore{logStore: opened, onFail: n.storageFailed}
 	n.store = store
 	files, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshot"))
 	if err != nil {
 		return fmt.Errorf("cluster: open snapshot store: %w", err)
 	}
-	snaps := sizedSnapshots{files}
+	// The stores made their files and directories (wal/ or raft.db, snapshots/) in the data
+	// directory; they last only once it is synced.
+	if err := syncDir(cfg.DataDir); err != nil {
+		return err
+	}
+	snaps := sizedSnapshots{durableSnapshots{SnapshotStore: files, dir: filepath.Join(cfg.DataDir, "snapshots")}}
 	replay := newReplayCache(store)
 	logs, err := raft.NewLogCache(1024, replay)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	walfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/segment"
 
 	"github.com/raftlock/raftlock/fsm"
 )
@@ -86,8 +88,9 @@ func resolveLogStore(named, dataDir string) (string, error) {
 	return have, nil
 }
 
-// openLogStore opens the store kind names in dataDir, which resolveLogStore chose.
-func openLogStore(kind, dataDir string, walSegmentSize int, logger hclog.Logger) (logStore, error) {
+// openLogStore opens the store kind names in dataDir, which resolveLogStore chose. noSync
+// skips the fsync of the log (Config.UnsafeNoLogFsync, for tests of the harness only).
+func openLogStore(kind, dataDir string, walSegmentSize int, noSync bool, logger hclog.Logger) (logStore, error) {
 	paths := storePaths(dataDir)
 	switch kind {
 	case LogStoreWAL:
@@ -95,13 +98,17 @@ func openLogStore(kind, dataDir string, walSegmentSize int, logger hclog.Logger)
 			return nil, fmt.Errorf("cluster: wal dir: %w", err)
 		}
 		// A segment size of 0 is raft-wal's default.
-		w, err := wal.Open(paths[kind], wal.WithLogger(logger.Named("wal")), wal.WithSegmentSize(walSegmentSize))
+		filer := wal.WithSegmentFiler(segment.NewFiler(paths[kind], walfs.New()))
+		if noSync {
+			filer = wal.WithSegmentFiler(segment.NewFiler(paths[kind], noSyncVFS{walfs.New()}))
+		}
+		w, err := wal.Open(paths[kind], wal.WithLogger(logger.Named("wal")), wal.WithSegmentSize(walSegmentSize), filer)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: open wal log store: %w", err)
 		}
 		return w, nil
 	default:
-		b, err := raftboltdb.New(raftboltdb.Options{Path: paths[kind]})
+		b, err := raftboltdb.New(raftboltdb.Options{Path: paths[kind], NoSync: noSync})
 		if err != nil {
 			return nil, fmt.Errorf("cluster: open log store: %w", err)
 		}

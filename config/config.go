@@ -30,6 +30,8 @@ type Config struct {
 	// DisableFeatures makes the node support none of these features, as an older version
 	// would not (tests of rolling upgrades only).
 	DisableFeatures []string
+	// UnsafeNoLogFsync skips the fsync of the Raft log (hidden; for the harness's self-test only).
+	UnsafeNoLogFsync bool
 
 	LogLevel  string
 	LogFormat string
@@ -133,6 +135,8 @@ func AddFlags(fs *pflag.FlagSet) {
 	_ = fs.MarkHidden("clock-offset")
 	fs.StringSlice("disable-features", nil, "upgrade tests: support none of these features, as an older version would not")
 	_ = fs.MarkHidden("disable-features")
+	fs.Bool("unsafe-no-log-fsync", false, "test only: do not fsync the Raft log, so that a power cut loses acknowledged writes")
+	_ = fs.MarkHidden("unsafe-no-log-fsync")
 	fs.String("log-level", d.LogLevel, "log level: trace, debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "log format: text or json")
 	fs.Duration("heartbeat-timeout", d.HeartbeatTimeout, "Raft heartbeat timeout")
@@ -202,6 +206,7 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		TrailingLogs:        v.GetUint64("trailing-logs"),
 		ClockOffset:         v.GetDuration("clock-offset"),
 		DisableFeatures:     splitList(v.GetStringSlice("disable-features")),
+		UnsafeNoLogFsync:    v.GetBool("unsafe-no-log-fsync"),
 		MaxBodyBytes:        v.GetInt64("max-body-bytes"),
 		MaxHeaderBytes:      v.GetInt("max-header-bytes"),
 		MaxConnections:      v.GetInt("max-connections"),

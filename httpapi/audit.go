@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -64,15 +65,33 @@ type AuditLog struct {
 // auditSyncInterval is how often buffered entries are written and fsynced.
 const auditSyncInterval = time.Second
 
-// OpenAuditLog opens (or creates, mode 0600) path for appending audit entries.
+// OpenAuditLog opens (or creates, mode 0600) path for appending audit entries. A new file's
+// directory is fsynced, or a power cut could take the whole file, synced lines and all.
 func OpenAuditLog(path string) (*AuditLog, error) {
+	_, statErr := os.Stat(path)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: audit log: %w", err)
 	}
+	if errors.Is(statErr, os.ErrNotExist) {
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("httpapi: audit log: %w", err)
+		}
+	}
 	l := &AuditLog{f: f, w: bufio.NewWriter(f), stop: make(chan struct{}), done: make(chan struct{})}
 	go l.syncLoop()
 	return l, nil
+}
+
+// syncDir fsyncs a directory, making the entries created in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	return errors.Join(err, d.Close())
 }
 
 // Write appends one entry; it reaches the disk within auditSyncInterval.

@@ -73,6 +73,9 @@ type Config struct {
 	// Secure runs the agents with TLS (API and Raft) and --acl; every worker, probe and
 	// observer then holds a token of its own.
 	Secure bool
+	// UnsafeNoLogFsync starts the agents with the hidden --unsafe-no-log-fsync: a self-test
+	// in which power losses must make durability or linearizability fail.
+	UnsafeNoLogFsync bool
 	// Out receives progress, the nemesis log and the summary; may be nil.
 	Out io.Writer
 }
@@ -187,6 +190,9 @@ func (c Config) String() string {
 	}
 	if c.IgnoreDone {
 		s += " client-workers=IGNORE-DONE(self-test)"
+	}
+	if c.UnsafeNoLogFsync {
+		s += " agents=NO-LOG-FSYNC(self-test)"
 	}
 	return s
 }

@@ -18,6 +18,8 @@ type Report struct {
 	Counts map[history.Kind]map[history.Type]int
 	// NemesisLog lists the recorded fault actions, in order.
 	NemesisLog []string
+	// Faults counts the faults injected, by name.
+	Faults map[string]int
 	// Results are the checkers' verdicts.
 	Results []checker.Result
 	// Passed and Failed count the verdicts.
@@ -46,6 +48,12 @@ func (r *Report) Result(name string) (checker.Result, bool) {
 func (r *Report) fill(ops []history.Op, results []checker.Result) {
 	r.Counts = map[history.Kind]map[history.Type]int{}
 	for _, op := range ops {
+		if op.Kind == history.Nemesis && op.Action == history.ActionStart {
+			if r.Faults == nil {
+				r.Faults = map[string]int{}
+			}
+			r.Faults[op.Fault]++
+		}
 		if op.Kind == history.Nemesis {
 			r.NemesisLog = append(r.NemesisLog, fmt.Sprintf("%8.3fs %-12s %-5s #%-3d %s", float64(op.Invoke)/1e9,
 				op.Fault, op.Action, op.FaultID, nemesisDetail(op)))
@@ -58,6 +66,23 @@ func (r *Report) fill(ops []history.Op, results []checker.Result) {
 	}
 	r.Results = results
 	r.Passed, r.Failed = checker.Tally(results)
+}
+
+// faultCounts renders how many times each fault was injected.
+func (r *Report) faultCounts() string {
+	if len(r.Faults) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(r.Faults))
+	for f := range r.Faults {
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, f := range names {
+		parts = append(parts, fmt.Sprintf("%s %d", f, r.Faults[f]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func nemesisDetail(op history.Op) string {
@@ -84,6 +109,7 @@ func (r *Report) Print(w io.Writer) {
 		tot[0], tot[1], tot[2] = tot[0]+c[history.OK], tot[1]+c[history.Fail], tot[2]+c[history.Info]
 	}
 	fmt.Fprintf(w, "  %-18s %6d / %6d / %6d\n", "total", tot[0], tot[1], tot[2])
+	fmt.Fprintf(w, "\nfaults injected: %s\n", r.faultCounts())
 	fmt.Fprintf(w, "\nnemesis log (%d actions):\n", len(r.NemesisLog))
 	for _, l := range r.NemesisLog {
 		fmt.Fprintln(w, "  "+l)

@@ -60,7 +60,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	c, err := cluster.Start(sctx, cluster.Options{Binary: binary, Dir: filepath.Join(cfg.Dir, "nodes"), Nodes: cfg.Nodes,
 		LogLevel: cfg.LogLevel, HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
-		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, ClockSkew: cfg.ClockSkew, ExtraArgs: agentArgs(cfg), Secure: cfg.Secure})
+		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, ClockSkew: cfg.ClockSkew, ExtraArgs: agentArgs(cfg), Secure: cfg.Secure,
+		FaultFS: nemesis.NeedsDisk(cfg.Faults)})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("jepsen: start cluster: %w", err)
@@ -109,7 +110,8 @@ func runPhases(ctx context.Context, cfg Config, wcfg workload.Config, c *cluster
 	res := workload.NewResource(rec, cfg.IgnoreTokens)
 	wl := workload.New(wcfg, rec, eps, res)
 	nem := nemesis.New(nemesis.Config{Faults: cfg.Faults, Quiet: cfg.Quiet, TTL: cfg.TTL,
-		ElectionTimeout: cfg.ElectionTimeout, TargetLeader: cfg.TargetLeader, Seed: cfg.Seed, Log: out}, c, wl, rec)
+		ElectionTimeout: cfg.ElectionTimeout, TargetLeader: cfg.TargetLeader, Seed: cfg.Seed, Log: out,
+		Locks: cfg.LockNames()}, c, wl, rec)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -183,6 +185,9 @@ func agentArgs(cfg Config) []string {
 	var args []string
 	if cfg.LogStore != "" {
 		args = append(args, "--log-store", cfg.LogStore)
+	}
+	if cfg.UnsafeNoLogFsync {
+		args = append(args, "--unsafe-no-log-fsync")
 	}
 	if n := cfg.SnapshotEvery; n != 0 {
 		args = append(args, "--snapshot-threshold", fmt.Sprint(n), "--trailing-logs", fmt.Sprint(n),

@@ -7,7 +7,8 @@
 // is 0 when every checker passed, 1 on any violation and 2 when the run could not be carried
 // out. --self-test instead proves the checkers bite: every synthetic broken history must be
 // flagged, a run against a resource that ignores tokens must fail fencing, and a run whose
-// Go-client workers ignore Done must fail belief.
+// Go-client workers ignore Done must fail belief, and (where FUSE works) a run whose agents skip
+// the Raft log's fsync must fail durability or linearizability under power losses.
 package main
 
 import (
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/jepsen"
+	"github.com/raftlock/raftlock/jepsen/faultfs"
 	"github.com/raftlock/raftlock/jepsen/nemesis"
 )
 
@@ -90,6 +92,15 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	var err error
 	if o.cfg.Faults, err = nemesis.ParseFaults(o.faults); err != nil {
 		return o, err
+	}
+	if nemesis.NeedsDisk(o.cfg.Faults) && o.check == "" {
+		if ferr := faultfs.Available(); ferr != nil {
+			if strings.TrimSpace(o.faults) != "all" {
+				return o, fmt.Errorf("the disk faults (%s) need FUSE, which is not available here: %w", strings.Join(nemesis.Disk, ", "), ferr)
+			}
+			o.cfg.Faults = nemesis.WithoutDisk(o.cfg.Faults)
+			fmt.Fprintf(stderr, "jepsen: FUSE is not available here (%v): --nemesis all leaves out the disk faults %s\n", ferr, strings.Join(nemesis.Disk, ", "))
+		}
 	}
 	if o.cfg.Seed == 0 {
 		o.cfg.Seed = time.Now().UnixNano() % 1_000_000_007

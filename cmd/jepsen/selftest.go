@@ -10,6 +10,7 @@ import (
 
 	"github.com/raftlock/raftlock/jepsen"
 	"github.com/raftlock/raftlock/jepsen/checker"
+	"github.com/raftlock/raftlock/jepsen/faultfs"
 	"github.com/raftlock/raftlock/jepsen/history"
 	"github.com/raftlock/raftlock/jepsen/nemesis"
 )
@@ -46,9 +47,11 @@ func recheck(cfg jepsen.Config, path string, stdout, stderr io.Writer) int {
 }
 
 // selfTest checks that the checkers bite: every synthetic history gets its expected verdict, a
-// run whose resource ignores tokens, under client pauses, fails the fencing checker, and a run
+// run whose resource ignores tokens, under client pauses, fails the fencing checker, a run
 // whose Go-client workers ignore Done (they go on believing they hold a lock after their
-// session is gone), under client pauses, fails the belief checker.
+// session is gone), under client pauses, fails the belief checker, and (where FUSE works) a run
+// whose agents skip the log's fsync, under power losses of every node, fails durability or
+// linearizability.
 func selfTest(ctx context.Context, cfg jepsen.Config, stdout, stderr io.Writer) int {
 	passed, failed := 0, 0
 	expect := func(ok bool, format string, args ...any) {
@@ -99,6 +102,25 @@ func selfTest(ctx context.Context, cfg jepsen.Config, stdout, stderr io.Writer) 
 	rep.Print(stdout)
 	belief, _ := rep.Result("belief")
 	expect(!belief.Valid, "belief flags the workers that go on believing after their session is gone: %s", belief.Line())
+
+	fmt.Fprintln(stdout, "\n== agents that skip the Raft log's fsync, under power losses of every node (must fail durability or linearizability)")
+	if err := faultfs.Available(); err != nil {
+		fmt.Fprintf(stdout, "SKIPPED: FUSE is not available here (%v), so power losses cannot be injected\n", err)
+	} else {
+		power := cfg
+		power.UnsafeNoLogFsync, power.LogStore = true, "boltdb" // an unsynced bbolt file goes back to empty
+		power.Faults = []string{nemesis.PowerLossAll}
+		power.Time = min(cfg.Time, 20*time.Second)
+		power.Dir = filepath.Join(cfg.Dir, "no-log-fsync")
+		if rep, err = jepsen.Run(ctx, power); err != nil {
+			fmt.Fprintln(stderr, "jepsen:", err)
+			return exitError
+		}
+		rep.Print(stdout)
+		dur, _ := rep.Result("durability")
+		lin, _ := rep.Result("linearizable")
+		expect(!dur.Valid || !lin.Valid, "durability or linearizability flags the lost writes: %s / %s", dur.Line(), lin.Line())
+	}
 	fmt.Fprintf(stdout, "\n%d passed, %d failed\n", passed, failed)
 	if failed > 0 {
 		return exitViolation

@@ -15,6 +15,7 @@ func CheckHistory(ops []history.Op, cfg Config) ([]Result, *Linearizability) {
 		CheckLiveness(ops, cfg),
 		CheckBelief(ops, cfg),
 		CheckHeldByNobody(ops, cfg),
+		CheckDisk(ops, cfg),
 	}, lin
 }
 

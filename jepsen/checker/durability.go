@@ -12,8 +12,10 @@ import (
 //   - after an acknowledged release of (session, token), no op invoked later sees that session
 //     holding the lock under that token;
 //   - after an acknowledged destroy, or a definite session_not_found, no op invoked later
-//     succeeds for that session or sees it holding a lock (a lost session is never revived).
-func CheckDurability(ops []history.Op, _ Config) Result {
+//     succeeds for that session or sees it holding a lock (a lost session is never revived);
+//   - after each power loss, the state the cluster holds keeps everything acknowledged (see
+//     checkPowerLosses).
+func CheckDurability(ops []history.Op, cfg Config) Result {
 	res := newResult("durability")
 	type key struct {
 		lock, session string
@@ -55,6 +57,7 @@ func CheckDurability(ops []history.Op, _ Config) Result {
 		}
 	}
 	res.Figures = fmt.Sprintf("%d acknowledged releases, %d session ends (destroy or %s)", releases, ends, api.CodeSessionNotFound)
+	res.Figures += checkPowerLosses(&res, ops, cfg)
 	return res
 }
 

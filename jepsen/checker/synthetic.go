@@ -160,6 +160,7 @@ func SyntheticCases() []Case {
 	cases = append(cases, convergenceCases()...)
 	cases = append(cases, beliefCases()...)
 	cases = append(cases, heldByNobodyCases()...)
+	cases = append(cases, powerCases()...)
 	return cases
 }
 

@@ -39,6 +39,10 @@ type Options struct {
 	// Secure runs the nodes with TLS (the API and Raft, certificates of a CA made for the run in
 	// Dir/tls) and --acl; Start bootstraps the management token the harness then uses.
 	Secure bool
+	// FaultFS puts each node's data directory on a fault-injecting file system (package
+	// faultfs, mounted with FUSE from this process), so that nodes can lose power and disks
+	// can fail (see Node.Disk).
+	FaultFS bool
 }
 
 // Cluster is a running set of agent processes and the proxies between them.
@@ -122,8 +126,15 @@ func New(opts Options) (*Cluster, error) {
 		}
 		raft[id] = n.RaftAddr
 		c.Nodes = append(c.Nodes, n)
+		if opts.FaultFS {
+			if err := n.mountDisk(opts.Dir); err != nil {
+				c.unmountDisks()
+				return nil, err
+			}
+		}
 	}
 	if c.Mesh, err = proxy.NewMesh(raft); err != nil {
+		c.unmountDisks()
 		return nil, err
 	}
 	var initial []string
@@ -134,6 +145,7 @@ func New(opts Options) (*Cluster, error) {
 	if opts.Secure {
 		if secure, c.tls, c.ca, err = secureSetup(filepath.Join(opts.Dir, "tls"), c.IDs()); err != nil {
 			c.Mesh.Close()
+			c.unmountDisks()
 			return nil, err
 		}
 		c.hc = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: c.tls}}
@@ -243,7 +255,8 @@ func (c *Cluster) IDs() []string {
 }
 
 // Close ends every process (SIGKILL to each process group, after SIGCONT so none stays
-// stopped) and stops the proxies. It is safe to call more than once.
+// stopped), stops the proxies and unmounts the nodes' file systems. It is safe to call more
+// than once.
 func (c *Cluster) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -263,6 +276,9 @@ func (c *Cluster) Close() error {
 		if err := c.Mesh.Close(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := c.unmountDisks(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/raftlock/raftlock/jepsen/faultfs"
 )
 
 // Errors of process control.
@@ -39,6 +41,9 @@ type Node struct {
 	DataDir string
 	// LogPath is the file the process's stdout and stderr go to, across restarts.
 	LogPath string
+	// Disk is the fault-injecting file system DataDir is mounted from, or nil (see
+	// Options.FaultFS).
+	Disk *faultfs.FS
 
 	binary string
 	args   []string

@@ -29,6 +29,11 @@ var ErrNoLeader = errors.New("cluster: no leader")
 
 // call makes one control request to a node and decodes a 2xx body into out.
 func (c *Cluster) call(ctx context.Context, n *Node, method, path string, body, out any) (int, error) {
+	return c.callWith(ctx, n, method, path, body, out, nil)
+}
+
+// callWith is call that also stores the response headers in *hdr, when hdr is not nil.
+func (c *Cluster) callWith(ctx context.Context, n *Node, method, path string, body, out any, hdr *http.Header) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	var rd io.Reader
@@ -54,6 +59,9 @@ func (c *Cluster) call(ctx context.Context, n *Node, method, path string, body, 
 		return 0, fmt.Errorf("cluster: %s %s on %s: %w", method, path, n.ID, err)
 	}
 	defer resp.Body.Close()
+	if hdr != nil {
+		*hdr = resp.Header
+	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return resp.StatusCode, fmt.Errorf("cluster: read %s on %s: %w", path, n.ID, err)

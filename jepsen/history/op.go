@@ -73,6 +73,26 @@ const (
 	Observe Kind = "observe"
 	// Nemesis is the start or stop of a fault (Fault, Action, FaultID, Detail).
 	Nemesis Kind = "nemesis"
+	// Canary is a write the nemesis makes, through the leader, while a power cut is about to
+	// strike (FaultID): API names it, CanarySession (Session is the new session),
+	// CanaryGrant (Lock, Session, OutToken), CanaryRelease (Lock, Session, Token) or, with
+	// ACLs on, CanaryACL (Detail is the new policy). Every acknowledged one must survive the
+	// power cut.
+	Canary Kind = "canary"
+	// Audit is what a linearizable read showed once the cluster was back from a power cut
+	// (FaultID): with Lock, that lock's state (Held, OutSession, OutToken, and its
+	// modify_index in OutIndex); with API CanaryACL, the ACL policies that exist (Detail,
+	// space-separated); otherwise the sessions that exist (Sessions) and the applied index of
+	// the node that answered (OutIndex).
+	Audit Kind = "audit"
+)
+
+// Canary writes (Op.API of a Canary op).
+const (
+	CanarySession = "session"
+	CanaryGrant   = "grant"
+	CanaryRelease = "release"
+	CanaryACL     = "acl"
 )
 
 // Nemesis actions.
@@ -125,6 +145,8 @@ type Op struct {
 	OutToken   uint64 `json:"out_token,omitempty"`
 	// OutIndex is the modify_index a read answered.
 	OutIndex uint64 `json:"out_index,omitempty"`
+	// Sessions are the ids of the sessions an audit found, separated by spaces.
+	Sessions string `json:"sessions,omitempty"`
 
 	// Nemesis fields; Detail also says how a belief ended.
 	Fault   string `json:"fault,omitempty"`

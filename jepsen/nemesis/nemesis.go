@@ -25,10 +25,43 @@ const (
 	Churn       = "churn"
 	Clock       = "clock"
 	DelayDup    = "delay-dup"
+	// The faults of the nodes' disks, which need their data dirs on package faultfs.
+	PowerLoss    = "power-loss"
+	PowerLossAll = "power-loss-all"
+	DiskEIO      = "disk-eio"
+	DiskSlow     = "disk-slow"
+	DiskFull     = "disk-full"
 )
 
 // All lists every fault, in the order "all" expands to.
-var All = []string{Kill, Restart, RestartAll, Pause, Partition, ClientPause, Churn, Clock, DelayDup}
+var All = []string{Kill, Restart, RestartAll, Pause, Partition, ClientPause, Churn, Clock, DelayDup,
+	PowerLoss, PowerLossAll, DiskEIO, DiskSlow, DiskFull}
+
+// Disk lists the faults that need the nodes' data dirs on a fault-injecting file system.
+var Disk = []string{PowerLoss, PowerLossAll, DiskEIO, DiskSlow, DiskFull}
+
+// NeedsDisk reports whether any of the faults needs a fault-injecting file system.
+func NeedsDisk(faults []string) bool {
+	for _, f := range faults {
+		for _, d := range Disk {
+			if f == d {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// WithoutDisk returns the faults less those of the disks.
+func WithoutDisk(faults []string) []string {
+	var out []string
+	for _, f := range faults {
+		if !NeedsDisk([]string{f}) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
 // ErrUnknownFault is returned for a fault name that is not in All.
 var ErrUnknownFault = errors.New("nemesis: unknown fault")
@@ -68,6 +101,8 @@ type Config struct {
 	ElectionTimeout time.Duration
 	// TargetLeader makes kill and pause always hit the leader.
 	TargetLeader bool
+	// Locks are the workload's locks, which the audit after a power loss reads.
+	Locks []string
 	// Seed makes the schedule reproducible.
 	Seed int64
 	// Log receives one line per fault action; may be nil.
@@ -169,15 +204,29 @@ func (n *Nemesis) inject(ctx context.Context, stop <-chan struct{}, fault string
 		n.clock(ctx)
 	case DelayDup:
 		n.delayDup(ctx)
+	case PowerLoss:
+		n.powerLoss(ctx, false)
+	case PowerLossAll:
+		n.powerLoss(ctx, true)
+	case DiskEIO:
+		n.diskEIO(ctx)
+	case DiskSlow:
+		n.diskSlow(ctx)
+	case DiskFull:
+		n.diskFull(ctx)
 	}
 }
 
-// HealAll resumes paused nodes, restarts stopped ones and heals every link, and records it.
+// HealAll resumes paused nodes, restarts stopped ones, heals every disk and every link, and
+// records it.
 func (n *Nemesis) HealAll(ctx context.Context) {
 	inv := n.rec.Now()
 	var done []string
 	var errs []error
 	for _, node := range n.c.Nodes {
+		if node.Disk != nil {
+			node.Disk.Heal()
+		}
 		switch node.State() {
 		case cluster.Paused:
 			errs = append(errs, node.Resume())
