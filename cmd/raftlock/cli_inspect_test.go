@@ -64,7 +64,7 @@ func TestInspectionCommands(t *testing.T) {
 	}
 	// Members publish their HTTP addresses through the log shortly after the cluster starts.
 	waitFor(t, 10*time.Second, "every member's HTTP address", func() bool {
-		cl, err := c.Cluster(ctx)
+		cl, err := c.Raw().Cluster(ctx)
 		if err != nil {
 			return false
 		}
@@ -178,7 +178,7 @@ while :; do sleep 0.05; done`
 	session := waitForFile(t, filepath.Join(dir, "session"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := c.DestroySession(ctx, session); err != nil {
+	if _, err := c.Raw().DestroySession(ctx, session); err != nil {
 		t.Fatal(err)
 	}
 	r := finish(t, cmd, stdout, stderr, 20*time.Second)

@@ -65,7 +65,7 @@ func TestConcurrentLockRunsSurviveLeaderCrash(t *testing.T) {
 			c := testClient(t)
 			ep := dev.Endpoints()[leader]
 			waitFor(t, 15*time.Second, "the restarted node to be ready", func() bool {
-				return c.Ready(ctx, ep) == nil
+				return c.Raw().Ready(ctx, ep) == nil
 			})
 		})
 	})
@@ -211,7 +211,7 @@ while :; do sleep 0.05; done`
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := c.DestroySession(ctx, session); err != nil {
+	if _, err := c.Raw().DestroySession(ctx, session); err != nil {
 		t.Fatal(err)
 	}
 	r := finish(t, cmd, stdout, stderr, 20*time.Second)
@@ -240,7 +240,7 @@ while :; do sleep 0.05; done`
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := c.DestroySession(ctx, info[0]); err != nil {
+	if _, err := c.Raw().DestroySession(ctx, info[0]); err != nil {
 		t.Fatal(err)
 	}
 	r := finish(t, cmd, stdout, stderr, 20*time.Second)
@@ -264,7 +264,7 @@ while [ ! -e "$DIR/done" ]; do sleep 0.05; done`
 	session := waitForFile(t, filepath.Join(dir, "session"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	info, err := c.GetSession(ctx, session)
+	info, err := c.Raw().GetSession(ctx, session)
 	if err := os.WriteFile(filepath.Join(dir, "done"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

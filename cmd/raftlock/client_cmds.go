@@ -231,7 +231,7 @@ func completeLockNames(f *clientFlags, after cobra.ShellCompDirective) cobra.Com
 		defer c.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		locks, err := c.Locks(ctx, toComplete, client.Stale())
+		locks, err := c.Raw().Locks(ctx, toComplete, client.Stale())
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
