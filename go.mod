@@ -20,6 +20,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/net v0.60.0
 	golang.org/x/time v0.15.0
+	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (

@@ -182,9 +182,10 @@ while :; do sleep 0.05; done`
 		t.Fatal(err)
 	}
 	r := finish(t, cmd, stdout, stderr, 20*time.Second)
-	if r.code != 0 || !strings.Contains(r.stderr, "campaigning again") {
+	if r.code != 0 || !strings.Contains(r.stderr, "campaigning again") || !strings.Contains(r.stderr, "session "+session+" was destroyed") {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
+	onePrefixPerLine(t, r.stderr)
 	f := strings.Fields(r.stdout)
 	if len(f) != 2 || f[0] != "again" || f[1] == session {
 		t.Fatalf("second run printed %q; want a new session", r.stdout)
