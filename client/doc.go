@@ -48,8 +48,9 @@
 // the [*APIError] of that code matches; the other sentinels name what the client found itself
 // ([ErrSessionDeadline], [ErrLockLost], ...). Every error of the package reads "raftlock: " and
 // what happened, with that prefix once however many of its errors one wraps. What the cluster
-// supports the client learns from the cluster (the features of GET /v1/cluster), not from the
-// text of an error.
+// supports the client learns from the cluster, never from the text of an error: numbered
+// attempts from the features of GET /v1/cluster, and the batch renewal endpoint, which came
+// before features, from the 404 or 405 that a server without it answers for its route.
 //
 // # Transport
 //

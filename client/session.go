@@ -131,9 +131,6 @@ func (s *Session) ID() string { return s.info.ID }
 // TTL returns the session TTL.
 func (s *Session) TTL() time.Duration { return s.ttl }
 
-// Info returns the session as the server created it.
-func (s *Session) Info() api.Session { return s.info }
-
 // Client returns the client the session uses.
 func (s *Session) Client() *Client { return s.c }
 

@@ -20,7 +20,7 @@ type electFlags struct {
 func newElectCmd() *cobra.Command {
 	var f electFlags
 	cmd := &cobra.Command{
-		Use:   "elect [flags] NAME -- COMMAND [ARGS...]",
+		Use:   "elect [flags] NAME [flags] -- COMMAND [ARGS...]",
 		Short: "Run a command only while this process is the elected leader",
 		Long: `Campaign in the election NAME and run COMMAND only while this process leads.
 
@@ -38,6 +38,8 @@ another candidate can be elected: --grace (default half the margin) may be at mo
 margin - TTL/1000 - max(margin/10, 100ms), which leaves room for clock-rate error and the kill
 itself ("raftlock lock --help" explains the arithmetic). When COMMAND exits by itself,
 raftlock resigns (the next candidate is elected) and exits with COMMAND's exit code.
+
+Flags may come before or after NAME, up to "--".
 ` + exitCodesHelp(false),
 		Example: `  # three machines run this; exactly one runs the scheduler at any time
   raftlock elect --value "$(hostname):8080" services/scheduler -- ./scheduler --port 8080

@@ -207,7 +207,7 @@ type lockFlags struct {
 func newLockCmd() *cobra.Command {
 	var f lockFlags
 	cmd := &cobra.Command{
-		Use:   "lock [flags] NAME -- COMMAND [ARGS...]",
+		Use:   "lock [flags] NAME [flags] -- COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock",
 		Long: `Take the lock NAME, run COMMAND while holding it, and release it when COMMAND exits.
 
@@ -233,6 +233,8 @@ With --wait 0 (the default) raftlock does not wait: if another session holds the
 exits at once with code 75, which makes "run the nightly job on exactly one machine" a
 one-liner in every crontab. With --wait 30s it waits in the lock's FIFO queue for up to 30s;
 a negative --wait waits without limit.
+
+Flags may come before or after NAME, up to "--".
 ` + exitCodesHelp(true),
 		Example: `  # run the nightly job on exactly one of the machines whose crontab has this line
   raftlock lock jobs/nightly -- /usr/local/bin/nightly.sh
