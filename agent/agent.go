@@ -146,6 +146,9 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 	return a, nil
 }
 
+// Removed returns a channel closed once the node has been removed from its cluster.
+func (a *Agent) Removed() <-chan struct{} { return a.node.Removed() }
+
 // Node returns the agent's cluster node.
 func (a *Agent) Node() *cluster.Node { return a.node }
 

@@ -61,6 +61,9 @@ type Config struct {
 	// AgentToken is the token this agent sends when it joins, publishes its HTTP address to
 	// the leader or leaves; under ACL it needs operator:write.
 	AgentToken string
+	// WaitWhenRemoved keeps the agent running, not ready, once it has been removed from the
+	// cluster, instead of stopping it.
+	WaitWhenRemoved bool
 
 	// TLSCertFile and TLSKeyFile are this node's certificate and key (PEM); with them the API is
 	// HTTPS only and Raft, forwarding and join use mutual TLS.
@@ -139,6 +142,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Bool("acl", false, "require a token on every /v1 request but health, ready and the ACL bootstrap, and check its policies; all nodes must agree")
 	fs.Int("max-sessions-per-token", 0, "with --acl, most sessions one token may own at once; beyond it 429 (0: unlimited)")
 	fs.String("agent-token", "", "with --acl, the token (operator:write) this agent sends to join, publish its HTTP address and leave")
+	fs.Bool("wait-when-removed", false, "once removed from the cluster, keep running (not ready) instead of stopping")
 }
 
 // Load reads the settings from fs (after parsing), RAFTLOCK_* environment variables and the
@@ -195,6 +199,7 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		ACL:                 v.GetBool("acl"),
 		MaxSessionsPerToken: v.GetInt("max-sessions-per-token"),
 		AgentToken:          v.GetString("agent-token"),
+		WaitWhenRemoved:     v.GetBool("wait-when-removed"),
 	}
 	var err error
 	if c.InitialCluster, err = ParseMembers("initial-cluster", v.GetString("initial-cluster")); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/tlsutil"
@@ -42,8 +44,14 @@ type Node interface {
 	ReadBarrier(ctx context.Context) error
 	WatchLock(name string) <-chan struct{}
 	AddMember(ctx context.Context, id, raftAddr, httpAddr string) error
+	AddNonvoter(ctx context.Context, id, raftAddr, httpAddr string) error
+	PromoteMember(ctx context.Context, id string) error
+	VoterWarning() string
 	RemoveMember(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) error
+	IsRemoved() bool
+	WriteBackup(ctx context.Context, w io.Writer) (backup.Header, error)
+	RestoreBackup(ctx context.Context, r io.Reader, opts cluster.RestoreOptions) (cluster.RestoreResult, error)
 
 	ResolveToken(secret string) (fsm.ACLToken, fsm.Authorizer, bool)
 	ACLBootstrap(ctx context.Context) (cluster.NewACLToken, error)
@@ -202,7 +210,8 @@ func (s *Server) routes() *echo.Echo {
 	if s.cfg.ACL {
 		e.Use(s.toLeader) // after the rate limiter, which counts a request where it arrived
 	}
-	e.Use(middleware.BodyLimit(strconv.FormatInt(s.cfg.MaxBodyBytes, 10) + "B"))
+	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{
+		Limit: strconv.FormatInt(s.cfg.MaxBodyBytes, 10) + "B", Skipper: unlimitedBody}))
 
 	v1 := e.Group("/v1")
 	v1.POST("/sessions", s.createSession)
@@ -216,7 +225,10 @@ func (s *Server) routes() *echo.Echo {
 	v1.GET("/cluster", s.getCluster)
 	v1.POST("/cluster/members", s.addMember)
 	v1.DELETE("/cluster/members/:id", s.removeMember)
+	v1.POST("/cluster/members/:id/promote", s.promoteMember)
 	v1.POST("/cluster/leadership-transfer", s.transferLeadership)
+	v1.GET(snapshotPath[len("/v1"):], s.saveSnapshot)
+	v1.PUT(snapshotPath[len("/v1"):], s.restoreSnapshot)
 	v1.GET("/health", s.health)
 	v1.GET("/ready", s.ready)
 	if s.cfg.ACL {
@@ -317,6 +329,9 @@ func (s *Server) commandContext(c echo.Context, extra time.Duration) (context.Co
 }
 
 func (s *Server) health(c echo.Context) error {
+	if s.node.IsRemoved() {
+		return removedError()
+	}
 	f := s.node.FSM()
 	return c.JSON(http.StatusOK, api.Health{Status: "ok", ID: s.node.ID(), Version: s.cfg.Version,
 		Features: featureNames(f.KnownFeatures()), ClusterFeatures: featureNames(f.Features()), AppliedIndex: f.AppliedIndex()})
@@ -332,6 +347,9 @@ func featureNames(fs []fsm.Feature) []string {
 }
 
 func (s *Server) ready(c echo.Context) error {
+	if s.node.IsRemoved() {
+		return removedError()
+	}
 	if !s.node.Ready(c.Request().Context()) {
 		return noLeader("not ready: no known leader, or the log is not applied up to the commit index yet")
 	}

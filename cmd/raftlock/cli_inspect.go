@@ -146,30 +146,6 @@ func newSessionsCmd() *cobra.Command {
 	})
 }
 
-func newMembersCmd() *cobra.Command {
-	var f inspectFlags
-	return inspectCmd(&cobra.Command{
-		Use:     "members",
-		Short:   "List the members of the cluster",
-		Example: `  raftlock members --endpoints http://10.0.0.1:7001`,
-		Args:    cobra.NoArgs,
-	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
-		cl, err := c.Cluster(ctx, f.readOpts()...)
-		if err != nil {
-			return failure("reading the cluster", err)
-		}
-		if f.json() {
-			return writeJSON(w, api.MembersResponse{Members: nonNil(cl.Members)})
-		}
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tHTTP ADDR\tRAFT ADDR\tSUFFRAGE\tLEADER")
-		for _, m := range cl.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\n", m.ID, m.HTTPAddr, m.RaftAddr, m.Suffrage, m.Leader)
-		}
-		return tw.Flush()
-	})
-}
-
 // memberStatus is one member's line of `raftlock status`.
 type memberStatus struct {
 	api.Member
