@@ -84,11 +84,18 @@ func newTestCluster(t testing.TB, size int, tune func(*cluster.Config)) *testClu
 	return c
 }
 
-// memberHandler serves POST /v1/cluster/members for node i, as httpapi would.
+// memberHandler serves POST /v1/cluster/members, GET /v1/health and GET /v1/ready for node i,
+// as httpapi would.
 func (c *testCluster) memberHandler(i int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && r.URL.Path == "/v1/health" {
 			c.health(i, w)
+			return
+		}
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/ready" {
+			if n := c.node(i); n == nil || !n.Ready(r.Context()) {
+				http.Error(w, "not ready", http.StatusServiceUnavailable)
+			}
 			return
 		}
 		var req api.AddMemberRequest
