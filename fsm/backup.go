@@ -185,3 +185,7 @@ func (f *FSM) UnknownFeatures(fs []Feature) []Feature {
 	}
 	return out
 }
+
+// Restores returns how many snapshots this state machine has installed: a change to it means
+// the whole state was replaced, and indexes read before may be ahead of the state now.
+func (f *FSM) Restores() uint64 { return f.restores.Load() }

@@ -28,6 +28,8 @@ type FSM struct {
 	// only touched under mu.
 	applied     atomic.Uint64
 	appliedTerm uint64
+	// restores counts the snapshots Restore installed (local bookkeeping, like applied).
+	restores atomic.Uint64
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -239,6 +241,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		f.applied.Store(index)
 		f.appliedTerm = term
 	}
+	f.restores.Add(1)
 	f.mu.Unlock()
 	if f.observer != nil {
 		f.observer.Observe([]Event{{Kind: EventRestored}})

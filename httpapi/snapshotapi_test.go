@@ -87,8 +87,25 @@ func TestSnapshotRestoreThroughAFollowerIsAuditedAndUnlimited(t *testing.T) {
 	apiError(t, doAs(t, root.SecretID, http.MethodPut, leader+"/v1/snapshot", damaged), http.StatusBadRequest, api.CodeInvalidArgument)
 	apiError(t, doAs(t, root.SecretID, http.MethodPut, leader+"/v1/snapshot?index_gap=x", saved.body), http.StatusBadRequest, api.CodeInvalidArgument)
 
+	// A blocking query waiting at the leader when the restore happens answers then, though
+	// the restored lock's modify index stays below the index it waits to exceed.
+	watch := make(chan response, 1)
+	go func() {
+		watch <- rawDoCtx(context.Background(), http.MethodGet, leader+"/v1/locks/big/3?index=999999999&wait=5m", nil, as(root.SecretID))
+	}()
+	eventually(t, "the blocking query to wait", func() string {
+		if r := rawDo(http.MethodGet, leader+"/metrics", nil, nil); !strings.Contains(string(r.body), "\nraftlock_blocking_queries 1\n") {
+			return "not waiting yet"
+		}
+		return ""
+	})
 	var res api.RestoreResponse
 	ok(t, doAs(t, root.SecretID, http.MethodPut, follower+"/v1/snapshot", saved.body), http.StatusOK, &res)
+	var watched api.Lock
+	ok(t, await(t, watch, "the blocking query"), http.StatusOK, &watched)
+	if !watched.Held || watched.Value != value {
+		t.Fatalf("the blocking query answered %+v", watched)
+	}
 	sum, _ := backup.Inspect(bytes.NewReader(saved.body))
 	if res.BackupIndex != sum.Header.Index || res.Locks != 5 || res.Sessions != 1 || res.Index <= sum.Header.Index+1_000_000_000-1 {
 		t.Fatalf("restore answered %+v for a backup at %d", res, sum.Header.Index)
