@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -160,6 +161,7 @@ type statusOutput struct {
 	Leader      string         `json:"leader"`
 	Term        uint64         `json:"term"`
 	CommitIndex uint64         `json:"commit_index"`
+	Features    []string       `json:"features"`
 	Members     []memberStatus `json:"members"`
 }
 
@@ -179,17 +181,17 @@ member directly for its health, readiness and applied index.`,
 			return failure("reading the cluster", err)
 		}
 		out := statusOutput{Version: cl.Version, Leader: cl.Leader, Term: cl.Term,
-			CommitIndex: cl.CommitIndex, Members: probeMembers(ctx, c, cl.Members)}
+			CommitIndex: cl.CommitIndex, Features: nonNil(cl.Features), Members: probeMembers(ctx, c, cl.Members)}
 		if f.json() {
 			return writeJSON(w, out)
 		}
-		fmt.Fprintf(w, "version: %s  leader: %s  term: %d  commit index: %d\n\n",
-			out.Version, orDash(out.Leader), out.Term, out.CommitIndex)
+		fmt.Fprintf(w, "version: %s  leader: %s  term: %d  commit index: %d\nfeatures: %s\n\n",
+			out.Version, orDash(out.Leader), out.Term, out.CommitIndex, orDash(strings.Join(out.Features, ",")))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tHTTP ADDR\tRAFT ADDR\tSUFFRAGE\tLEADER\tHEALTH\tAPPLIED INDEX")
+		fmt.Fprintln(tw, "ID\tHTTP ADDR\tRAFT ADDR\tSUFFRAGE\tLEADER\tHEALTH\tAPPLIED INDEX\tVERSION")
 		for _, m := range out.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%d\n", m.ID, m.HTTPAddr, m.RaftAddr, m.Suffrage,
-				m.Leader, m.Health, m.AppliedIndex)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%d\t%s\n", m.ID, m.HTTPAddr, m.RaftAddr, m.Suffrage,
+				m.Leader, m.Health, m.AppliedIndex, orDash(m.Version))
 		}
 		return tw.Flush()
 	})
@@ -217,6 +219,9 @@ func probeMembers(ctx context.Context, c *client.Client, members []api.Member) [
 			ep := scheme + ms.HTTPAddr
 			if err := c.Health(pctx, ep); err != nil {
 				ms.Health, ms.Error = "unreachable", err.Error()
+				if ae := (*client.APIError)(nil); errors.As(err, &ae) && ae.Code == api.CodeRemoved {
+					ms.Health = "removed"
+				}
 				return
 			}
 			ms.Health = "ready"
