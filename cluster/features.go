@@ -156,11 +156,17 @@ func (g *featureGate) report(ctx context.Context, s raft.Server) (MemberReport, 
 			return rep, err
 		}
 	}
+	return g.record(string(s.ID), rep), nil
+}
+
+// record keeps rep, just read, as member id's last report, and returns it with the leader's
+// last index.
+func (g *featureGate) record(id string, rep MemberReport) MemberReport {
 	rep.LeaderIndex = g.n.raft.LastIndex()
 	g.mu.Lock()
-	g.reports[string(s.ID)] = rep
+	g.reports[id] = rep
 	g.mu.Unlock()
-	return rep, nil
+	return rep
 }
 
 // lastReport returns the member's last report, if the gate has one.

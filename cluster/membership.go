@@ -62,6 +62,7 @@ func (n *Node) caughtUp(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s does not answer: %w", ErrNotCaughtUp, id, err)
 	}
+	n.gate.record(id, rep)
 	if err := n.fetchReady(ctx, m.HTTPAddr); err != nil {
 		return fmt.Errorf("%w: %s is not ready: %w", ErrNotCaughtUp, id, err)
 	}
@@ -151,7 +152,13 @@ func (n *Node) promoteLoop(endpoints []string) {
 				}
 				return
 			}
-			if errors.Is(err, errRefused) || errors.Is(err, ErrUnknownMember) {
+			if errors.Is(err, ErrUnknownMember) {
+				// The leader's committed configuration does not have this node: it was
+				// removed before it caught up, or the change that added it was lost.
+				n.markRemoved("the leader says this node is not a member", 0)
+				return
+			}
+			if errors.Is(err, errRefused) {
 				n.log.Warn("the cluster refused to promote this node to a voter; it stays a non-voter", "error", err)
 				return
 			}

@@ -45,18 +45,27 @@ func (n *Node) watchRemoval() {
 		switch {
 		case in:
 			wasMember, missingSince = true, time.Time{}
-			if n.removed.CompareAndSwap(true, false) {
+			// Counted as removed no more once a leader replicates a configuration with it
+			// again (a node told it is no member may still hold one of its own).
+			if leader, _ := n.Leader(); leader != "" && n.removed.CompareAndSwap(true, false) {
 				n.log.Warn("this node is a member of the cluster again")
 			}
 		case len(servers) == 0 || !wasMember || n.removed.Load():
 		case missingSince.IsZero():
 			missingSince = time.Now()
 		case time.Since(missingSince) >= n.removalGrace():
-			n.removed.Store(true)
-			n.removedOnce.Do(func() { close(n.removedCh) })
-			n.log.Error("this node was removed from the cluster: its Raft configuration no longer names it, and it gets no more of the log; "+
-				"it reports itself not ready. To add it again, stop it, empty its --data-dir and start it with --join",
-				"id", n.cfg.ID, "members", len(servers))
+			n.markRemoved("its Raft configuration no longer names it", len(servers))
 		}
 	}
+}
+
+// markRemoved makes this node count as removed, and says so in its log.
+func (n *Node) markRemoved(why string, members int) {
+	if !n.removed.CompareAndSwap(false, true) {
+		return
+	}
+	n.removedOnce.Do(func() { close(n.removedCh) })
+	n.log.Error("this node was removed from the cluster: "+why+", and it gets no more of the log; "+
+		"it reports itself not ready. To add it again, stop it, empty its --data-dir and start it with --join",
+		"id", n.cfg.ID, "members", members)
 }
