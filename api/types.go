@@ -236,6 +236,11 @@ type Health struct {
 	ClusterFeatures []string `json:"cluster_features"`
 	// AppliedIndex is the last log index this node applied.
 	AppliedIndex uint64 `json:"applied_index"`
+	// Suffrage is "voter" or "nonvoter" as this node's own latest Raft configuration has it,
+	// or absent when that configuration does not name it (it was not added yet, or removed):
+	// a node that names itself has received the log up to its own addition (an addition to
+	// v1).
+	Suffrage string `json:"suffrage,omitempty"`
 }
 
 // AddMemberRequest is the body of POST /v1/cluster/members.

@@ -31,6 +31,9 @@ type MemberReport struct {
 	Version      string
 	Features     []fsm.Feature
 	AppliedIndex uint64
+	// Suffrage is the member's own view of its suffrage (api.SuffrageVoter or
+	// api.SuffrageNonvoter), "" when its latest configuration does not name it.
+	Suffrage string
 	// LeaderIndex is the leader's last log index when it read the report: the member's lag
 	// is LeaderIndex - AppliedIndex.
 	LeaderIndex uint64
@@ -179,7 +182,8 @@ func (g *featureGate) lastReport(id string) (MemberReport, bool) {
 
 // selfReport is this node's own report.
 func (n *Node) selfReport() MemberReport {
-	return MemberReport{Version: n.cfg.Version, Features: n.fsm.KnownFeatures(), AppliedIndex: n.fsm.AppliedIndex(), At: time.Now()}
+	return MemberReport{Version: n.cfg.Version, Features: n.fsm.KnownFeatures(), AppliedIndex: n.fsm.AppliedIndex(),
+		Suffrage: n.OwnSuffrage(), At: time.Now()}
 }
 
 // SupportedFeatures returns the features this node can apply, sorted.
@@ -211,7 +215,7 @@ func (n *Node) fetchReport(ctx context.Context, endpoint string) (MemberReport, 
 	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 64<<10)).Decode(&h); err != nil {
 		return MemberReport{}, fmt.Errorf("%s: %w", req.URL, err)
 	}
-	rep := MemberReport{Version: h.Version, AppliedIndex: h.AppliedIndex, At: time.Now()}
+	rep := MemberReport{Version: h.Version, AppliedIndex: h.AppliedIndex, Suffrage: h.Suffrage, At: time.Now()}
 	for _, f := range h.Features {
 		rep.Features = append(rep.Features, fsm.Feature(f))
 	}

@@ -18,9 +18,10 @@ import (
 // leader, or is further behind the leader's log than TrailingLogs. Nothing was changed.
 var ErrNotCaughtUp = errors.New("cluster: the member has not caught up with the log")
 
-// PromoteMember makes the non-voter id a voter, once it has caught up: it answers its
-// /v1/ready (it hears the leader and has applied what it knows committed) and the last index
-// it applied is within TrailingLogs of the leader's last index. A voter is left as it is.
+// PromoteMember makes the non-voter id a voter, once it has caught up: its own configuration
+// names it (so it has received the log up to its addition), it answers its /v1/ready (it
+// hears the leader and has applied what it knows committed), and the last index it applied is
+// within TrailingLogs of the leader's last index. A voter is left as it is.
 func (n *Node) PromoteMember(ctx context.Context, id string) error {
 	if err := n.leaderOnly(); err != nil {
 		return err
@@ -63,6 +64,9 @@ func (n *Node) caughtUp(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: %s does not answer: %w", ErrNotCaughtUp, id, err)
 	}
 	n.gate.record(id, rep)
+	if rep.Suffrage == "" {
+		return fmt.Errorf("%w: %s has not received the log up to its own addition yet", ErrNotCaughtUp, id)
+	}
 	if err := n.fetchReady(ctx, m.HTTPAddr); err != nil {
 		return fmt.Errorf("%w: %s is not ready: %w", ErrNotCaughtUp, id, err)
 	}
@@ -173,13 +177,20 @@ func (n *Node) promoteLoop(endpoints []string) {
 }
 
 // isVoter says whether this node is a voter in its latest configuration.
-func (n *Node) isVoter() bool {
+func (n *Node) isVoter() bool { return n.OwnSuffrage() == api.SuffrageVoter }
+
+// OwnSuffrage returns this node's suffrage in its own latest configuration (api.SuffrageVoter
+// or api.SuffrageNonvoter), or "" when that configuration does not name it.
+func (n *Node) OwnSuffrage() string {
 	for _, s := range n.raft.GetConfiguration().Configuration().Servers {
 		if string(s.ID) == n.cfg.ID {
-			return s.Suffrage == raft.Voter
+			if s.Suffrage == raft.Voter {
+				return api.SuffrageVoter
+			}
+			return api.SuffrageNonvoter
 		}
 	}
-	return false
+	return ""
 }
 
 // inConfiguration says whether this node is in its latest configuration.

@@ -208,3 +208,27 @@ func TestRemovedNodeBackWithItsOldDataDoesNotDisturb(t *testing.T) {
 	}
 	createSession(t, leader, "still", longTTL, 0)
 }
+
+// A node added, promoted and removed faster than it looks at its configuration still learns
+// that it was removed: not being named by its configuration is what counts, not having been
+// seen in it first.
+func TestNodeRemovedRightAfterItWasAddedKnowsIt(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	_, leader := c.waitLeader()
+	c.waitPublished(leader)
+	spare := startSpare(t, c, "n4")
+	if err := leader.AddNonvoter(opContext(t), "n4", spare.raftAddr, spare.httpAddr); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, leaderTimeout, "n4 to be promoted", func() bool {
+		return leader.PromoteMember(opContext(t), "n4") == nil
+	})
+	if err := leader.RemoveMember(opContext(t), "n4"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-spare.node.Removed():
+	case <-time.After(leaderTimeout):
+		t.Fatal("the node removed right after it was added did not notice")
+	}
+}

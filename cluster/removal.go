@@ -26,10 +26,10 @@ func (n *Node) watchRemoval() {
 	defer n.wg.Done()
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
-	// A node that starts with a configuration naming others but not itself may have been
-	// removed while it was stopped, as much as one that was a member while it ran.
-	conf := n.raft.GetConfiguration().Configuration()
-	wasMember := len(conf.Servers) > 0
+	// Not being named by a configuration that names others means removed, wherever the node
+	// was when it happened: running (it may have been added, promoted and removed between two
+	// looks), stopped (the configuration in its data), or still catching up (its addition was
+	// lost). The grace covers a configuration that briefly lacks it (see removalGrace).
 	var missingSince time.Time
 	for {
 		select {
@@ -44,13 +44,13 @@ func (n *Node) watchRemoval() {
 		}
 		switch {
 		case in:
-			wasMember, missingSince = true, time.Time{}
+			missingSince = time.Time{}
 			// Counted as removed no more once a leader replicates a configuration with it
 			// again (a node told it is no member may still hold one of its own).
 			if leader, _ := n.Leader(); leader != "" && n.removed.CompareAndSwap(true, false) {
 				n.log.Warn("this node is a member of the cluster again")
 			}
-		case len(servers) == 0 || !wasMember || n.removed.Load():
+		case len(servers) == 0 || n.removed.Load():
 		case missingSince.IsZero():
 			missingSince = time.Now()
 		case time.Since(missingSince) >= n.removalGrace():

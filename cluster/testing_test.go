@@ -129,7 +129,7 @@ func (c *testCluster) health(i int, w http.ResponseWriter) {
 		http.Error(w, "stopped", http.StatusServiceUnavailable)
 		return
 	}
-	h := api.Health{Status: "ok", ID: n.ID(), Version: n.Version(), AppliedIndex: n.FSM().AppliedIndex()}
+	h := api.Health{Status: "ok", ID: n.ID(), Version: n.Version(), AppliedIndex: n.FSM().AppliedIndex(), Suffrage: n.OwnSuffrage()}
 	for _, f := range n.SupportedFeatures() {
 		h.Features = append(h.Features, string(f))
 	}

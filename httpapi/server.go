@@ -50,6 +50,7 @@ type Node interface {
 	RemoveMember(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) error
 	IsRemoved() bool
+	OwnSuffrage() string
 	WriteBackup(ctx context.Context, w io.Writer) (backup.Header, error)
 	RestoreBackup(ctx context.Context, r io.Reader, opts cluster.RestoreOptions) (cluster.RestoreResult, error)
 
@@ -334,7 +335,8 @@ func (s *Server) health(c echo.Context) error {
 	}
 	f := s.node.FSM()
 	return c.JSON(http.StatusOK, api.Health{Status: "ok", ID: s.node.ID(), Version: s.cfg.Version,
-		Features: featureNames(f.KnownFeatures()), ClusterFeatures: featureNames(f.Features()), AppliedIndex: f.AppliedIndex()})
+		Features: featureNames(f.KnownFeatures()), ClusterFeatures: featureNames(f.Features()), AppliedIndex: f.AppliedIndex(),
+		Suffrage: s.node.OwnSuffrage()})
 }
 
 // featureNames returns the features' names; an empty list, not null, when there are none.
