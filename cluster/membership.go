@@ -128,15 +128,7 @@ func (n *Node) warnEvenVoters() {
 // is a voter, the cluster refuses for good, or the node closes.
 func (n *Node) promoteLoop(endpoints []string) {
 	defer n.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-n.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx := n.loops
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -169,7 +161,7 @@ func (n *Node) promoteLoop(endpoints []string) {
 			n.log.Debug("not promoted yet", "error", err)
 		}
 		select {
-		case <-n.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}

@@ -170,7 +170,8 @@ func TestNodeRemovedWhileRunningKnowsIt(t *testing.T) {
 
 // A node removed while it was stopped comes back with its old data directory, in which it is
 // still a voter: the cluster takes no notice. Its (pre-)votes are refused, so the term does
-// not grow, the leader stays, and it is not added back.
+// not grow, the leader stays, and it is not added back; hearing no leader, it asks the others
+// for the leader's configuration and learns it was removed.
 func TestRemovedNodeBackWithItsOldDataDoesNotDisturb(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
 	li, leader := c.waitLeader()
@@ -207,6 +208,12 @@ func TestRemovedNodeBackWithItsOldDataDoesNotDisturb(t *testing.T) {
 		t.Fatal("the removed node says it is ready")
 	}
 	createSession(t, leader, "still", longTTL, 0)
+	// Hearing no leader, it asks the others, and learns it was removed.
+	select {
+	case <-back.Removed():
+	case <-time.After(leaderTimeout):
+		t.Fatal("the node back with old data did not learn it was removed")
+	}
 }
 
 // A node added, promoted and removed faster than it looks at its configuration still learns

@@ -51,6 +51,7 @@ type Node struct {
 
 	leaderCh    chan bool
 	stop        chan struct{}
+	loops       context.Context // ends when the node closes; the background loops run in it
 	cancelLoops context.CancelFunc
 	wg          sync.WaitGroup
 	closed      atomic.Bool
@@ -98,12 +99,12 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.verify = newConfirmer(n.raft, raft.ServerID(cfg.ID), n.acks, n.stop)
 	ctx, cancel := context.WithCancel(context.Background())
-	n.cancelLoops = cancel
+	n.loops, n.cancelLoops = ctx, cancel
 	n.wg.Add(4)
 	go n.monitorLeadership()
 	go n.publishLoop(ctx)
 	go n.gate.run(ctx)
-	go n.watchRemoval()
+	go n.watchRemoval(ctx)
 	return n, nil
 }
 
