@@ -182,7 +182,13 @@ func TestRemovedNodeBackWithItsOldDataDoesNotDisturb(t *testing.T) {
 		t.Fatal(err)
 	}
 	term := leader.Raft().CurrentTerm()
-	c.restart(victim)
+	// On a new Raft address, so that nothing the leader sent the old one reaches it: it can
+	// learn of its removal only by asking.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.start(victim, ln)
 	back := c.node(victim)
 	// Ten election timeouts: the returned node times out and campaigns several times.
 	deadline := time.Now().Add(10 * testElection)
