@@ -15,9 +15,7 @@ import (
 // counts as removed, and how long it must hear no leader before it asks the others whether it
 // still is a member. A node that installs a snapshot taken before it was added briefly holds a
 // configuration without itself, until the entry that added it arrives.
-func (n *Node) removalGrace() time.Duration {
-	return max(5*time.Second, 10*n.cfg.ElectionTimeout)
-}
+func (n *Node) removalGrace() time.Duration { return n.cfg.RemovalGrace }
 
 // Removed returns a channel closed once this node has been removed from the cluster: its
 // latest Raft configuration, which names other members, has not named it for a while, or the

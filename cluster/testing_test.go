@@ -180,6 +180,8 @@ func (c *testCluster) config(i int, ln net.Listener) cluster.Config {
 		Logger:             testLogger(c.ids[i]),
 		// Check often: tests wait for the features every member supports to be enabled.
 		FeatureCheckInterval: 100 * time.Millisecond,
+		// Removed nodes find out sooner than by default (5 s).
+		RemovalGrace: time.Second,
 		// Empty is the default store; CI also runs these tests with boltdb.
 		LogStore: os.Getenv("RAFTLOCK_TEST_LOG_STORE"),
 	}
