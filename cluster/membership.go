@@ -149,10 +149,14 @@ func (n *Node) promoteLoop(endpoints []string) {
 				return
 			}
 			if errors.Is(err, ErrUnknownMember) {
-				// The leader's committed configuration does not have this node: it was
-				// removed before it caught up, or the change that added it was lost.
-				n.markRemoved("the leader says this node is not a member", 0)
-				return
+				// Either the leader's configuration does not have this node (it was removed
+				// before it caught up, or the change that added it was lost), or the node
+				// asked has no promote endpoint (a version before it, in a rolling
+				// upgrade): the leader's configuration tells which.
+				if member, known := n.leaderNamesMe(ctx); known && !member {
+					n.markRemoved("the leader's configuration does not name it", 0)
+					return
+				}
 			}
 			if errors.Is(err, errRefused) {
 				n.log.Warn("the cluster refused to promote this node to a voter; it stays a non-voter", "error", err)
