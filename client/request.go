@@ -47,13 +47,16 @@ type call struct {
 	download io.Writer
 }
 
-// downloadError is a failure while copying an answer's body to call.download: part of it
-// may be written, so the request is not retried.
-type downloadError struct{ err error }
+// streamError is a failure of a streamed body: reading call.upload for a request, or copying
+// an answer to call.download, part of which may be written. The request is not retried.
+type streamError struct {
+	what string
+	err  error
+}
 
-func (e *downloadError) Error() string { return "raftlock: reading the answer: " + e.err.Error() }
+func (e *streamError) Error() string { return "raftlock: " + e.what + ": " + e.err.Error() }
 
-func (e *downloadError) Unwrap() error { return e.err }
+func (e *streamError) Unwrap() error { return e.err }
 
 // outcome tells the caller what happened on the way to the answer.
 type outcome struct {
@@ -198,7 +201,7 @@ func (c *Client) attempt(ctx context.Context, ep string, cl *call, body []byte) 
 	if cl.upload != nil {
 		var err error
 		if rd, err = cl.upload(); err != nil {
-			return &downloadError{err: err}
+			return &streamError{what: "reading the request body", err: err}
 		}
 	}
 	req, err := http.NewRequestWithContext(actx, cl.method, u, rd)
@@ -225,7 +228,7 @@ func (c *Client) attempt(ctx context.Context, ep string, cl *call, body []byte) 
 	}
 	if cl.download != nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if _, err := io.Copy(cl.download, resp.Body); err != nil {
-			return &downloadError{err: err}
+			return &streamError{what: "reading the answer", err: err}
 		}
 		return nil
 	}
