@@ -260,6 +260,12 @@ func newHTTPClient(tlsConfig *tls.Config) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = tlsConfig
 	t.ForceAttemptHTTP2 = false
+	// One connection per member: these requests are few and short. With more, two requests
+	// at once (the feature gate's and a promotion check's) make the transport dial a second
+	// connection that the first one's return leaves unused; the member's server counts a
+	// connection that never sent a request as busy for 5 s, which held its graceful
+	// shutdown past its deadline.
+	t.MaxConnsPerHost = 1
 	return &http.Client{Timeout: 10 * time.Second, Transport: t}
 }
 
