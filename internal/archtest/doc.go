@@ -3,5 +3,6 @@
 // client and the harness never reaching a server package, and the leaf packages — api, fsm,
 // config, tlsutil, internal/version, internal/testkit, jepsen/history, jepsen/proxy,
 // jepsen/faultfs — importing nothing of the project), and that every package with tests runs
-// them through testkit.Main, which fails the run on a leaked goroutine.
+// them through testkit.Main, which fails the run on a leaked goroutine, and that no file holds a
+// merge's conflict markers.
 package archtest
