@@ -72,7 +72,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			out[i] = Result{Index: l.Index, Err: err}
 			continue
 		}
+		from := len(a.events)
 		r := a.apply(&c)
+		a.describeChanges(from)
 		r.Index = l.Index
 		out[i] = r
 	}
@@ -233,7 +235,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.st = st
 	f.mu.Unlock()
 	if f.observer != nil {
-		f.observer.Observe([]Event{{Kind: EventRestored}})
+		f.observer.Observe([]Event{{Kind: EventRestored, Index: st.lastChange()}})
 	}
 	return nil
 }
