@@ -28,6 +28,8 @@ type Node struct {
 	trans  *raft.NetworkTransport
 	acks   *ackTransport // trans, recording what each peer accepted (see confirmer)
 	events *notifier
+	// changes keeps the latest lock changes for prefix watches.
+	changes *changeLog
 	timers *leaderTimers
 	verify *confirmer
 	gate   *featureGate
@@ -71,6 +73,7 @@ func New(cfg Config) (*Node, error) {
 		cfg:      cfg,
 		log:      cfg.Logger.Named("cluster"),
 		events:   newNotifier(),
+		changes:  newChangeLog(cfg.WatchHistoryBytes),
 		leaderCh: make(chan bool, 16),
 		stop:     make(chan struct{}),
 	}
@@ -260,6 +263,7 @@ func (n *Node) Close() error {
 	n.wg.Wait()
 	n.timers.deactivate()
 	n.events.closeAll()
+	n.changes.wakeAll(true)
 	n.closeResources()
 	return err
 }
