@@ -30,10 +30,10 @@ type Node struct {
 	events *notifier
 	// changes keeps the latest lock changes for prefix watches.
 	changes *changeLog
-	timers *leaderTimers
-	verify *confirmer
-	gate   *featureGate
-	stats  counters
+	timers  *leaderTimers
+	verify  *confirmer
+	gate    *featureGate
+	stats   counters
 	// refusals logs refused Raft handshakes (with TLS).
 	refusals *tlsutil.RefusalLog
 	// httpc makes the node's own requests to other members' APIs (join, publish, leave).
