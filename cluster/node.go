@@ -28,12 +28,14 @@ type Node struct {
 	trans  *raft.NetworkTransport
 	acks   *ackTransport // trans, recording what each peer accepted (see confirmer)
 	events *notifier
-	// changes keeps the latest lock changes for prefix watches.
+	timers *leaderTimers
+	verify *confirmer
+	gate   *featureGate
+	stats  counters
+
+	// changes keeps the latest lock changes, for prefix watches.
 	changes *changeLog
-	timers  *leaderTimers
-	verify  *confirmer
-	gate    *featureGate
-	stats   counters
+
 	// refusals logs refused Raft handshakes (with TLS).
 	refusals *tlsutil.RefusalLog
 	// httpc makes the node's own requests to other members' APIs (join, publish, leave).
