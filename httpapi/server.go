@@ -42,6 +42,8 @@ type Node interface {
 	DelayLeft(name string, until int64) time.Duration
 	ReadBarrier(ctx context.Context) error
 	WatchLock(name string) <-chan struct{}
+	WatchPrefix(prefix string) <-chan struct{}
+	Changes(prefix string, after uint64, limit int) cluster.Changes
 	AddMember(ctx context.Context, id, raftAddr, httpAddr string) error
 	RemoveMember(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) error

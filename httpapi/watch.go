@@ -1,0 +1,121 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/raftlock/raftlock/cluster"
+)
+
+// maxWatchChanges is how many changes one watch answer carries at most, unless one command
+// made more (a command's changes are never split); the rest come at once on the next call.
+const maxWatchChanges = 1000
+
+// lockChanges is api.LockChanges with each lock as lockBody answers it.
+type lockChanges struct {
+	Locks []any  `json:"locks"`
+	Index uint64 `json:"index"`
+	Reset bool   `json:"reset"`
+}
+
+// watchLocks answers GET /v1/locks?prefix=P&index=N: the changes of the locks under P after
+// index N that the caller may read, once there is at least one or the wait ends, with the
+// index to watch from next; or, when N is 0 or older than the node's change log remembers,
+// the whole prefix at once, flagged as a reset. Linearizable unless stale: the node confirms
+// it still leads after the wait, as a blocking read of one lock does.
+func (s *Server) watchLocks(c echo.Context, q query, prefix string) error {
+	return s.read(c, q, func() error {
+		if _, err := s.caller(c); err != nil {
+			return err
+		}
+		ch, waited := s.waitChanges(c, prefix, q)
+		if waited && !q.stale {
+			// Deposed during the wait, this node would miss what a newer leader changed: confirm
+			// again, and answer every change up to now.
+			if err := s.readBarrier(c); err != nil {
+				return err
+			}
+			ch = s.node.Changes(prefix, q.index, maxWatchChanges)
+		}
+		// The token may have changed during the wait: judge the answer by what it allows now.
+		caller, err := s.caller(c)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, s.changesBody(caller, prefix, ch))
+	})
+}
+
+// waitChanges holds a watch until the node's change log has a change under prefix after
+// q.index that the caller may read (or must answer a reset), the wait elapses or the client
+// leaves, and returns what it found and whether it waited.
+func (s *Server) waitChanges(c echo.Context, prefix string, q query) (cluster.Changes, bool) {
+	after := q.index
+	var timer *time.Timer
+	for {
+		changed := s.node.WatchPrefix(prefix) // taken before the read, so no change is missed
+		ch := s.node.Changes(prefix, after, maxWatchChanges)
+		if ch.Reset || s.readable(c, ch) {
+			return ch, timer != nil
+		}
+		if timer == nil {
+			if q.wait <= 0 {
+				return ch, false
+			}
+			timer = time.NewTimer(q.wait)
+			defer timer.Stop()
+			s.metrics.blocking.Inc()
+			defer s.metrics.blocking.Dec()
+		}
+		// Changes the caller may not read are passed over, not answered.
+		after = ch.Next
+		select {
+		case <-changed:
+		case <-timer.C:
+			return ch, true
+		case <-c.Request().Context().Done():
+			return ch, true
+		case <-s.closing.Done():
+			return ch, true
+		}
+	}
+}
+
+// readable reports whether the caller may read one of the changes.
+func (s *Server) readable(c echo.Context, ch cluster.Changes) bool {
+	if !s.cfg.ACL {
+		return len(ch.Locks) > 0
+	}
+	caller, err := s.caller(c)
+	if err != nil {
+		return true // answered (with the error) at once
+	}
+	for _, l := range ch.Locks {
+		if caller.mayRead(l.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// changesBody is the answer to a watch: the changes the caller may read, or on a reset the
+// whole prefix as the lock list shows it (held or awaited locks only; one left out is free).
+func (s *Server) changesBody(caller *identity, prefix string, ch cluster.Changes) lockChanges {
+	out := lockChanges{Locks: []any{}, Index: ch.Next, Reset: ch.Reset}
+	if ch.Reset {
+		for _, info := range s.node.FSM().Locks(prefix) {
+			if (info.Held || info.Waiters > 0) && caller.mayRead(info.Name) {
+				out.Locks = append(out.Locks, s.lockBody(caller, info))
+			}
+		}
+		return out
+	}
+	for _, info := range ch.Locks {
+		if caller.mayRead(info.Name) {
+			out.Locks = append(out.Locks, s.lockBody(caller, info))
+		}
+	}
+	return out
+}
