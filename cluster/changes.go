@@ -10,7 +10,8 @@ import (
 )
 
 // DefaultWatchHistoryBytes bounds the memory of a node's change log (Config.WatchHistoryBytes):
-// about 100,000 changes of locks with short names and values.
+// a change costs changeEntryBytes (96) plus its name and value, so about 130,000 changes of
+// 30-byte names without values.
 const DefaultWatchHistoryBytes = 16 << 20
 
 // change is one entry of the change log: a lock's state right after the command that changed it.
