@@ -23,46 +23,55 @@ type lockChanges struct {
 // watchLocks answers GET /v1/locks?prefix=P&index=N: the changes of the locks under P after
 // index N that the caller may read, once there is at least one or the wait ends, with the
 // index to watch from next; or, when N is 0 or older than the node's change log remembers,
-// the whole prefix at once, flagged as a reset. Linearizable unless stale: the node confirms
-// it still leads after the wait, as a blocking read of one lock does.
+// the whole prefix at once, flagged as a reset. Linearizable unless stale: the leader confirms
+// its leadership once the answer is ready, and answers from its state as of then.
 func (s *Server) watchLocks(c echo.Context, q query, prefix string) error {
-	return s.read(c, q, func() error {
-		if _, err := s.caller(c); err != nil {
+	if q.stale {
+		return s.watchAnswer(c, q, prefix)
+	}
+	return s.atLeader(c, func() error { return s.watchAnswer(c, q, prefix) })
+}
+
+func (s *Server) watchAnswer(c echo.Context, q query, prefix string) error {
+	if _, err := s.caller(c); err != nil {
+		return err
+	}
+	ch := s.waitChanges(c, prefix, q)
+	if c.Request().Context().Err() != nil {
+		return nil // the client left: nobody reads the answer
+	}
+	if !q.stale {
+		// One confirmation, after the wait: the changes read after it include every change
+		// acknowledged before it, and a leader deposed during the wait fails here rather than
+		// answer that nothing changed, when a newer leader may have changed the prefix.
+		if err := s.readBarrier(c); err != nil {
 			return err
 		}
-		ch, waited := s.waitChanges(c, prefix, q)
-		if waited && !q.stale {
-			// Deposed during the wait, this node would miss what a newer leader changed: confirm
-			// again, and answer every change up to now.
-			if err := s.readBarrier(c); err != nil {
-				return err
-			}
-			ch = s.node.Changes(prefix, q.index, maxWatchChanges)
-		}
-		// The token may have changed during the wait: judge the answer by what it allows now.
-		caller, err := s.caller(c)
-		if err != nil {
-			return err
-		}
-		return c.JSON(http.StatusOK, s.changesBody(caller, prefix, ch))
-	})
+		ch = s.node.Changes(prefix, q.index, maxWatchChanges)
+	}
+	// The token may have changed during the wait: judge the answer by what it allows now.
+	caller, err := s.caller(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.changesBody(caller, prefix, ch))
 }
 
 // waitChanges holds a watch until the node's change log has a change under prefix after
-// q.index that the caller may read (or must answer a reset), the wait elapses or the client
-// leaves, and returns what it found and whether it waited.
-func (s *Server) waitChanges(c echo.Context, prefix string, q query) (cluster.Changes, bool) {
+// q.index that the caller may read (or must answer a reset), the wait elapses, the client
+// leaves or, for a linearizable watch, the node stops leading; it returns what it found.
+func (s *Server) waitChanges(c echo.Context, prefix string, q query) cluster.Changes {
 	after := q.index
 	var timer *time.Timer
 	for {
 		changed := s.node.WatchPrefix(prefix) // taken before the read, so no change is missed
 		ch := s.node.Changes(prefix, after, maxWatchChanges)
-		if ch.Reset || s.readable(c, ch) {
-			return ch, timer != nil
+		if ch.Reset || s.readable(c, ch) || timer != nil && !q.stale && !s.node.IsLeader() {
+			return ch
 		}
 		if timer == nil {
 			if q.wait <= 0 {
-				return ch, false
+				return ch
 			}
 			timer = time.NewTimer(q.wait)
 			defer timer.Stop()
@@ -74,11 +83,11 @@ func (s *Server) waitChanges(c echo.Context, prefix string, q query) (cluster.Ch
 		select {
 		case <-changed:
 		case <-timer.C:
-			return ch, true
+			return ch
 		case <-c.Request().Context().Done():
-			return ch, true
+			return ch
 		case <-s.closing.Done():
-			return ch, true
+			return ch
 		}
 	}
 }

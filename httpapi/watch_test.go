@@ -185,3 +185,24 @@ func TestACLPrefixWatchShowsOnlyReadableLocks(t *testing.T) {
 		}
 	}
 }
+
+// A linearizable watch waiting on a leader that stops leading is answered at once with
+// 503 no_leader, so that its client asks the new leader, rather than wait out its wait on a
+// node that no longer learns of changes first.
+func TestWatchOnALeaderThatStepsDownEndsAtOnce(t *testing.T) {
+	t.Parallel()
+	d := ownCluster(t, nil)
+	leader, _ := roles(t, d)
+	pre := lockName(t) + "/"
+	first := watch(t, leader, pre, 0, "1s", "")
+	ans := goDo(t.Context(), http.MethodGet, watchURL(leader, pre, first.Index, "5m", ""), nil)
+	eventually(t, "the watch waits on the leader", func() string {
+		r := do(t, http.MethodGet, leader+"/metrics", nil)
+		if !strings.Contains(string(r.body), "\nraftlock_blocking_queries 1\n") {
+			return "raftlock_blocking_queries is not 1"
+		}
+		return ""
+	})
+	ok(t, do(t, http.MethodPost, leader+"/v1/cluster/leadership-transfer", nil), http.StatusOK, nil)
+	apiError(t, await(t, ans, "the watch on the old leader"), http.StatusServiceUnavailable, api.CodeNoLeader)
+}
