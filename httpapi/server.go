@@ -127,6 +127,9 @@ type Server struct {
 	// closing ends when Shutdown begins, so that long polls answer at once.
 	closing      context.Context
 	closingStart context.CancelFunc
+
+	// answering bounds the woken watches answered at once (see watchAnswer).
+	answering chan struct{}
 }
 
 // New returns a server for node; call Serve to start it.
@@ -155,6 +158,7 @@ func New(node Node, cfg Config) *Server {
 	cfg.Limits.setDefaults()
 	s := &Server{cfg: cfg, node: node, log: cfg.Logger.Named("http")}
 	s.closing, s.closingStart = context.WithCancel(context.Background())
+	s.answering = make(chan struct{}, maxAnswering())
 	s.fwd = newForwarder(s)
 	s.metrics = newMetrics(node)
 	s.refusals = tlsutil.NewRefusalLog(s.log, hclog.Debug, "closed an API connection: TLS handshake failed")

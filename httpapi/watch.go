@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -37,6 +38,15 @@ func (s *Server) watchAnswer(c echo.Context, q query, prefix string) error {
 		return err
 	}
 	ch := s.waitChanges(c, prefix, q)
+	// One change wakes every watch of its prefix at once: thousands of answers, each a
+	// confirmation, an encoding and a write, that would all be runnable together and keep
+	// Raft's own goroutines waiting for the CPU past its heartbeat timeout. A few at a time
+	// take as long in all, and leave Raft its share.
+	select {
+	case s.answering <- struct{}{}:
+		defer func() { <-s.answering }()
+	case <-c.Request().Context().Done():
+	}
 	if c.Request().Context().Err() != nil {
 		return nil // the client left: nobody reads the answer
 	}
@@ -56,6 +66,10 @@ func (s *Server) watchAnswer(c echo.Context, q query, prefix string) error {
 	}
 	return c.JSON(http.StatusOK, s.changesBody(caller, prefix, ch))
 }
+
+// maxAnswering is how many woken watches a node answers at once: enough to keep every
+// processor busy while some wait on the network.
+func maxAnswering() int { return 4 * runtime.GOMAXPROCS(0) }
 
 // waitChanges holds a watch until the node's change log has a change under prefix after
 // q.index that the caller may read (or must answer a reset), the wait elapses, the client
