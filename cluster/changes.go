@@ -64,6 +64,10 @@ func (cl *changeLog) observe(events []fsm.Event) {
 		case fsm.EventRestored:
 			cl.restoreLocked(e.Index)
 			restored = true
+		default:
+			// The observer gets a batch's events together: every change up to this one is
+			// in, so watchers may go on from here, nearer the applied index.
+			cl.last = max(cl.last, e.Index)
 		}
 	}
 	cl.mu.Unlock()

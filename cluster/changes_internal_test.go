@@ -103,6 +103,11 @@ func TestChangesAnswersEveryChangeAfterTheIndexInOrder(t *testing.T) {
 	if got := cf.log.since("jobs/", 0, 100); !got.Reset || got.Next != 8 {
 		t.Fatalf("since 0: %+v", got)
 	}
+	// A command that changed no lock moves the index to go on from.
+	cf.apply(feedCreate(3)) // 9
+	if got := cf.log.since("jobs/", 8, 100); len(got.Locks) != 0 || got.Next != 9 {
+		t.Fatalf("since 8 after a session was created: %+v", got)
+	}
 }
 
 // A full answer ends at a command boundary: the changes of one command are never split, so
