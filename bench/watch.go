@@ -187,15 +187,16 @@ func (wr *watchRun) makeChanges(ctx context.Context, base float64, res *WatchRes
 	if err != nil {
 		return err
 	}
+	defer wr.destroySession(session)
 	lock := wr.prefix + "l"
 	var token uint64
 	acked := make([]int64, wr.changes)
 	for k := range wr.changes {
 		var err error
 		if k%2 == 0 {
-			token, err = wr.write(ctx, "/v1/locks/"+lock+"/acquire", api.AcquireRequest{Session: session})
+			token, err = wr.change(ctx, session, "/v1/locks/"+lock+"/acquire", api.AcquireRequest{Session: session})
 		} else {
-			_, err = wr.write(ctx, "/v1/locks/"+lock+"/release", api.ReleaseRequest{Session: session, Token: &token})
+			_, err = wr.change(ctx, session, "/v1/locks/"+lock+"/release", api.ReleaseRequest{Session: session, Token: &token})
 		}
 		if err != nil {
 			return fmt.Errorf("bench: watch: change %d: %w", k+1, err)
@@ -301,19 +302,39 @@ func (wr *watchRun) startIndex(ctx context.Context) (uint64, error) {
 
 func (wr *watchRun) createSession(ctx context.Context) (string, error) {
 	var s api.Session
-	if err := wr.do(ctx, http.MethodPost, wr.nodes[0]+"/v1/sessions", api.CreateSessionRequest{TTL: "60s"}, &s); err != nil {
+	if err := wr.do(ctx, http.MethodPost, wr.nodes[0]+"/v1/sessions", api.CreateSessionRequest{TTL: "5m"}, &s); err != nil {
 		return "", fmt.Errorf("bench: watch: %w", err)
 	}
 	return s.ID, nil
 }
 
-// write sends a change to the leader and returns the token it answered, if any.
-func (wr *watchRun) write(ctx context.Context, path string, body any) (uint64, error) {
+// change renews the session, then sends a change, to any node that answers, until it is
+// applied: a release whose earlier attempt was applied unseen is answered 409 not_holder, and an
+// acquire repeated is answered its grant again. It returns the token answered, if any.
+func (wr *watchRun) change(ctx context.Context, session, path string, body any) (uint64, error) {
 	var out struct {
 		Token uint64 `json:"token"`
 	}
-	err := wr.do(ctx, http.MethodPost, wr.nodes[0]+path, body, &out)
-	return out.Token, err
+	var err error
+	for try := 0; try < 50 && ctx.Err() == nil; try++ {
+		node := wr.nodes[try%len(wr.nodes)]
+		if err = wr.do(ctx, http.MethodPut, node+"/v1/sessions/"+session+"/renew", nil, &struct{}{}); err == nil {
+			if err = wr.do(ctx, http.MethodPost, node+path, body, &out); err == nil || strings.Contains(err.Error(), api.CodeNotHolder) {
+				return out.Token, nil
+			}
+		}
+		if strings.Contains(err.Error(), api.CodeSessionNotFound) {
+			return 0, err
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+	return 0, err
+}
+
+func (wr *watchRun) destroySession(session string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = wr.do(ctx, http.MethodDelete, wr.nodes[0]+"/v1/sessions/"+session, nil, &struct{}{})
 }
 
 func (wr *watchRun) get(ctx context.Context, u string, out any) error {
