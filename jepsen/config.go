@@ -65,6 +65,9 @@ type Config struct {
 	// Watchers is the number of prefix watchers of every lock of the run, half linearizable,
 	// half stale; every acknowledged change must reach each of them, in order.
 	Watchers int
+	// DropWatchChanges makes the watchers leave one change in seven out of the history: a
+	// self-test the watch checker must flag.
+	DropWatchChanges bool
 	// Workload says how the workers hold locks: WorkloadRaw (one HTTP request per op),
 	// WorkloadClient (through the Go client) or WorkloadAll (half and half, the default).
 	Workload string
@@ -193,6 +196,9 @@ func (c Config) String() string {
 	if c.IgnoreTokens {
 		s += " resource=IGNORES-TOKENS(self-test)"
 	}
+	if c.DropWatchChanges {
+		s += " watchers=DROP-CHANGES(self-test)"
+	}
 	if c.IgnoreDone {
 		s += " client-workers=IGNORE-DONE(self-test)"
 	}
@@ -217,6 +223,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("jepsen: --nodes %d: need at least 1", c.Nodes)
 	case c.Watchers < 0:
 		return fmt.Errorf("jepsen: --watchers %d: must not be negative", c.Watchers)
+	case c.DropWatchChanges && c.Watchers == 0:
+		return fmt.Errorf("jepsen: dropping watch changes needs watchers")
 	case c.Workers < 1 || c.Locks < 1:
 		return fmt.Errorf("jepsen: need at least one worker and one lock")
 	case c.TTL < 2*time.Second:

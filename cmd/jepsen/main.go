@@ -81,6 +81,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.cfg.Cyclers, "cyclers", d.Cyclers, "how many of the Go-client workers keep one session for hundreds of fast Lock/Unlock cycles (-1: a quarter of them, at least one)")
 	fs.BoolVar(&o.cfg.IgnoreTokens, "ignore-tokens", false, "the resource accepts stale tokens (must make fencing fail)")
 	fs.BoolVar(&o.cfg.Secure, "secure", false, "run the agents with TLS (API and Raft, a CA made for the run) and --acl, each worker with a token of its own")
+	fs.BoolVar(&o.cfg.DropWatchChanges, "drop-watch-changes", false, "watchers leave one change in seven out of the history (must make watch fail)")
 	fs.BoolVar(&o.cfg.IgnoreDone, "ignore-done", false, "client workers ignore Done: they go on believing they hold a lock after their session is gone (must make belief fail)")
 	fs.BoolVar(&o.selfTest, "self-test", false, "prove that the checkers flag broken histories, then exit")
 	fs.StringVar(&o.check, "check", "", "re-check a recorded history.jsonl instead of running (uses --ttl, --lock-delay and --election-timeout)")

@@ -51,6 +51,7 @@ type watcher struct {
 	node    int    // the endpoint it asks; the next one after a failure
 	index   uint64 // the index it watches from: 0 until the first answer
 	failed  int    // requests that failed
+	got     int    // changes received
 }
 
 func (w *watcher) run(ctx context.Context, stop <-chan struct{}) {
@@ -107,6 +108,9 @@ func (w *watcher) ask(ctx context.Context, wait time.Duration) {
 		detail = "reset"
 	}
 	for _, l := range ans.Locks {
+		if w.got++; w.wl.cfg.DropWatchChanges && detail == "" && w.got%7 == 0 {
+			continue
+		}
 		op := base
 		op.Kind, op.Lock, op.Held, op.OutSession, op.OutToken, op.OutIndex, op.Detail =
 			history.WatchChange, l.Name, l.Held, l.Session, l.Token, l.ModifyIndex, detail

@@ -53,6 +53,9 @@ type Config struct {
 	Cyclers int
 	// Watchers is the number of prefix watchers of every lock of the run (see Workload.watch).
 	Watchers int
+	// DropWatchChanges makes the watchers leave every seventh change they receive out of the
+	// history, as a watcher that misses changes would (a self-test the watch checker must flag).
+	DropWatchChanges bool
 	// IgnoreDone makes the client workers ignore the end of their holds' contexts: they go on
 	// believing they hold a lock after their session is gone (a self-test the belief checker
 	// must flag).
