@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -39,7 +38,24 @@ type call struct {
 	// noRetryUnknown returns 503 timeout to the caller instead of asking again, for requests
 	// that are not safe to repeat blindly (release).
 	noRetryUnknown bool
+	// upload, if set, gives the request body afresh for each attempt, sent as is (a backup
+	// file) instead of body's JSON.
+	upload func() (io.Reader, error)
+	// download, if set, receives the body of a successful answer as is, however long; an
+	// answer cut off while it is copied is not asked again.
+	download io.Writer
 }
+
+// streamError is a failure of a streamed body: reading call.upload for a request, or copying
+// an answer to call.download, part of which may be written. The request is not retried.
+type streamError struct {
+	what string
+	err  error
+}
+
+func (e *streamError) Error() string { return "raftlock: " + e.what + ": " + e.err.Error() }
+
+func (e *streamError) Unwrap() error { return e.err }
 
 // outcome tells the caller what happened on the way to the answer.
 type outcome struct {
@@ -59,9 +75,9 @@ type transportError struct {
 }
 
 // Error implements error.
-func (e *transportError) Error() string {
-	return fmt.Sprintf("raftlock: %s: %v", e.endpoint, e.err)
-}
+func (e *transportError) Error() string { return errPrefix + e.text() }
+
+func (e *transportError) text() string { return e.endpoint + ": " + textOf(e.err) }
 
 // Unwrap returns the network error.
 func (e *transportError) Unwrap() error { return e.err }
@@ -77,7 +93,7 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 	if cl.body != nil {
 		b, err := json.Marshal(cl.body)
 		if err != nil {
-			return outcome{}, fmt.Errorf("raftlock: encoding request: %w", err)
+			return outcome{}, errorf("encoding request: %w", err)
 		}
 		body = b
 	}
@@ -100,7 +116,7 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 			return out, nil
 		}
 		if ctx.Err() != nil {
-			return out, fmt.Errorf("raftlock: %s %s: %w", cl.method, cl.path, context.Cause(ctx))
+			return out, errorf("%s %s: %w", cl.method, cl.path, context.Cause(ctx))
 		}
 		retry, rotate, applied := classify(err, cl)
 		if applied {
@@ -110,7 +126,7 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 			return out, err
 		}
 		if time.Since(start) >= c.retryTimeout {
-			return out, fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt+1,
+			return out, errorf("%w (gave up after %d attempts in %s)", err, attempt+1,
 				time.Since(start).Round(time.Millisecond))
 		}
 		if rotate && idx >= 0 {
@@ -127,7 +143,7 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return out, fmt.Errorf("raftlock: %s %s: %w (last error: %v)", cl.method, cl.path,
+			return out, errorf("%s %s: %w (last error: %v)", cl.method, cl.path,
 				context.Cause(ctx), err)
 		case <-t.C:
 		}
@@ -181,16 +197,25 @@ func (c *Client) attempt(ctx context.Context, ep string, cl *call, body []byte) 
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
+	if cl.upload != nil {
+		var err error
+		if rd, err = cl.upload(); err != nil {
+			return &streamError{what: "reading the request body", err: err}
+		}
+	}
 	req, err := http.NewRequestWithContext(actx, cl.method, u, rd)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		return errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	if c.token != "" {
 		req.Header.Set(api.HeaderToken, c.token)
 	}
-	if body != nil {
+	switch {
+	case body != nil:
 		req.Header.Set("Content-Type", "application/json")
+	case cl.upload != nil:
+		req.Header.Set("Content-Type", "application/octet-stream")
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -199,6 +224,12 @@ func (c *Client) attempt(ctx context.Context, ep string, cl *call, body []byte) 
 	defer resp.Body.Close()
 	if id := resp.Header.Get(api.HeaderLeader); id != "" && c.router != nil && knowsLeader(cl, resp.StatusCode) {
 		c.router.saw(id)
+	}
+	if cl.download != nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if _, err := io.Copy(cl.download, resp.Body); err != nil {
+			return &streamError{what: "reading the answer", err: err}
+		}
+		return nil
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
@@ -209,7 +240,7 @@ func (c *Client) attempt(ctx context.Context, ep string, cl *call, body []byte) 
 			return nil
 		}
 		if err := json.Unmarshal(data, cl.out); err != nil {
-			return fmt.Errorf("raftlock: decoding answer of %s: %w", ep, err)
+			return errorf("decoding answer of %s: %w", ep, err)
 		}
 		return nil
 	}
@@ -238,7 +269,7 @@ func (c *Client) transportErr(ctx context.Context, ep string, err error, timeout
 		sent = false
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		err = fmt.Errorf("no answer within %s", timeout)
+		err = errorf("no answer within %s", timeout)
 	}
 	return &transportError{endpoint: ep, err: err, sent: sent}
 }

@@ -256,3 +256,31 @@ func BenchmarkChangeWithManyWatches(b *testing.B) {
 		})
 	}
 }
+
+// A restored backup is installed at an index above every one used before, while its state
+// holds only changes far below the watchers' indexes: every watch from before it must be told
+// to take the whole state.
+func TestChangesAfterARestoredBackup(t *testing.T) {
+	src := newChangeFeed(t, 0)
+	src.apply(feedCreate(1), feedAcquire(1, "a")) // the backup: last change at 2
+	snap, err := src.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memorySink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	cf := newChangeFeed(t, 0)
+	for range 5 {
+		cf.apply(feedCreate(2), feedAcquire(2, "b"), feedRelease(2, "b", cf.index+2), fsm.Command{Type: fsm.TypeDestroySession, Session: feedSession(2)})
+	}
+	watcherAt := cf.log.since("", 0, 100).Next // 20: a watcher that saw everything
+	rc := sizedReader{ReadCloser: sink.reader(), size: int64(len(sink.buf)), index: 1_000_000_020, term: 2}
+	if err := cf.f.Restore(rc); err != nil {
+		t.Fatal(err)
+	}
+	if got := cf.log.since("", watcherAt, 100); !got.Reset || got.Next != 1_000_000_020 {
+		t.Fatalf("a watch from %d after the backup's restore: %+v; want a reset going on from the restore's index", watcherAt, got)
+	}
+}

@@ -1,6 +1,7 @@
 package fsm_test
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -114,5 +115,21 @@ func TestRestoreReportsTheLastLockChange(t *testing.T) {
 	src.acquire(sid(2), "N", "") // 6
 	if ev := restored(); len(ev) != 1 || ev[0].Index != 6 {
 		t.Fatalf("restore events %+v, want one restored at 6", ev)
+	}
+}
+
+// A restore whose reader tells the snapshot's index reports that index: a restored backup's
+// state holds changes far below the index it is installed at, and every watcher from before
+// must learn that the whole state was replaced.
+func TestRestoreReportsTheSnapshotIndexWhenKnown(t *testing.T) {
+	src := newHarness(t)
+	src.create(sid(1))
+	src.acquire(sid(1), "L", "") // 2
+	h := newHarness(t)
+	if err := h.f.Restore(positioned{bytes.NewReader(snapshotBytes(t, src.f)), 1_000_000_002, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := h.rec.take(); len(ev) != 1 || ev[0].Kind != fsm.EventRestored || ev[0].Index != 1_000_000_002 {
+		t.Fatalf("restore events %+v, want one restored at 1000000002", ev)
 	}
 }

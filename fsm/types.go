@@ -145,7 +145,7 @@ const (
 	EventSessionEnded                         // Session ended (expired or destroyed)
 	EventDelayStarted                         // Lock is delayed until DelayUntil
 	EventMembersChanged                       // the membership metadata changed
-	EventRestored                             // the whole state was replaced from a snapshot; Index is its last lock change
+	EventRestored                             // the whole state was replaced from a snapshot; Index is its log index where its reader tells it, else its last lock change
 	EventReleased                             // Session's hold on Lock ended (release, destroy or expiry)
 	EventFeaturesChanged                      // features were enabled
 	EventWaitDropped                          // Session's wait for Lock was dropped (its token was deleted)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -65,7 +66,7 @@ func newLocksCmd() *cobra.Command {
   raftlock locks --prefix jobs/ -o json`,
 		Args: cobra.NoArgs,
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
-		locks, err := c.Locks(ctx, prefix, f.readOpts()...)
+		locks, err := c.Raw().Locks(ctx, prefix, f.readOpts()...)
 		if err != nil {
 			return failure("listing locks", err)
 		}
@@ -103,7 +104,7 @@ func newLockInfoCmd() *cobra.Command {
 		holder := "-"
 		if l.Held {
 			holder = l.Session
-			if s, err := c.GetSession(ctx, l.Session, f.readOpts()...); err == nil && s.Name != "" {
+			if s, err := c.Raw().GetSession(ctx, l.Session, f.readOpts()...); err == nil && s.Name != "" {
 				holder += " (" + s.Name + ")"
 			}
 		}
@@ -129,7 +130,7 @@ func newSessionsCmd() *cobra.Command {
 		Example: `  raftlock sessions -o json`,
 		Args:    cobra.NoArgs,
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
-		sessions, err := c.Sessions(ctx, f.readOpts()...)
+		sessions, err := c.Raw().Sessions(ctx, f.readOpts()...)
 		if err != nil {
 			return failure("listing sessions", err)
 		}
@@ -141,30 +142,6 @@ func newSessionsCmd() *cobra.Command {
 		for _, s := range sessions {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, orDash(s.Name), s.TTL, orDash(s.LockDelay),
 				s.CreatedIndex, orDash(strings.Join(s.Locks, ",")))
-		}
-		return tw.Flush()
-	})
-}
-
-func newMembersCmd() *cobra.Command {
-	var f inspectFlags
-	return inspectCmd(&cobra.Command{
-		Use:     "members",
-		Short:   "List the members of the cluster",
-		Example: `  raftlock members --endpoints http://10.0.0.1:7001`,
-		Args:    cobra.NoArgs,
-	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
-		cl, err := c.Cluster(ctx, f.readOpts()...)
-		if err != nil {
-			return failure("reading the cluster", err)
-		}
-		if f.json() {
-			return writeJSON(w, api.MembersResponse{Members: nonNil(cl.Members)})
-		}
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tHTTP ADDR\tRAFT ADDR\tSUFFRAGE\tLEADER")
-		for _, m := range cl.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\n", m.ID, m.HTTPAddr, m.RaftAddr, m.Suffrage, m.Leader)
 		}
 		return tw.Flush()
 	})
@@ -184,6 +161,7 @@ type statusOutput struct {
 	Leader      string         `json:"leader"`
 	Term        uint64         `json:"term"`
 	CommitIndex uint64         `json:"commit_index"`
+	Features    []string       `json:"features"`
 	Members     []memberStatus `json:"members"`
 }
 
@@ -198,22 +176,22 @@ member directly for its health, readiness and applied index.`,
   raftlock status -o json`,
 		Args: cobra.NoArgs,
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
-		cl, err := c.Cluster(ctx, f.readOpts()...)
+		cl, err := c.Raw().Cluster(ctx, f.readOpts()...)
 		if err != nil {
 			return failure("reading the cluster", err)
 		}
 		out := statusOutput{Version: cl.Version, Leader: cl.Leader, Term: cl.Term,
-			CommitIndex: cl.CommitIndex, Members: probeMembers(ctx, c, cl.Members)}
+			CommitIndex: cl.CommitIndex, Features: nonNil(cl.Features), Members: probeMembers(ctx, c, cl.Members)}
 		if f.json() {
 			return writeJSON(w, out)
 		}
-		fmt.Fprintf(w, "version: %s  leader: %s  term: %d  commit index: %d\n\n",
-			out.Version, orDash(out.Leader), out.Term, out.CommitIndex)
+		fmt.Fprintf(w, "version: %s  leader: %s  term: %d  commit index: %d\nfeatures: %s\n\n",
+			out.Version, orDash(out.Leader), out.Term, out.CommitIndex, orDash(strings.Join(out.Features, ",")))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tHTTP ADDR\tRAFT ADDR\tSUFFRAGE\tLEADER\tHEALTH\tAPPLIED INDEX")
+		fmt.Fprintln(tw, "ID\tHTTP ADDR\tRAFT ADDR\tSUFFRAGE\tLEADER\tHEALTH\tAPPLIED INDEX\tVERSION")
 		for _, m := range out.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%d\n", m.ID, m.HTTPAddr, m.RaftAddr, m.Suffrage,
-				m.Leader, m.Health, m.AppliedIndex)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%d\t%s\n", m.ID, m.HTTPAddr, m.RaftAddr, m.Suffrage,
+				m.Leader, m.Health, m.AppliedIndex, orDash(m.Version))
 		}
 		return tw.Flush()
 	})
@@ -239,15 +217,18 @@ func probeMembers(ctx context.Context, c *client.Client, members []api.Member) [
 				return
 			}
 			ep := scheme + ms.HTTPAddr
-			if err := c.Health(pctx, ep); err != nil {
+			if err := c.Raw().Health(pctx, ep); err != nil {
 				ms.Health, ms.Error = "unreachable", err.Error()
+				if ae := (*client.APIError)(nil); errors.As(err, &ae) && ae.Code == api.CodeRemoved {
+					ms.Health = "removed"
+				}
 				return
 			}
 			ms.Health = "ready"
-			if err := c.Ready(pctx, ep); err != nil {
+			if err := c.Raw().Ready(pctx, ep); err != nil {
 				ms.Health = "not ready"
 			}
-			if cl, err := c.Cluster(pctx, client.AtEndpoint(ep), client.Stale()); err == nil {
+			if cl, err := c.Raw().Cluster(pctx, client.AtEndpoint(ep), client.Stale()); err == nil {
 				ms.AppliedIndex = cl.AppliedIndex
 			}
 		}(&out[i])

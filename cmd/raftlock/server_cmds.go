@@ -23,13 +23,15 @@ func addServerCommands(root *cobra.Command) {
 	root.AddCommand(newAgentCmd(), newDevCmd(), newHealthCmd())
 }
 
+// newLogger returns the logger of the server commands, which logs the messages a healthy start
+// and stop of raft give at debug level (see quietLogger).
 func newLogger(w io.Writer, level, format string) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{
+	return quietRaftNoise(hclog.New(&hclog.LoggerOptions{
 		Name:       "raftlock",
 		Level:      hclog.LevelFromString(level),
 		JSONFormat: format == "json",
 		Output:     w,
-	})
+	}))
 }
 
 func newAgentCmd() *cobra.Command {
@@ -93,6 +95,7 @@ func runAgent(ctx context.Context, cfg config.Config, log hclog.Logger) error {
 	if err != nil {
 		return err
 	}
+	removed := a.Removed()
 wait:
 	for {
 		select {
@@ -101,6 +104,14 @@ wait:
 			break wait
 		case err := <-a.Errors():
 			log.Error("http server failed", "error", err)
+			break wait
+		case <-removed:
+			if cfg.WaitWhenRemoved {
+				log.Warn("removed from the cluster: staying up, not ready (--wait-when-removed)")
+				removed = nil
+				continue
+			}
+			log.Warn("removed from the cluster: stopping (--wait-when-removed keeps it running)")
 			break wait
 		case <-hup:
 			if err := a.Reload(); err != nil {
