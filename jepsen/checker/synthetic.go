@@ -162,6 +162,7 @@ func SyntheticCases() []Case {
 	cases = append(cases, heldByNobodyCases()...)
 	cases = append(cases, powerCases()...)
 	cases = append(cases, watchCases()...)
+	cases = append(cases, observeCases()...)
 	return cases
 }
 

@@ -101,3 +101,15 @@ func watchCases() []Case {
 			watchEnd(pw1+2, 12, false, 100, 60100), CheckWatch)},
 	}
 }
+
+// observeCases judge the vacancies an observer is told of (Election.Observe), which belief
+// takes as server answers showing the lock free.
+func observeCases() []Case {
+	vacancy := history.Op{Kind: history.Observe, Process: 50, Lock: "a"}
+	return []Case{
+		{"belief: an observer told of a vacancy between two leaders", true, with(clientHandover().
+			add(vacancy, 100, 125), CheckBelief)},
+		{"belief: an observer told of a vacancy inside a belief", false, with(clientHandover().
+			add(vacancy, 150, 160), CheckBelief)},
+	}
+}

@@ -69,7 +69,8 @@ const (
 	ClientSessionEnd Kind = "client_session_end"
 	// Observe is a leader reported by client.Client.Observe: Lock held by OutSession under
 	// OutToken at some instant between Invoke (when the observer began waiting for this
-	// report) and Complete (when it received it).
+	// report) and Complete (when it received it); or, with Held false, a vacancy: Lock free at
+	// such an instant.
 	Observe Kind = "observe"
 	// WatchChange is one change a prefix watcher received (GET /v1/locks?prefix=&index=Index):
 	// Lock as it was right after the command at OutIndex (Held, OutSession, OutToken), in the
