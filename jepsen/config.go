@@ -62,8 +62,9 @@ type Config struct {
 	// default, a quarter of the client workers (at least one). It is capped at the client
 	// workers.
 	Cyclers int
-	// Watchers is the number of prefix watchers of every lock of the run, half linearizable,
-	// half stale; every acknowledged change must reach each of them, in order.
+	// Watchers is the number of prefix watchers of every lock of the run, in turn raw
+	// linearizable, raw stale and through the Go client's WatchPrefix; every acknowledged
+	// change must reach each of them, in order.
 	Watchers int
 	// DropWatchChanges makes the watchers leave one change in seven out of the history: a
 	// self-test the watch checker must flag.
@@ -137,7 +138,7 @@ func DefaultConfig() Config {
 		LogLevel:           "info",
 		Workload:           WorkloadAll,
 		Cyclers:            -1,
-		Watchers:           2,
+		Watchers:           3,
 	}
 }
 

@@ -77,7 +77,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.cfg.SnapshotEvery, "snapshot-every", 0, "agents snapshot after this many log entries and keep as many behind it, so lagging nodes install snapshots (0: agents' defaults)")
 	fs.DurationVar(&o.cfg.CheckTimeout, "check-timeout", 0, "bound on the linearizability search (0: 5m); running out is a failure")
 	fs.StringVar(&o.cfg.Workload, "workload", d.Workload, "how workers hold locks: raw (HTTP requests, each recorded), client (the Go client: Session, Mutex, Election), or all (half each)")
-	fs.IntVar(&o.cfg.Watchers, "watchers", d.Watchers, "prefix watchers of every lock, half linearizable and half stale; every acknowledged change must reach each, in order")
+	fs.IntVar(&o.cfg.Watchers, "watchers", d.Watchers, "prefix watchers of every lock, in turn raw linearizable, raw stale and Go-client WatchPrefix; every acknowledged change must reach each, in order")
 	fs.IntVar(&o.cfg.Cyclers, "cyclers", d.Cyclers, "how many of the Go-client workers keep one session for hundreds of fast Lock/Unlock cycles (-1: a quarter of them, at least one)")
 	fs.BoolVar(&o.cfg.IgnoreTokens, "ignore-tokens", false, "the resource accepts stale tokens (must make fencing fail)")
 	fs.BoolVar(&o.cfg.Secure, "secure", false, "run the agents with TLS (API and Raft, a CA made for the run) and --acl, each worker with a token of its own")

@@ -23,20 +23,25 @@ const WatchPrefix = "jepsen-lock-"
 // of every change acknowledged before: the cluster may still be recovering from a fault.
 const watchDrain = 60 * time.Second
 
-// watch starts Config.Watchers prefix watchers (GET /v1/locks?prefix=&index=&wait=) of every
-// lock of the run. Even-numbered ones ask linearizably (a follower forwards them to the
-// leader), odd-numbered ones stale, each answered by the node asked. Each records every change
-// it receives (history.WatchChange), every reset (history.WatchReset), and when it stops
-// (history.WatchEnd): once stop closes, it reads the index of every change acknowledged so far
-// and watches on until it has reached it, so that the checker can require every acknowledged
-// change to have reached every watcher, in order.
+// watch starts Config.Watchers prefix watchers of every lock of the run, of three kinds in
+// turn: raw HTTP watches (GET /v1/locks?prefix=&index=&wait=) asked linearizably (a follower
+// forwards them to the leader), raw ones asked stale (each answered by the node asked), and
+// the Go client's WatchPrefix. Each records every change it receives (history.WatchChange),
+// every reset (history.WatchReset), and when it stops (history.WatchEnd): once stop closes, it
+// reads the index of every change acknowledged so far and watches on until it has reached it,
+// so that the checker can require every acknowledged change to have reached every watcher, in
+// order.
 func (wl *Workload) watch(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) {
 	for i := range wl.cfg.Watchers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := &watcher{wl: wl, process: watcherProcess(wl.cfg, i), stale: i%2 == 1,
+			w := &watcher{wl: wl, process: watcherProcess(wl.cfg, i), stale: i%3 == 1,
 				rng: rand.New(rand.NewSource(wl.cfg.Seed*7919 + int64(i))), node: i % len(wl.c.Endpoints())}
+			if i%3 == 2 {
+				w.runClient(ctx, stop)
+				return
+			}
 			w.run(ctx, stop)
 		}()
 	}
@@ -52,6 +57,13 @@ type watcher struct {
 	index   uint64 // the index it watches from: 0 until the first answer
 	failed  int    // requests that failed
 	got     int    // changes received
+}
+
+// drop reports whether to leave the next change received out of the history (the self-test
+// of Config.DropWatchChanges).
+func (w *watcher) drop() bool {
+	w.got++
+	return w.wl.cfg.DropWatchChanges && w.got%7 == 0
 }
 
 func (w *watcher) run(ctx context.Context, stop <-chan struct{}) {
@@ -108,7 +120,7 @@ func (w *watcher) ask(ctx context.Context, wait time.Duration) {
 		detail = "reset"
 	}
 	for _, l := range ans.Locks {
-		if w.got++; w.wl.cfg.DropWatchChanges && detail == "" && w.got%7 == 0 {
+		if detail == "" && w.drop() {
 			continue
 		}
 		op := base
