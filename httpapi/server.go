@@ -49,6 +49,8 @@ type Node interface {
 	DelayLeft(name string, until int64) time.Duration
 	ReadBarrier(ctx context.Context) error
 	WatchLock(name string) <-chan struct{}
+	WatchPrefix(prefix string) <-chan struct{}
+	Changes(prefix string, after uint64, limit int) cluster.Changes
 	AddMember(ctx context.Context, id, raftAddr, httpAddr string) error
 	AddNonvoter(ctx context.Context, id, raftAddr, httpAddr string) error
 	PromoteMember(ctx context.Context, id string) error
@@ -142,6 +144,9 @@ type Server struct {
 	// closing ends when Shutdown begins, so that long polls answer at once.
 	closing      context.Context
 	closingStart context.CancelFunc
+
+	// answering bounds the woken watches answered at once (see watchAnswer).
+	answering chan struct{}
 }
 
 // New returns a server for node; call Serve to start it.
@@ -173,6 +178,7 @@ func New(node Node, cfg Config) *Server {
 	cfg.Limits.setDefaults()
 	s := &Server{cfg: cfg, node: node, log: cfg.Logger.Named("http")}
 	s.closing, s.closingStart = context.WithCancel(context.Background())
+	s.answering = make(chan struct{}, maxAnswering())
 	s.fwd = newForwarder(s)
 	s.metrics = newMetrics(node)
 	s.refusals = tlsutil.NewRefusalLog(s.log, hclog.Debug, "closed an API connection: TLS handshake failed")
