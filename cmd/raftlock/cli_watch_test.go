@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // `raftlock watch --prefix P -o json` prints a resync, then one JSON object per change, in
@@ -23,7 +24,7 @@ func TestWatchPrintsEveryChange(t *testing.T) {
 	holdLock(t, c, pre+"held")
 	jsonCmd, jsonOut, jsonErr := startCLI(t, "watch", "--prefix", pre, "-o", "json")
 	textCmd, textOut, textErr := startCLI(t, "watch", "--prefix", pre)
-	waitFor(t, 15*time.Second, "both watches to print their resync", func() bool {
+	testkit.Eventually(t, 15*time.Second, "both watches to print their resync", func() bool {
 		return strings.Count(jsonOut.String(), "\n") >= 1 && strings.Count(textOut.String(), "\n") >= 2
 	})
 	holdLock(t, c, strings.TrimSuffix(pre, "/")+"-beside")
@@ -40,7 +41,7 @@ func TestWatchPrintsEveryChange(t *testing.T) {
 	if err := m.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "both watches to print the two changes", func() bool {
+	testkit.Eventually(t, 15*time.Second, "both watches to print the two changes", func() bool {
 		return strings.Count(jsonOut.String(), "\n") >= 3 && strings.Count(textOut.String(), "\n") >= 4
 	})
 	var lines []watchLine
