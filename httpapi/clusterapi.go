@@ -80,19 +80,9 @@ func (s *Server) addMember(c echo.Context) error {
 	})
 }
 
+// removeMember takes a member out of the cluster (DELETE /v1/cluster/members/{id}).
 func (s *Server) removeMember(c echo.Context) error {
-	id := c.Param("id")
-	return s.atLeader(c, func() error {
-		if err := s.callerOperator(c, fsm.AccessWrite); err != nil {
-			return err
-		}
-		ctx, cancel := s.commandContext(c, 0)
-		defer cancel()
-		if err := s.node.RemoveMember(ctx, id); err != nil {
-			return fromClusterError(err)
-		}
-		return s.membersResponse(c)
-	})
+	return s.changeMember(c, s.node.RemoveMember)
 }
 
 func (s *Server) membersResponse(c echo.Context) error {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -14,6 +15,12 @@ import (
 // promoteMember makes a non-voter a voter once it has caught up with the log (POST
 // /v1/cluster/members/{id}/promote): 409 not_caught_up until then.
 func (s *Server) promoteMember(c echo.Context) error {
+	return s.changeMember(c, s.node.PromoteMember)
+}
+
+// changeMember applies change to the member named in the path, at the leader and for an
+// operator, and answers with the members as they are after it.
+func (s *Server) changeMember(c echo.Context, change func(ctx context.Context, id string) error) error {
 	id := c.Param("id")
 	return s.atLeader(c, func() error {
 		if err := s.callerOperator(c, fsm.AccessWrite); err != nil {
@@ -21,7 +28,7 @@ func (s *Server) promoteMember(c echo.Context) error {
 		}
 		ctx, cancel := s.commandContext(c, 0)
 		defer cancel()
-		if err := s.node.PromoteMember(ctx, id); err != nil {
+		if err := change(ctx, id); err != nil {
 			return membershipError(err)
 		}
 		return s.membersResponse(c)

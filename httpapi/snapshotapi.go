@@ -20,14 +20,7 @@ const snapshotPath = "/v1/snapshot"
 // with ?consistency=stale, the answering node's. It needs the management policy under ACL:
 // the file holds every session id and every token's secret hash.
 func (s *Server) saveSnapshot(c echo.Context) error {
-	q, err := s.cfg.Limits.readQuery(c)
-	if err != nil {
-		return err
-	}
-	return s.read(c, q, func() error {
-		if err := s.callerManagement(c); err != nil {
-			return err
-		}
+	return s.readAsManagement(c, func() error {
 		res := c.Response()
 		res.Header().Set(echo.HeaderContentType, echo.MIMEOctetStream)
 		res.Header().Set(echo.HeaderContentDisposition, `attachment; filename="raftlock.snap"`)
@@ -55,10 +48,7 @@ func (s *Server) restoreSnapshot(c echo.Context) error {
 		}
 		gap = n
 	}
-	return s.atLeader(c, func() error {
-		if err := s.callerManagement(c); err != nil {
-			return err
-		}
+	return s.asManagement(c, func() error {
 		res, err := s.node.RestoreBackup(c.Request().Context(), c.Request().Body, cluster.RestoreOptions{IndexGap: gap})
 		switch {
 		case errors.Is(err, cluster.ErrInvalidBackup):

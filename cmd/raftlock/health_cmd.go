@@ -3,15 +3,14 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/tlsutil"
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 )
@@ -144,14 +143,11 @@ func healthTLS(v *viper.Viper) (*tls.Config, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}
 	if ca := v.GetString("tls-ca-file"); ca != "" {
-		pem, err := os.ReadFile(ca)
+		pool, err := tlsutil.LoadCAPool(ca)
 		if err != nil {
 			return nil, fmt.Errorf("--tls-ca-file: %w", err)
 		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-ca-file %s: no PEM certificate in it", ca)
-		}
+		cfg.RootCAs = pool
 	}
 	if adv := v.GetString("advertise-http"); adv != "" {
 		if h, _, err := net.SplitHostPort(adv); err == nil && h != "" {

@@ -96,10 +96,14 @@ func (c *Cluster) Healthy(ctx context.Context, n *Node) bool {
 	return err == nil
 }
 
-// poll calls check until it returns nil or ctx ends, and then returns its last error.
+// poll calls check every pollInterval until it returns nil or ctx ends (see Poll).
 func poll(ctx context.Context, check func() error) error {
-	t := time.NewTicker(pollInterval)
-	defer t.Stop()
+	return Poll(ctx, pollInterval, check)
+}
+
+// Poll calls check, pausing between calls, until it returns nil or ctx ends; then it returns
+// ctx's error wrapped with check's last one.
+func Poll(ctx context.Context, pause time.Duration, check func() error) error {
 	for {
 		err := check()
 		if err == nil {
@@ -108,7 +112,7 @@ func poll(ctx context.Context, check func() error) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (%w)", ctx.Err(), err)
-		case <-t.C:
+		case <-time.After(pause):
 		}
 	}
 }

@@ -95,15 +95,9 @@ func (h *file) Allocate(ctx context.Context, off, size uint64, mode uint32) sysc
 // Fsync makes the file's writes durable (after any delay), or fails and loses them.
 func (h *file) Fsync(context.Context, uint32) syscall.Errno {
 	f := h.fs
-	f.mu.Lock()
-	delay := f.syncDelay()
-	f.mu.Unlock()
-	sleep(delay)
-	f.mu.Lock()
+	failed := f.beginSync()
 	defer f.mu.Unlock()
-	f.stats.Fsyncs++
-	if f.failSync {
-		f.stats.FailedFsyncs++
+	if failed {
 		_ = f.syncFile(h.fd(), true)
 		return syscall.EIO
 	}

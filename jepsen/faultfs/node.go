@@ -109,26 +109,21 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 
 // Mkdir creates a directory, recording the new entry.
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	f := n.fs
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.noSpace {
-		f.stats.NoSpace++
-		return nil, syscall.ENOSPC
-	}
-	dir, errno := n.ino()
-	if errno != 0 {
-		return nil, errno
-	}
-	ch, errno := n.LoopbackNode.Mkdir(ctx, name, mode, out)
-	if errno == 0 {
-		f.record(nsOp{kind: opCreate, dir: dir, name: name})
-	}
-	return ch, errno
+	return n.addEntry(name, func() (*fs.Inode, syscall.Errno) {
+		return n.LoopbackNode.Mkdir(ctx, name, mode, out)
+	})
 }
 
 // Symlink creates a symbolic link, recording the new entry.
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return n.addEntry(name, func() (*fs.Inode, syscall.Errno) {
+		return n.LoopbackNode.Symlink(ctx, target, name, out)
+	})
+}
+
+// addEntry makes the entry name with mk, unless the disk is full, and records it so that a
+// power cut can undo it.
+func (n *node) addEntry(name string, mk func() (*fs.Inode, syscall.Errno)) (*fs.Inode, syscall.Errno) {
 	f := n.fs
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -140,7 +135,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if errno != 0 {
 		return nil, errno
 	}
-	ch, errno := n.LoopbackNode.Symlink(ctx, target, name, out)
+	ch, errno := mk()
 	if errno == 0 {
 		f.record(nsOp{kind: opCreate, dir: dir, name: name})
 	}
@@ -305,15 +300,9 @@ func (n *node) Fsync(_ context.Context, fh fs.FileHandle, _ uint32) syscall.Errn
 
 // fsyncDir makes the pending entries of directory n durable (after any delay), or fails.
 func (f *FS) fsyncDir(n *node) syscall.Errno {
-	f.mu.Lock()
-	delay := f.syncDelay()
-	f.mu.Unlock()
-	sleep(delay)
-	f.mu.Lock()
+	failed := f.beginSync()
 	defer f.mu.Unlock()
-	f.stats.Fsyncs++
-	if f.failSync {
-		f.stats.FailedFsyncs++
+	if failed {
 		return syscall.EIO
 	}
 	ino, errno := n.ino()
@@ -322,6 +311,22 @@ func (f *FS) fsyncDir(n *node) syscall.Errno {
 	}
 	f.syncDir(ino)
 	return 0
+}
+
+// beginSync waits out the sync delay in force, then takes f.mu, which the caller releases, and
+// counts an fsync; true means the fsync is to fail (and is counted as failed).
+func (f *FS) beginSync() (failed bool) {
+	f.mu.Lock()
+	delay := f.syncDelay()
+	f.mu.Unlock()
+	sleep(delay)
+	f.mu.Lock()
+	f.stats.Fsyncs++
+	if f.failSync {
+		f.stats.FailedFsyncs++
+		return true
+	}
+	return false
 }
 
 // OpendirHandle opens a directory with a handle whose fsync goes through the FS.

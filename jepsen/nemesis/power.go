@@ -186,7 +186,7 @@ func (n *Nemesis) audit(ctx context.Context, id int, canaries []history.Op) {
 	ctx, cancel := context.WithTimeout(ctx, auditWait)
 	defer cancel()
 	var ops []history.Op
-	err := pollUntil(ctx, func() error {
+	err := cluster.Poll(ctx, 100*time.Millisecond, func() error {
 		ops = nil
 		l, err := n.c.WaitLeader(ctx)
 		if err != nil {
@@ -247,21 +247,6 @@ func (n *Nemesis) audit(ctx context.Context, id int, canaries []history.Op) {
 			_ = n.c.DestroySession(ctx, l, op.Session)
 		case history.CanaryACL:
 			_ = n.c.DeletePolicy(ctx, l, op.Detail)
-		}
-	}
-}
-
-// pollUntil calls f until it succeeds or ctx ends, and returns its last error.
-func pollUntil(ctx context.Context, f func() error) error {
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (%w)", ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"log"
 	"net"
@@ -31,35 +30,26 @@ const lateTimeout = time.Minute
 // toward the client and toward the target, and loses the requests held back or waiting to be
 // delivered again, as a cut network loses what is in flight.
 type HTTPProxy struct {
-	ln     net.Listener
-	target string // host:port
-	scheme string // the target's: http or https
-	srv    *http.Server
-	accept chan net.Conn   // accepted connections handed to srv
-	fwd    *http.Transport // forwards requests, on pooled connections
-	late   *http.Transport // delivers requests whose client is gone, each on a new connection
-	ctx    context.Context // ends at Close: ends late deliveries
-	cancel context.CancelFunc
+	gate
+	scheme  string // the target's: http or https
+	srv     *http.Server
+	handoff chan net.Conn   // accepted connections handed to srv
+	fwd     *http.Transport // forwards requests, on pooled connections
+	late    *http.Transport // delivers requests whose client is gone, each on a new connection
+	ctx     context.Context // ends at Close: ends late deliveries
+	cancel  context.CancelFunc
 
-	mu      sync.Mutex
-	mode    Mode
-	gen     uint64 // bumped by every mode change: a late request of an older one is lost
-	tracked map[net.Conn]struct{}
-	fault   *RequestFault
-	closed  bool
-	wg      sync.WaitGroup
+	fault *RequestFault // guarded by mu
 }
 
 // ListenHTTP starts an HTTP proxy on a free port of 127.0.0.1 forwarding to target (host:port).
 // serverTLS, if set, makes it serve HTTPS with that configuration's certificate; targetTLS, if
 // set, makes it speak HTTPS to the target.
 func ListenHTTP(target string, serverTLS, targetTLS *tls.Config) (*HTTPProxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("proxy: listen: %w", err)
+	p := &HTTPProxy{scheme: "http", handoff: make(chan net.Conn)}
+	if err := p.listen(target); err != nil {
+		return nil, err
 	}
-	p := &HTTPProxy{ln: ln, target: target, scheme: "http", accept: make(chan net.Conn),
-		tracked: map[net.Conn]struct{}{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if targetTLS != nil {
 		p.scheme = "https"
@@ -91,7 +81,7 @@ func (p *HTTPProxy) transport(targetTLS *tls.Config, oneShot bool) *http.Transpo
 			if err != nil {
 				return nil, err
 			}
-			t, ok := p.track(c)
+			t, ok := p.trackPass(c)
 			if !ok {
 				return nil, errors.New("proxy: cut while dialing")
 			}
@@ -105,36 +95,12 @@ func (p *HTTPProxy) transport(targetTLS *tls.Config, oneShot bool) *http.Transpo
 	}
 }
 
-// Addr is the address to dial instead of the target.
-func (p *HTTPProxy) Addr() string { return p.ln.Addr().String() }
-
-// Target is the address the proxy forwards to.
-func (p *HTTPProxy) Target() string { return p.target }
-
-// Mode is the proxy's current mode.
-func (p *HTTPProxy) Mode() Mode {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.mode
-}
-
 // SetMode changes what the proxy does; any change closes every open connection and loses the
 // requests held back or due to be delivered again.
 func (p *HTTPProxy) SetMode(m Mode) {
-	p.mu.Lock()
-	if p.mode == m {
-		p.mu.Unlock()
-		return
+	if p.setMode(m) {
+		p.fwd.CloseIdleConnections()
 	}
-	p.mode = m
-	p.gen++
-	conns := p.tracked
-	p.tracked = map[net.Conn]struct{}{}
-	p.mu.Unlock()
-	for c := range conns {
-		c.Close()
-	}
-	p.fwd.CloseIdleConnections()
 }
 
 // SetFault installs the fault that decides what happens to each request from now on; nil
@@ -147,16 +113,8 @@ func (p *HTTPProxy) SetFault(f *RequestFault) {
 
 // Close stops the proxy, closes its connections and drops what it held back.
 func (p *HTTPProxy) Close() error {
-	p.mu.Lock()
-	p.closed = true
-	conns := p.tracked
-	p.tracked = map[net.Conn]struct{}{}
-	p.mu.Unlock()
+	err := p.shut()
 	p.cancel()
-	err := p.ln.Close()
-	for c := range conns {
-		c.Close()
-	}
 	p.srv.Close()
 	p.wg.Wait()
 	p.fwd.CloseIdleConnections()
@@ -170,17 +128,14 @@ func (p *HTTPProxy) state() (Mode, uint64, *RequestFault) {
 	return p.mode, p.gen, p.fault
 }
 
-// track registers a connection, wrapped so that closing it unregisters it; false means the
+// trackPass registers a connection, wrapped so that closing it unregisters it; false means the
 // proxy is not passing traffic or is closed.
-func (p *HTTPProxy) track(c net.Conn) (net.Conn, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed || p.mode != Pass {
+func (p *HTTPProxy) trackPass(c net.Conn) (net.Conn, bool) {
+	t := &trackedConn{Conn: c, g: &p.gate}
+	if !p.track(Pass, t) {
 		c.Close()
 		return nil, false
 	}
-	t := &trackedConn{Conn: c, p: p}
-	p.tracked[t] = struct{}{}
 	return t, true
 }
 
@@ -189,13 +144,9 @@ func (p *HTTPProxy) track(c net.Conn) (net.Conn, bool) {
 func (p *HTTPProxy) serve() {
 	defer p.wg.Done()
 	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			time.Sleep(10 * time.Millisecond) // transient accept error, e.g. out of descriptors
-			continue
+		c, ok := p.accept()
+		if !ok {
+			return
 		}
 		switch p.Mode() {
 		case Refuse:
@@ -204,29 +155,15 @@ func (p *HTTPProxy) serve() {
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
-				p.mu.Lock()
-				ok := !p.closed && p.mode == Blackhole
-				if ok {
-					p.tracked[c] = struct{}{}
-				}
-				p.mu.Unlock()
-				if !ok {
-					c.Close()
-					return
-				}
-				io.Copy(io.Discard, c) // until the peer gives up or the mode changes
-				p.mu.Lock()
-				delete(p.tracked, c)
-				p.mu.Unlock()
-				c.Close()
+				p.swallow(c)
 			}()
 		default:
-			t, ok := p.track(c)
+			t, ok := p.trackPass(c)
 			if !ok {
 				continue
 			}
 			select {
-			case p.accept <- t:
+			case p.handoff <- t:
 			case <-p.ctx.Done():
 				t.Close()
 				return
@@ -238,17 +175,13 @@ func (p *HTTPProxy) serve() {
 // trackedConn unregisters itself from its proxy when closed.
 type trackedConn struct {
 	net.Conn
-	p    *HTTPProxy
+	g    *gate
 	once sync.Once
 }
 
 // Close closes the connection and forgets it.
 func (t *trackedConn) Close() error {
-	t.once.Do(func() {
-		t.p.mu.Lock()
-		delete(t.p.tracked, t)
-		t.p.mu.Unlock()
-	})
+	t.once.Do(func() { t.g.forget(t) })
 	return t.Conn.Close()
 }
 
@@ -258,7 +191,7 @@ type chanListener struct{ p *HTTPProxy }
 // Accept returns the next connection the proxy let through.
 func (l *chanListener) Accept() (net.Conn, error) {
 	select {
-	case c := <-l.p.accept:
+	case c := <-l.p.handoff:
 		return c, nil
 	case <-l.p.ctx.Done():
 		return nil, net.ErrClosed

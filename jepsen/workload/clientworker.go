@@ -110,6 +110,15 @@ func (w *ClientWorker) run(ctx context.Context, stop <-chan struct{}) {
 		w.cycle(ctx, stop)
 		return
 	}
+	w.withSessions(ctx, stop, func(s *client.Session, _ bool) {
+		w.take(ctx, stop, s, w.cfg.Locks[w.rng.Intn(len(w.cfg.Locks))])
+	})
+}
+
+// withSessions calls step over and over with a live session until stop closes or ctx ends:
+// a session found lost is closed and replaced by a new one, for which fresh is true; the last
+// one is closed at the end.
+func (w *ClientWorker) withSessions(ctx context.Context, stop <-chan struct{}, step func(s *client.Session, fresh bool)) {
 	var s *client.Session
 	defer func() {
 		if s != nil {
@@ -121,12 +130,13 @@ func (w *ClientWorker) run(ctx context.Context, stop <-chan struct{}) {
 			w.closeSession(ctx, s)
 			s = nil
 		}
-		if s == nil {
+		fresh := s == nil
+		if fresh {
 			if s = w.newSession(ctx, stop); s == nil {
 				return
 			}
 		}
-		w.take(ctx, stop, s, w.cfg.Locks[w.rng.Intn(len(w.cfg.Locks))])
+		step(s, fresh)
 	}
 }
 

@@ -22,23 +22,10 @@ const cycleHold = 5 * time.Millisecond
 // held-by-nobody checker sees such a lock. Cyclers take neither client pauses nor crash cuts,
 // which would end their sessions.
 func (w *ClientWorker) cycle(ctx context.Context, stop <-chan struct{}) {
-	var s *client.Session
 	var mutexes map[string]*client.Mutex
-	defer func() {
-		if s != nil {
-			w.closeSession(ctx, s)
-		}
-	}()
 	next := w.rng.Intn(len(w.cfg.Locks))
-	for !stopped(stop) && ctx.Err() == nil {
-		if s != nil && s.Err() != nil {
-			w.closeSession(ctx, s)
-			s = nil
-		}
-		if s == nil {
-			if s = w.newSession(ctx, stop); s == nil {
-				return
-			}
+	w.withSessions(ctx, stop, func(s *client.Session, fresh bool) {
+		if fresh {
 			mutexes = map[string]*client.Mutex{}
 		}
 		lock := w.cfg.Locks[next%len(w.cfg.Locks)]
@@ -49,7 +36,7 @@ func (w *ClientWorker) cycle(ctx context.Context, stop <-chan struct{}) {
 			mutexes[lock] = m
 		}
 		w.burst(ctx, stop, s, lock, m)
-	}
+	})
 }
 
 // burst cycles on one lock for 0.5 to 1.5 TTL, and then until a cycle's Unlock is acknowledged
