@@ -1,0 +1,14 @@
+// Package docs is raftlock's user documentation. Its only Go is the OpenAPI document of the
+// HTTP API, embedded so that every node serves the one its source tree holds.
+package docs
+
+import (
+	_ "embed"
+	"slices"
+)
+
+//go:embed openapi.yaml
+var openAPI []byte
+
+// OpenAPI returns the OpenAPI 3.1 document of the HTTP API (docs/openapi.yaml).
+func OpenAPI() []byte { return slices.Clone(openAPI) }
