@@ -30,7 +30,7 @@ var shared = devtest.Shared{Options: func() agent.DevOptions { return devOptions
 func TestMain(m *testing.M) {
 	code := shared.Main(m)
 	aclShared.Close()
-	os.Exit(code)
+	os.Exit(specMain(code))
 }
 
 // sharedCluster returns the shared cluster, started (and settled) on first use.
