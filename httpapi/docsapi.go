@@ -19,7 +19,6 @@ func (s *Server) openAPI(c echo.Context) error {
 // all with the console's security headers. They need no token; the page reads the API with
 // the one entered in it.
 func (s *Server) uiRoutes(e *echo.Echo) {
-	e.GET("/ui", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/ui/") })
 	e.GET("/ui/*", func(c echo.Context) error {
 		a, ok := ui.Lookup(c.Param("*"))
 		if !ok {
