@@ -47,9 +47,23 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 		return nil, fmt.Errorf("%w: %s holds %s (a raftlock agent, or raftlock recover, runs on it): stop it first",
 			ErrDataDirInUse, holder, path)
 	}
-	// The pid is only for the message above; a stale one is harmless, the lock decides.
-	_ = os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o640)
+	// The pid is only for the message above; a stale one is harmless, the lock decides. It is
+	// synced, as every file of the node is, so that a power cut finds nothing half written.
+	writePid(path)
 	return &dataDirLock{fl: fl}, nil
+}
+
+// writePid writes this process's id into the lock file and syncs it, through a descriptor of
+// its own (the lock belongs to the flock's, which this does not touch).
+func writePid(path string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0o640)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte(strconv.Itoa(os.Getpid()) + "\n")); err == nil {
+		_ = f.Sync()
+	}
 }
 
 // release lets go of the lock; nil-safe.

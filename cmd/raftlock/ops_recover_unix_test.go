@@ -99,9 +99,10 @@ func TestRecoverAfterLosingTwoOfThreeAndGrowBack(t *testing.T) {
 	all := c.client("n1", "n4", "n5")
 	sameLocks(t, lockTable(t, all), append(before, api.Lock{Name: "after/recover", Held: true, Session: s.ID(), Token: m.Token()}))
 	for _, id := range []string{"n4", "n5"} {
-		if log := c.nodes[id].log.String(); !strings.Contains(log, "promoted to a voter") {
-			t.Fatalf("%s's log does not say it was promoted:\n%s", id, log)
-		}
+		// The leader's configuration names the voter before the node has logged its promotion.
+		waitFor(t, 10*time.Second, id+"'s log to say it was promoted", func() bool {
+			return strings.Contains(c.nodes[id].log.String(), "promoted to a voter")
+		})
 	}
 
 	// n5 removed while it runs: it notices, says so, and stops (exit 0) by itself.
