@@ -1,5 +1,6 @@
 // Package docs is raftlock's user documentation. Its only Go is the OpenAPI document of the
-// HTTP API, embedded so that every node serves the one its source tree holds.
+// HTTP API, embedded so that every node serves the one its source tree holds. It imports
+// nothing of the project.
 package docs
 
 import (
