@@ -94,6 +94,7 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 		}, tc.d.Endpoints()[1], map[string]bool{"": true, "ui": true, "acl": true, "pprof": true})
 	})
 	t.Run("a walkthrough/tls+acl", func(t *testing.T) { testSpecWalkthrough(t, tc) })
+	t.Run("a generated TypeScript client/tls+acl", func(t *testing.T) { testTypeScriptWalkthrough(t, tc) })
 }
 
 // Every node serves the spec, without a token under ACL.
