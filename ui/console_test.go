@@ -33,6 +33,16 @@ import (
 
 const deadline = 10 * time.Second
 
+// skip skips the test, or fails it under RAFTLOCK_TEST_UI=1 (.ci/run), where Chromium is
+// installed and a console test that did not run is a failure.
+func skip(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("RAFTLOCK_TEST_UI") == "1" {
+		t.Fatalf("RAFTLOCK_TEST_UI=1: "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
 // chromium returns the path of a Chromium to drive, or skips the test.
 func chromium(t *testing.T) string {
 	t.Helper()
@@ -41,7 +51,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no Chromium on this machine (Debian: apt-get install chromium): the console test needs one")
+	skip(t, "no Chromium on this machine (Debian: apt-get install chromium): the console test needs one")
 	return ""
 }
 
@@ -64,7 +74,7 @@ func browser(t *testing.T, path, spki string) context.Context {
 	t.Cleanup(func() { cancel(); cancelAlloc() })
 	// The first Run starts the browser, which lives as long as ctx: no timeout on it.
 	if _, err := chromedp.Run(ctx, chromedp.Title()); err != nil {
-		t.Skipf("Chromium at %s cannot start here: %v", path, err)
+		skip(t, "Chromium at %s cannot start here: %v", path, err)
 	}
 	return ctx
 }
@@ -221,10 +231,11 @@ func TestConsoleShowsLocksLiveUnderTLSAndACL(t *testing.T) {
 	lock := "console/db/migrate"
 	token := root.acquire(lock, sid, hostile)
 	took := waitShown(t, tab, "the lock taken through the API appears", func(n []string) bool { return slices.Contains(n, lock) })
+	// How soon is logged, not asserted (a timed assertion fails on a busy machine); what makes
+	// it soon is: a blocking query on the prefix where the node has prefix watches, else a
+	// read twice a second.
 	t.Logf("the lock appeared on the page %v after the API granted it", took)
-	if took > time.Second {
-		t.Errorf("the lock appeared after %v, more than a second", took)
-	}
+	liveMode(t, tab, root)
 	value, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector('#locks tbody tr td.value').textContent`))
 	if err != nil {
 		t.Fatal(err)
@@ -249,9 +260,6 @@ func TestConsoleShowsLocksLiveUnderTLSAndACL(t *testing.T) {
 	root.release(lock, sid, token)
 	took = waitShown(t, tab, "the released lock leaves the page", func(n []string) bool { return !slices.Contains(n, lock) })
 	t.Logf("the released lock left the page after %v", took)
-	if took > time.Second {
-		t.Errorf("the released lock left the page after %v, more than a second", took)
-	}
 
 	// A token that may read console/jobs/ but not console/secret/ sees only the first.
 	policy := "console-reader"
@@ -286,6 +294,22 @@ func TestConsoleShowsLocksLiveUnderTLSAndACL(t *testing.T) {
 }
 
 // pageState describes what the page says of its state, for failure messages.
+// liveMode checks that the page keeps its locks live the best way the node offers: through
+// prefix watches (blocking queries) when a watch request is answered with its "reset" field,
+// else by reading the list twice a second.
+func liveMode(t *testing.T, ctx context.Context, root apiClient) {
+	t.Helper()
+	var w map[string]any
+	root.do(http.MethodGet, "/v1/locks?prefix=console/&index=0", nil, &w)
+	want := "read twice a second"
+	if _, ok := w["reset"]; ok {
+		want = "live (prefix watch)"
+	}
+	waitFor(t, ctx, "the page says it is "+want, `document.getElementById('status').textContent`, func(s string) bool {
+		return strings.Contains(s, want)
+	})
+}
+
 func pageState(ctx context.Context) string {
 	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`['status', 'locks-error', 'sessions-error', 'cluster-error'].map(id => id + ': ' + document.getElementById(id).textContent).join('; ')`))
 	if err != nil {
