@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -302,4 +303,23 @@ func testSpecWalkthrough(t *testing.T, tc specCluster) {
 // findPath matches a request to the spec's operations, its lock name encoded as the spec has it.
 func findPath(req *http.Request) (*v3.PathItem, []*validationerrors.ValidationError, string) {
 	return paths.FindPath(canonical(req.WithContext(context.Background()), nil), spec.model, nil)
+}
+
+// The console is served with its security headers, and not at all with --ui=false.
+func TestConsoleOnlyWithUI(t *testing.T) {
+	node := sharedCluster(t).Agent(0).Node()
+	for _, on := range []bool{true, false} {
+		srv := httpapi.New(node, httpapi.Config{UI: on})
+		for _, path := range []string{"/ui/", "/ui/console.js"} {
+			rec := httptest.NewRecorder()
+			srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+			switch {
+			case on && (rec.Code != http.StatusOK || !strings.Contains(rec.Header().Get("Content-Security-Policy"), "default-src 'none'")):
+				t.Errorf("UI on: GET %s answered %d with CSP %q", path, rec.Code, rec.Header().Get("Content-Security-Policy"))
+			case !on && rec.Code != http.StatusNotFound:
+				t.Errorf("UI off: GET %s answered %d, want 404", path, rec.Code)
+			}
+		}
+		srv.Close()
+	}
 }
