@@ -87,6 +87,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		RateLimit: cfg.RateLimit,
 		ACL:       cfg.ACL,
 		Pprof:     cfg.EnablePprof,
+		UI:        cfg.UI,
 	}
 	if store != nil {
 		peer := store.PeerClientConfig()

@@ -74,6 +74,8 @@ type Config struct {
 	AuditLog string
 	// EnablePprof serves Go's runtime profiles under /debug/pprof/ on the HTTP API address.
 	EnablePprof bool
+	// UI serves the web console under /ui/ on the HTTP API address (on by default).
+	UI bool
 	// ACL requires tokens and checks their policies (docs/acl.md); all nodes must agree on it.
 	ACL bool
 	// MaxSessionsPerToken bounds the sessions one token owns at once under ACL; 0: unlimited.
@@ -123,6 +125,7 @@ func Default() Config {
 		WatchHistoryBytes:  16 << 20,
 		ShutdownTimeout:    10 * time.Second,
 		TLSMinVersion:      "1.2",
+		UI:                 true,
 	}
 }
 
@@ -175,6 +178,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Float64("rate-limit", 0, "write requests per second one client (its token with --acl, else its IP address) may send to this node, burst twice that; beyond it 429 with Retry-After, nothing applied (0: off)")
 	fs.String("audit-log", "", "append one JSON line per state-changing request received by this node to this file (fsynced every second)")
 	fs.Bool("enable-pprof", false, "serve Go's runtime profiles (CPU, heap, goroutines, trace) at /debug/pprof/ on the HTTP API address; with --acl, to tokens with operator:read")
+	fs.Bool("ui", d.UI, "serve the web console at /ui/ on the HTTP API address (--ui=false turns it off); under --acl the page asks for a token")
 	fs.Bool("acl", false, "require a token on every /v1 request but health, ready and the ACL bootstrap, and check its policies; all nodes must agree")
 	fs.Int("max-sessions-per-token", 0, "with --acl, most sessions one token may own at once; beyond it 429 (0: unlimited)")
 	fs.String("agent-token", "", "with --acl, the token (operator:write) this agent sends to join, publish its HTTP address and leave")
@@ -240,6 +244,7 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		RateLimit:           v.GetFloat64("rate-limit"),
 		AuditLog:            v.GetString("audit-log"),
 		EnablePprof:         v.GetBool("enable-pprof"),
+		UI:                  v.GetBool("ui"),
 		ACL:                 v.GetBool("acl"),
 		MaxSessionsPerToken: v.GetInt("max-sessions-per-token"),
 		AgentToken:          v.GetString("agent-token"),

@@ -28,8 +28,9 @@ type identity struct {
 // log and the rate limiter.
 const accessorKey = "raftlock.accessor"
 
-// openPaths need no token: health checks, and the bootstrap that creates the first token.
-var openPaths = map[string]bool{"/v1/health": true, "/v1/ready": true, "/v1/acl/bootstrap": true}
+// openPaths need no token: health checks, the API's description, and the bootstrap that
+// creates the first token.
+var openPaths = map[string]bool{"/v1/health": true, "/v1/ready": true, "/v1/openapi.yaml": true, "/v1/acl/bootstrap": true}
 
 // requestSecret returns the token secret a request carries in X-Raftlock-Token or, failing
 // that, as "Authorization: Bearer <secret>"; "" if none.

@@ -22,7 +22,9 @@ import (
 
 // HTTP helpers: requests, answers and their checks.
 
-var httpClient = &http.Client{Timeout: 60 * time.Second}
+// httpClient sends every request of the suite; each exchange is checked against
+// docs/openapi.yaml (openapi_check_test.go).
+var httpClient = checking(&http.Client{Timeout: 60 * time.Second})
 
 // response is one answer of the server, read in full.
 type response struct {

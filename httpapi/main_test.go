@@ -29,7 +29,7 @@ const deadline = 10 * time.Second
 var shared = devtest.Shared{Options: func() agent.DevOptions { return devOptions(nil) }, Settle: settle}
 
 func TestMain(m *testing.M) {
-	os.Exit(testkit.Main(m, shared.Close, aclShared.Close))
+	os.Exit(specMain(testkit.Main(m, shared.Close, aclShared.Close)))
 }
 
 // sharedCluster returns the shared cluster, started (and settled) on first use.

@@ -129,6 +129,9 @@ type Config struct {
 	// Pprof serves Go's runtime profiles of this node under /debug/pprof/; under ACL they need
 	// operator:read.
 	Pprof bool
+	// UI serves the web console under /ui/ (package ui). Its files need no token; the page
+	// asks for one under ACL and reads the API with it.
+	UI bool
 }
 
 // Server serves the v1 API for one node.
@@ -294,12 +297,16 @@ func (s *Server) routes() *echo.Echo {
 	v1.PUT(snapshotPath[len("/v1"):], s.restoreSnapshot)
 	v1.GET("/health", s.health)
 	v1.GET("/ready", s.ready)
+	v1.GET("/openapi.yaml", s.openAPI)
 	if s.cfg.ACL {
 		s.aclRoutes(v1.Group("/acl"))
 	}
 	e.GET("/metrics", echo.WrapHandler(s.metrics.handler()))
 	if s.cfg.Pprof {
 		s.pprofRoutes(e.Group("/debug/pprof"))
+	}
+	if s.cfg.UI {
+		s.uiRoutes(e)
 	}
 	return e
 }

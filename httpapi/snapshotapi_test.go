@@ -81,10 +81,10 @@ func TestSnapshotRestoreThroughAFollowerIsAuditedAndUnlimited(t *testing.T) {
 	var op api.NewToken
 	ok(t, doAs(t, root.SecretID, http.MethodPost, leader+"/v1/acl/policies", api.Policy{Name: "op", Operator: "write", Locks: []api.LockRule{}}), http.StatusOK, nil)
 	ok(t, doAs(t, root.SecretID, http.MethodPost, leader+"/v1/acl/tokens", api.CreateTokenRequest{Policies: []string{"op"}}), http.StatusOK, &op)
-	refused(t, doAs(t, op.SecretID, http.MethodPut, follower+"/v1/snapshot", saved.body), http.StatusForbidden, "management")
+	refused(t, restoreAs(t, op.SecretID, follower, saved.body), http.StatusForbidden, "management")
 	damaged := bytes.Clone(saved.body)
 	damaged[len(damaged)/2] ^= 1
-	apiError(t, doAs(t, root.SecretID, http.MethodPut, leader+"/v1/snapshot", damaged), http.StatusBadRequest, api.CodeInvalidArgument)
+	apiError(t, restoreAs(t, root.SecretID, leader, damaged), http.StatusBadRequest, api.CodeInvalidArgument)
 	apiError(t, doAs(t, root.SecretID, http.MethodPut, leader+"/v1/snapshot?index_gap=x", saved.body), http.StatusBadRequest, api.CodeInvalidArgument)
 
 	// A blocking query waiting at the leader when the restore happens answers then, though
@@ -100,7 +100,7 @@ func TestSnapshotRestoreThroughAFollowerIsAuditedAndUnlimited(t *testing.T) {
 		return ""
 	})
 	var res api.RestoreResponse
-	ok(t, doAs(t, root.SecretID, http.MethodPut, follower+"/v1/snapshot", saved.body), http.StatusOK, &res)
+	ok(t, restoreAs(t, root.SecretID, follower, saved.body), http.StatusOK, &res)
 	var watched api.Lock
 	ok(t, await(t, watch, "the blocking query"), http.StatusOK, &watched)
 	if !watched.Held || watched.Value != value {
@@ -203,4 +203,17 @@ func TestMembershipAdditions(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// restoreAs sends a backup file to PUT /v1/snapshot through ep with a token, as a file: an
+// application/octet-stream body.
+func restoreAs(t *testing.T, secret, ep string, backup []byte) response {
+	t.Helper()
+	hdr := as(secret)
+	hdr.Set("Content-Type", "application/octet-stream")
+	r := rawDo(http.MethodPut, ep+"/v1/snapshot", backup, hdr)
+	if r.err != nil {
+		t.Fatalf("PUT %s/v1/snapshot: %v", ep, r.err)
+	}
+	return r
 }
