@@ -116,7 +116,8 @@ func runPhases(ctx context.Context, cfg Config, wcfg workload.Config, c *cluster
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
+	go func() { defer wg.Done(); watchElections(ctx, stop, c, rec) }()
 	go func() {
 		defer wg.Done()
 		if err := wl.Run(ctx, stop); err != nil {
