@@ -50,6 +50,9 @@ type Node struct {
 	cancelLoops context.CancelFunc
 	wg          sync.WaitGroup
 	closed      atomic.Bool
+
+	// dirLock keeps other nodes off the data directory until the stores are closed.
+	dirLock *dirLock
 }
 
 // New opens the stores in cfg.DataDir, starts Raft and, when the data directory is new and an
@@ -62,12 +65,18 @@ func New(cfg Config) (*Node, error) {
 	if err := mkdirAllDurable(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	kind, err := resolveLogStore(cfg.LogStore, cfg.DataDir)
 	if err != nil {
+		lock.unlock()
 		return nil, err
 	}
 	cfg.LogStore = kind
 	n := &Node{
+		dirLock:  lock,
 		cfg:      cfg,
 		log:      cfg.Logger.Named("cluster"),
 		events:   newNotifier(),
@@ -238,6 +247,7 @@ func (n *Node) closeResources() {
 	if n.store != nil {
 		n.store.Close()
 	}
+	n.dirLock.unlock() // after the stores: nothing of this node writes to the directory now
 	n.httpc.CloseIdleConnections()
 }
 
