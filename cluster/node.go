@@ -53,6 +53,8 @@ type Node struct {
 
 	// dirLock keeps other nodes off the data directory until the stores are closed.
 	dirLock *dirLock
+	// mux shares the Raft port with the API (Config.APIOnRaftPort); nil without it.
+	mux *portMux
 }
 
 // New opens the stores in cfg.DataDir, starts Raft and, when the data directory is new and an
@@ -130,6 +132,10 @@ func (n *Node) open() error {
 		stream.Listener = tlsutil.NewListener(ln, cfg.TLS.RaftServer, tlsutil.ListenerOptions{OnRefused: n.refusedPeer,
 			MaxHandshakes: cfg.TLS.MaxHandshakes, MaxHandshakesPerHost: (cfg.TLS.MaxHandshakes + 3) / 4})
 		stream.dialTLS = cfg.TLS.RaftClient
+	}
+	if cfg.APIOnRaftPort {
+		n.mux = newPortMux(stream.Listener)
+		stream.Listener = n.mux.raft
 	}
 	tcfg := &raft.NetworkTransportConfig{
 		Stream:  stream,
