@@ -21,13 +21,13 @@ const testTimeout = 30 * time.Second
 // group is a cluster of embedded nodes in this test process, as the replicas of a service
 // would run them, one per process.
 type group struct {
-	t     *testing.T
+	t     testing.TB
 	cfgs  []embed.Config
 	nodes []*embed.Node
 }
 
 // startGroup starts size nodes that bootstrap one cluster; tune adjusts each node's config.
-func startGroup(t *testing.T, size int, tune func(i int, c *embed.Config)) *group {
+func startGroup(t testing.TB, size int, tune func(i int, c *embed.Config)) *group {
 	t.Helper()
 	g := &group{t: t, nodes: make([]*embed.Node, size)}
 	peers := map[string]string{}

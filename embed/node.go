@@ -29,6 +29,7 @@ type Node struct {
 	client   *client.Client
 	endpoint string // the in-process client's endpoint: a name, never dialled
 	adv      string // the Raft address the other members reach this node at
+	httpAddr string // the bound address of Config.HTTPAddr's API; "" without it
 
 	failed   chan error    // the first fatal error, from a callback or a server
 	closing  chan struct{} // closed when the node begins to stop
@@ -83,7 +84,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			n.wg.Wait()
 			return nil, fmt.Errorf("embed: http listen: %w", err)
 		}
-		n.serve("the HTTP API on "+cfg.HTTPAddr, func() error { return n.api.Serve(hl) })
+		n.httpAddr = hl.Addr().String()
+		n.serve("the HTTP API on "+n.httpAddr, func() error { return n.api.Serve(hl) })
 	}
 	n.wg.Add(1)
 	go n.monitor()
@@ -172,6 +174,10 @@ func (n *Node) ID() string { return n.cfg.ID }
 
 // RaftAddr returns the address the other members reach this node at, for their Join.
 func (n *Node) RaftAddr() string { return n.adv }
+
+// HTTPAddr returns the address the HTTP API listens on with Config.HTTPAddr (its port chosen
+// if the config said 0), or "" without it.
+func (n *Node) HTTPAddr() string { return n.httpAddr }
 
 // Cluster returns the Raft node underneath, for what the client does not offer (its status,
 // membership changes); package cluster documents it.
