@@ -43,5 +43,6 @@
 // without TLS, whoever reaches the Raft port could already forge Raft messages. A replica
 // therefore opens one port to the others, and none to anyone else unless Config.HTTPAddr asks.
 //
-// It imports client, cluster, httpapi and tlsutil; nothing of the project imports it.
+// It imports client, cluster, httpapi, tlsutil and internal/version; nothing of the project
+// imports it but its example and tests.
 package embed

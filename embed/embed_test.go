@@ -195,3 +195,25 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A node the cluster removes from its members stops, and says so: it would otherwise go on
+// with a client that reaches nothing current.
+func TestRemovedNodeStopsWithErrRemoved(t *testing.T) {
+	g := startGroup(t, 3, nil)
+	ctx := testCtx(t)
+	l, f := g.leader(), g.follower()
+	if err := g.nodes[l].Cluster().RemoveMember(ctx, g.nodes[f].ID()); err != nil {
+		t.Fatalf("removing %s: %v", g.nodes[f].ID(), err)
+	}
+	select {
+	case <-g.nodes[f].Done():
+	case <-ctx.Done():
+		t.Fatalf("a removed node still runs: Err %v", g.nodes[f].Err())
+	}
+	if !errors.Is(g.nodes[f].Err(), embed.ErrRemoved) {
+		t.Fatalf("Err of a removed node: %v, want ErrRemoved", g.nodes[f].Err())
+	}
+	if err := g.nodes[l].Err(); err != nil {
+		t.Fatalf("the leader stopped too: %v", err)
+	}
+}

@@ -21,6 +21,11 @@ import (
 // ErrClosed is what Node.Err returns after Close.
 var ErrClosed = errors.New("embed: node closed")
 
+// ErrRemoved is what Node.Err returns once the cluster removed this node from its members: it
+// no longer receives the log, so it stops; its data directory is of no further use (a replica
+// that should come back starts on an empty one, with Join).
+var ErrRemoved = errors.New("embed: node stopped: removed from the cluster")
+
 // Node is a raftlock node running in this process, with a client bound to it.
 type Node struct {
 	cfg      Config
@@ -192,12 +197,13 @@ func (n *Node) WaitLeader(ctx context.Context) error {
 }
 
 // Done is closed once the node has stopped: after Close, or on its own when it cannot go on (a
-// failed write to its disk, a server of its API that failed); Err says why.
+// failed write to its disk, a server of its API that failed, its removal from the cluster);
+// Err says why.
 func (n *Node) Done() <-chan struct{} { return n.done }
 
 // Err returns nil while the node runs, ErrClosed after Close, and otherwise why it stopped: an
-// error matching cluster.ErrStorageFailed when its disk failed, or the failure of a server of
-// its API (its listener closed under it).
+// error matching cluster.ErrStorageFailed when its disk failed, ErrRemoved when the cluster
+// removed it, or the failure of a server of its API (its listener closed under it).
 func (n *Node) Err() error {
 	select {
 	case <-n.done:
@@ -280,5 +286,7 @@ func (n *Node) monitor() {
 	case <-n.closing:
 	case err := <-n.failed:
 		n.halt(err)
+	case <-n.node.Removed():
+		n.halt(ErrRemoved)
 	}
 }

@@ -49,7 +49,7 @@ func TestReadmeEmbeddingProgram(t *testing.T) {
 	second.Dir = dir
 	msg, err := second.CombinedOutput()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || !strings.Contains(string(msg), "in use by another node") {
+	if !errors.As(err, &ee) || !strings.Contains(string(msg), "data dir is in use") {
 		t.Fatalf("a second copy on the same data directory: %v, %s", err, msg)
 	}
 	if err := first.Process.Signal(syscall.SIGINT); err != nil {
