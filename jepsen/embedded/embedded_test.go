@@ -3,7 +3,9 @@ package embedded
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -177,13 +179,19 @@ func (r *run) nemesis(d time.Duration) {
 	}
 }
 
-// holder returns a process whose workers believe they hold a lock, if one does, else any.
+// holder returns a process whose workers believe they hold a lock, waiting up to 5 s for one
+// (holds last 50–500 ms, and a process just started may hold none yet), else any: a fault
+// that strikes no holder tests nothing.
 func (r *run) holder() string {
-	for _, i := range r.rng.Perm(len(r.ids)) {
-		id := r.ids[i]
-		if hist := r.current(id); hist != "" && openBeliefs(r.t, hist) > 0 {
-			return id
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, i := range r.rng.Perm(len(r.ids)) {
+			id := r.ids[i]
+			if hist := r.current(id); hist != "" && openBeliefs(r.t, hist) > 0 {
+				return id
+			}
 		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	return r.ids[r.rng.IntN(len(r.ids))]
 }
@@ -200,8 +208,12 @@ func (r *run) current(id string) string {
 	return last
 }
 
-// openBeliefs counts the beliefs of a history file that have not ended.
+// openBeliefs counts the beliefs of a history file that have not ended; none before its
+// process has created the file.
 func openBeliefs(t *testing.T, name string) int {
+	if _, err := os.Stat(name); errors.Is(err, fs.ErrNotExist) {
+		return 0
+	}
 	n := 0
 	for _, op := range readHistory(t, name) {
 		if op.Kind == history.Believe && op.Detail == detailKilled {
