@@ -111,6 +111,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		SnapshotThreshold:  cfg.SnapshotThreshold,
 		SnapshotInterval:   cfg.SnapshotInterval,
 		TrailingLogs:       cfg.TrailingLogs,
+		WatchHistoryBytes:  cfg.WatchHistoryBytes,
 		Token:              cfg.AgentToken,
 		TLS:                nodeTLS,
 		Logger:             log,

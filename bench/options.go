@@ -18,6 +18,8 @@ const (
 	Contended   = "contended"
 	Sessions    = "sessions"
 	Failover    = "failover"
+	// Watch is not part of "all": its many watchers need the nodes' --max-connections raised.
+	Watch = "watch"
 )
 
 // Via values: which node the clients send their requests to first.
@@ -52,7 +54,7 @@ func ParseWorkloads(s string) ([]string, error) {
 		case w == "":
 		case w == "all":
 			out = append(out, AllWorkloads()...)
-		case slices.Contains(AllWorkloads(), w):
+		case slices.Contains(AllWorkloads(), w) || w == Watch:
 			out = append(out, w)
 		default:
 			return nil, fmt.Errorf("%w: unknown workload %q (want %s or all)", ErrOptions, w,
@@ -98,6 +100,13 @@ type Options struct {
 	SessionWorkers int
 	// FailoverTrials is the number of leader kills; default 5.
 	FailoverTrials int
+	// Watchers is the number of prefix watches of the watch workload, spread over the nodes;
+	// default 1,000. WatchChanges is the number of changes it makes, one at a time; default 20.
+	// WatchStale makes the watches stale reads, each answered by the node it is sent to;
+	// otherwise followers forward them to the leader.
+	Watchers     int
+	WatchChanges int
+	WatchStale   bool
 	// KillProcesses lets the failover workload SIGKILL and restart the nodes' processes when
 	// they do not run in this process (Dev is nil); without it that workload is skipped, so
 	// that measuring a cluster never kills its nodes unasked.
@@ -146,6 +155,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.FailoverTrials == 0 {
 		o.FailoverTrials = 5
 	}
+	if o.Watchers == 0 {
+		o.Watchers = 1000
+	}
+	if o.WatchChanges == 0 {
+		o.WatchChanges = 20
+	}
 	if o.Via == "" {
 		o.Via = ViaLeader
 	}
@@ -157,6 +172,9 @@ func (o Options) withDefaults() (Options, error) {
 		if c < 1 || c > 10_000 {
 			errs = append(errs, fmt.Errorf("%w: client count %d (want 1 to 10000)", ErrOptions, c))
 		}
+	}
+	if o.Watchers < 1 || o.Watchers > 100_000 || o.WatchChanges < 1 {
+		errs = append(errs, fmt.Errorf("%w: watchers (1 to 100000) and watch changes must be positive", ErrOptions))
 	}
 	if o.Sessions < 1 || o.SessionWorkers < 1 || o.FailoverTrials < 1 {
 		errs = append(errs, fmt.Errorf("%w: sessions, session workers and failover trials must be positive", ErrOptions))

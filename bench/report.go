@@ -15,6 +15,7 @@ type Report struct {
 	Contended   []ContendedResult   `json:"contended,omitempty"`
 	Sessions    *SessionsResult     `json:"sessions,omitempty"`
 	Failover    *FailoverResult     `json:"failover,omitempty"`
+	Watch       *WatchResult        `json:"watch,omitempty"`
 }
 
 // Environment says where the figures come from.
@@ -77,6 +78,9 @@ func (r *Report) Violations() []string {
 	}
 	if f := r.Failover; f != nil && f.Failed > 0 {
 		out = append(out, fmt.Sprintf("failover: %d of %d trials never recovered", f.Failed, len(f.Trials)))
+	}
+	if w := r.Watch; w != nil && (w.Missed > 0 || w.OutOfOrder > 0 || w.Resets > 0) {
+		out = append(out, fmt.Sprintf("watch: %d deliveries missed, %d out of order, %d resets", w.Missed, w.OutOfOrder, w.Resets))
 	}
 	return out
 }
@@ -160,6 +164,7 @@ func (r *Report) WriteTable(out io.Writer) error {
 				msStr(f.Recovery.Max), msStr(f.Election.P50), msStr(f.Election.Max), f.Failed)
 		}
 	}
+	r.Watch.writeTable(tw)
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("bench: writing table: %w", err)
 	}
@@ -211,6 +216,7 @@ func (r *Report) writeNotes(out io.Writer) {
 			notes = append(notes, note)
 		}
 	}
+	notes = append(notes, r.Watch.notes(r.Environment.Dev)...)
 	for _, s := range r.errorSamples() {
 		notes = append(notes, "error: "+s)
 	}
@@ -240,6 +246,11 @@ func (r *Report) errorSamples() []string {
 	if s := r.Sessions; s != nil {
 		for _, e := range s.ErrorSamples {
 			out = append(out, "sessions: "+e)
+		}
+	}
+	if w := r.Watch; w != nil {
+		for _, e := range w.ErrorSamples {
+			out = append(out, "watch: "+e)
 		}
 	}
 	return out

@@ -35,7 +35,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	rep.Environment.StealPercent, err = stealDuring(func() error {
-		for _, w := range AllWorkloads() {
+		for _, w := range append(AllWorkloads(), Watch) {
 			if !slices.Contains(opts.Workloads, w) {
 				continue
 			}
@@ -97,6 +97,17 @@ func (r *runner) runWorkload(ctx context.Context, w string, rep *Report) error {
 			return err
 		}
 		rep.Sessions = &res
+	case Watch:
+		var res WatchResult
+		steal, err := stealDuring(func() (err error) {
+			res, err = r.watch(ctx)
+			return err
+		})
+		res.StealPercent = steal
+		rep.Watch = &res
+		if err != nil {
+			return err
+		}
 	case Failover:
 		res, err := r.failover(ctx)
 		rep.Failover = &res // the trials so far, even after an error: they name the nodes it killed

@@ -1,11 +1,13 @@
 package client
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +45,12 @@ type Client struct {
 	// single endpoint.
 	router *leaderRouter
 	raw    Raw // the HTTP API on this client (Raw)
+
+	// closed ends with Close: the renewals in flight give up, no session renews after it.
+	closed      context.Context
+	closeClient context.CancelFunc
+	mu          sync.Mutex
+	sessions    map[*Session]struct{} // live sessions, ended by Close
 }
 
 // Option configures a Client.
@@ -147,6 +155,8 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		c.router = newLeaderRouter(c)
 	}
 	c.renewer = &renewer{c: c}
+	c.closed, c.closeClient = context.WithCancel(context.Background())
+	c.sessions = map[*Session]struct{}{}
 	c.raw.c = c
 	rt := o.transport
 	if rt == nil {
@@ -182,8 +192,21 @@ func (c *Client) Endpoints() []string {
 	return append([]string(nil), c.endpoints...)
 }
 
-// Close releases idle connections. Sessions of the client should be closed first.
+// Close ends the client: its live sessions stop renewing and count as lost with
+// ErrSessionClosed (their Mutexes forget their holds, then Done closes; on the server they end
+// when their TTL runs out, so Close each Session first to release at once), and idle
+// connections are released.
 func (c *Client) Close() error {
+	c.closeClient()
+	c.mu.Lock()
+	live := make([]*Session, 0, len(c.sessions))
+	for s := range c.sessions {
+		live = append(live, s)
+	}
+	c.mu.Unlock()
+	for _, s := range live {
+		s.end(errorf("%w: its client was closed", ErrSessionClosed))
+	}
 	if c.router != nil {
 		c.router.close()
 	}

@@ -22,7 +22,11 @@
 //     server; an attempt that ends without a hold is withdrawn in the background, and Unlock
 //     fences the attempt that won, so no request delayed in the network can take the lock for a
 //     session that does not know it holds it.
-//   - [Election] elects one leader among candidates and lets anyone observe who leads.
+//   - [Election] elects one leader among candidates and lets anyone observe who leads, and
+//     when nobody does.
+//   - [Client.WatchPrefix] follows every lock under a prefix: the prefix as it stands, then
+//     each change in log order, through leader changes and failed nodes, with a resync (told
+//     apart from a change) whenever the cluster can no longer tell every change since.
 //   - [Fence] is for the protected resource: it remembers the highest token seen per lock and
 //     rejects operations that carry a lower one.
 //   - [Raw], from [Client.Raw], is the HTTP API one method per endpoint (docs/api.md), for
@@ -70,6 +74,19 @@
 //	if err := m.Lock(ctx); err != nil { ... }
 //	defer m.Unlock(context.Background())
 //	doWork(m.Context(), m.Token()) // stop when m.Context() is done; send the token along
+//
+// Following every lock under a prefix:
+//
+//	for ev := range c.WatchPrefix(ctx, "jobs/") {
+//		switch {
+//		case ev.Err != nil:
+//			log.Fatal(ev.Err) // e.g. a token that may not read the prefix
+//		case ev.Resync:
+//			replaceAll(ev.Locks) // every held or awaited lock; the others are free
+//		default:
+//			apply(ev.Lock) // one change, in log order; Held is false once released
+//		}
+//	}
 //
 // The package imports only the standard library, the wire types of
 // github.com/raftlock/raftlock/api and hclog; it never imports a server package.

@@ -177,21 +177,23 @@ func (e *Election) Leader(ctx context.Context) (*api.Lock, error) {
 	return l, nil
 }
 
-// Observe returns a channel of leader changes; see Client.Observe.
+// Observe returns a channel of leader changes and vacancies; see Client.Observe.
 func (e *Election) Observe(ctx context.Context) <-chan api.Lock {
 	return e.s.c.Observe(ctx, e.name)
 }
 
-// Observe reports the leaders of the election (the holders of lock name) as they change: the
-// current leader first, if any, then each new leader or new value. It uses the API's blocking
-// queries, so a change is seen at once without polling. Vacancies are not reported. The
-// channel is closed when ctx is done. Observing needs no session.
+// Observe reports the leaders of the election (the holders of lock name) as they change:
+// first the state as it stands, then each new leader or new value, and each vacancy — a lock
+// with Held false, when the leader resigned or was lost and nobody took its place in the same
+// command. It uses the API's blocking queries, so a change is seen at once without polling; a
+// leader that comes and goes between two of them may not be seen. The channel is closed when
+// ctx is done. Observing needs no session.
 func (c *Client) Observe(ctx context.Context, name string) <-chan api.Lock {
 	ch := make(chan api.Lock)
 	go func() {
 		defer close(ch)
 		var index uint64
-		var last api.Lock
+		var last *api.Lock
 		for attempt := 0; ctx.Err() == nil; {
 			l, err := c.watchLock(ctx, name, index, observeWait, nil)
 			if err != nil {
@@ -199,12 +201,8 @@ func (c *Client) Observe(ctx context.Context, name string) <-chan api.Lock {
 					return
 				}
 				c.logger.Debug("observe failed; asking again", "lock", name, "error", err)
-				t := time.NewTimer(c.backoff(attempt))
-				select {
-				case <-ctx.Done():
-					t.Stop()
+				if !sleepCtx(ctx, c.backoff(attempt)) {
 					return
-				case <-t.C:
 				}
 				attempt++
 				continue
@@ -212,16 +210,25 @@ func (c *Client) Observe(ctx context.Context, name string) <-chan api.Lock {
 			attempt = 0
 			// A lock never taken has modify_index 0; index 1 then waits for its first change.
 			index = max(l.ModifyIndex, 1)
-			if !l.Held || (l.Session == last.Session && l.Token == last.Token && l.Value == last.Value) {
+			if last != nil && sameLeader(*last, *l) {
 				continue
 			}
 			select {
 			case ch <- *l:
-				last = *l
+				last = l
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
 	return ch
+}
+
+// sameLeader reports whether two states of an election show the same leader with the same
+// value, or both a vacancy.
+func sameLeader(a, b api.Lock) bool {
+	if !a.Held || !b.Held {
+		return a.Held == b.Held
+	}
+	return a.Session == b.Session && a.Token == b.Token && a.Value == b.Value
 }

@@ -39,6 +39,9 @@ func TestElectionSurvivesLeaderNodeCrashAndObserveFollows(t *testing.T) {
 		}
 		observer := tr.client(t, dev)
 		obs := observer.Observe(ctx, name)
+		if l := nextLeader(t, obs); l.Held {
+			t.Fatalf("observed %+v before any campaign, want a vacancy", l)
+		}
 
 		if err := e1.Campaign(ctx, "one"); err != nil {
 			t.Fatal(err)
@@ -76,7 +79,12 @@ func TestElectionSurvivesLeaderNodeCrashAndObserveFollows(t *testing.T) {
 		if err := <-campaign2; err != nil {
 			t.Fatalf("second campaign: %v", err)
 		}
+		// The lock goes to the waiting candidate in the release, or, if the crash cut its wait
+		// short and it asked again, a little after a vacancy.
 		l2 := nextLeader(t, obs)
+		if !l2.Held {
+			l2 = nextLeader(t, obs)
+		}
 		if l2.Value != "two" || l2.Token != e2.Token() || l2.Token <= oldToken {
 			t.Fatalf("observed %+v, want two with token %d > %d", l2, e2.Token(), oldToken)
 		}
@@ -108,4 +116,58 @@ func TestProclamationDelayedPastResignDoesNotElect(t *testing.T) {
 			t.Fatalf("after the late proclamation, lock %+v (%v): want nobody elected", l, err)
 		}
 	})
+}
+
+// Observe reports a vacancy (no leader) as well as each new leader: when the leader resigns
+// with nobody waiting, and when its session is lost; a handoff to a waiting candidate is a
+// new leader, with no vacancy between.
+func TestObserveReportsVacancies(t *testing.T) {
+	dev := sharedCluster(t)
+	ctx := testCtx(t, 45*time.Second)
+	c := newClient(t, dev.Endpoints())
+	name := lockName(t, "e")
+	obs := c.Observe(ctx, name)
+	if l := nextLeader(t, obs); l.Held {
+		t.Fatalf("first observation %+v: want a vacancy", l)
+	}
+	e1 := client.NewElection(newSession(t, c), name)
+	if err := e1.Campaign(ctx, "one"); err != nil {
+		t.Fatal(err)
+	}
+	if l := nextLeader(t, obs); !l.Held || l.Token != e1.Token() {
+		t.Fatalf("observed %+v, want the leader under %d", l, e1.Token())
+	}
+	if err := e1.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := nextLeader(t, obs); l.Held || l.Name != name {
+		t.Fatalf("observed %+v after the leader resigned, want a vacancy", l)
+	}
+	s2 := newSession(t, c)
+	e2 := client.NewElection(s2, name)
+	if err := e2.Campaign(ctx, "two"); err != nil {
+		t.Fatal(err)
+	}
+	e3 := client.NewElection(newSession(t, c), name)
+	campaign3 := make(chan error, 1)
+	go func() { campaign3 <- e3.Campaign(ctx, "three") }()
+	if l := nextLeader(t, obs); !l.Held || l.Value != "two" {
+		t.Fatalf("observed %+v, want two", l)
+	}
+	waitWaiters(ctx, t, c, name, 1)
+	if err := s2.Close(ctx); err != nil { // the leader's session ends: the lock goes to e3 at once
+		t.Fatal(err)
+	}
+	if err := <-campaign3; err != nil {
+		t.Fatal(err)
+	}
+	if l := nextLeader(t, obs); !l.Held || l.Value != "three" || l.Token != e3.Token() {
+		t.Fatalf("observed %+v, want three with no vacancy before", l)
+	}
+	if err := e3.Session().Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := nextLeader(t, obs); l.Held {
+		t.Fatalf("observed %+v after the leader's session ended, want a vacancy", l)
+	}
 }

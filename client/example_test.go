@@ -100,6 +100,10 @@ func ExampleElection() {
 	e := client.NewElection(s, "services/scheduler")
 	go func() {
 		for leader := range e.Observe(ctx) {
+			if !leader.Held {
+				log.Printf("nobody leads")
+				continue
+			}
 			log.Printf("leader is now %s (token %d)", leader.Value, leader.Token)
 		}
 	}()

@@ -114,7 +114,7 @@ func (r *renewer) send(batch []*renewCall) {
 	if len(live) == 0 {
 		return
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithDeadline(r.c.closed, deadline)
 	defer cancel()
 	ids := make([]string, len(live))
 	for i, c := range live {
@@ -125,7 +125,7 @@ func (r *renewer) send(batch []*renewCall) {
 		r.single.Store(true)
 		for _, c := range live {
 			go func() {
-				ctx, cancel := context.WithDeadline(context.Background(), c.deadline)
+				ctx, cancel := context.WithDeadline(r.c.closed, c.deadline)
 				defer cancel()
 				c.done <- r.renewOne(ctx, c.id, c.attempt)
 			}()

@@ -104,6 +104,9 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	if o.lockDelay > 0 {
 		req.LockDelay = o.lockDelay.String()
 	}
+	if c.closed.Err() != nil {
+		return nil, errorf("creating session: %w: the client was closed", ErrSessionClosed)
+	}
 	sent := time.Now()
 	info, err := c.createSession(ctx, req)
 	if err != nil {
@@ -121,6 +124,15 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	// Learn now, not in the middle of a Lock, whether the cluster numbers attempts.
 	c.supports(ctx, featureAttemptNumbers)
+	c.mu.Lock()
+	if c.closed.Err() != nil { // Close came while the session was being created
+		c.mu.Unlock()
+		s.lose(errorf("%w: its client was closed", ErrSessionClosed))
+		_, _ = c.destroySession(ctx, s.info.ID)
+		return nil, errorf("creating session: %w: the client was closed", ErrSessionClosed)
+	}
+	c.sessions[s] = struct{}{}
+	c.mu.Unlock()
 	go s.keepAlive()
 	return s, nil
 }
@@ -190,14 +202,19 @@ func (s *Session) deadlineLocked() time.Time { return s.lastAck.Add(s.ttl - s.ma
 // Done closes first, so that work under the session's locks stops before they are released.
 // A session the server no longer knows is not an error.
 func (s *Session) Close(ctx context.Context) error {
-	s.lose(ErrSessionClosed)
-	s.stopOnce.Do(func() { close(s.stop) })
-	<-s.loopDone
+	s.end(ErrSessionClosed)
 	_, err := s.c.destroySession(ctx, s.info.ID)
 	if err != nil && !errors.Is(err, ErrSessionNotFound) {
 		return errorf("destroying session %s: %w", s.info.ID, err)
 	}
 	return nil
+}
+
+// end loses the session for reason and waits until it has stopped renewing.
+func (s *Session) end(reason error) {
+	s.lose(reason)
+	s.stopOnce.Do(func() { close(s.stop) })
+	<-s.loopDone
 }
 
 // lose marks the session lost for reason; only the first reason counts. Err is set first,
@@ -421,6 +438,11 @@ type renewResult struct {
 // keepAlive renews the session until it is lost or closed.
 func (s *Session) keepAlive() {
 	defer close(s.loopDone)
+	defer func() {
+		s.c.mu.Lock()
+		delete(s.c.sessions, s)
+		s.c.mu.Unlock()
+	}()
 	s.mu.Lock()
 	deadline := s.deadlineLocked()
 	last := s.lastAck

@@ -214,3 +214,47 @@ func TestSessionDeadlineRunsFromTheRenewalsSending(t *testing.T) {
 		t.Fatalf("a margin of TTL/2: %v, want ErrInvalidArgument", err)
 	}
 }
+
+// Closing a client ends its live sessions: each counts as lost with ErrSessionClosed, its
+// Mutex forgets its hold before Done closes, no renewal is sent after Close returns, and no
+// session can be created on the closed client.
+func TestClosingTheClientEndsItsSessions(t *testing.T) {
+	dev := sharedCluster(t)
+	ctx := testCtx(t, 30*time.Second)
+	ct := &countingTransport{calls: map[string]int{}, next: http.DefaultTransport}
+	c, err := client.New(dev.Endpoints(), client.WithTransport(ct))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, s2 := newSession(t, c, client.WithTTL(2*time.Second)), newSession(t, c, client.WithTTL(2*time.Second))
+	m := client.NewMutex(s1, lockName(t, "closed"))
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held := m.Context()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range []*client.Session{s1, s2} {
+		select {
+		case <-s.Done():
+		default:
+			t.Fatalf("session %d: Done is open after the client's Close", i)
+		}
+		if !errors.Is(s.Err(), client.ErrSessionClosed) {
+			t.Errorf("session %d: Err = %v, want ErrSessionClosed", i, s.Err())
+		}
+	}
+	if held.Err() == nil || m.Token() != 0 {
+		t.Errorf("the Mutex still believes it holds (context %v, token %d)", held.Err(), m.Token())
+	}
+	renewals := ct.count("POST /v1/sessions/renew")
+	if _, err := c.NewSession(ctx); !errors.Is(err, client.ErrSessionClosed) {
+		t.Errorf("NewSession on a closed client: %v, want ErrSessionClosed", err)
+	}
+	// Three quarters of a TTL: live sessions would have renewed twice each by now.
+	time.Sleep(1500 * time.Millisecond) // a span in which nothing may happen; there is no event to await
+	if after := ct.count("POST /v1/sessions/renew"); after != renewals {
+		t.Errorf("%d renewals sent after the client was closed", after-renewals)
+	}
+}

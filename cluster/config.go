@@ -58,6 +58,10 @@ type Config struct {
 	TrailingLogs       uint64
 	// ApplyTimeout bounds how long a proposal may wait to enter the leader's queue.
 	ApplyTimeout time.Duration
+	// WatchHistoryBytes bounds the memory of the node's log of recent lock changes, from which
+	// prefix watches are answered; default DefaultWatchHistoryBytes. A watch from an index
+	// older than the log's oldest change is answered the whole prefix instead.
+	WatchHistoryBytes int
 
 	// Token is the ACL token sent (as X-Raftlock-Token) with the requests this node makes to
 	// other members' APIs: joining, publishing its HTTP address, leaving. With ACLs on they

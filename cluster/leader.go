@@ -34,6 +34,9 @@ func (n *Node) monitorLeadership() {
 			}
 			n.readyTerm.Store(0)
 			n.timers.deactivate()
+			if !leading {
+				n.changes.wakeAll(false) // linearizable watches waiting here must fail, not wait on
+			}
 			if leading {
 				var ctx context.Context
 				ctx, cancel = context.WithCancel(context.Background())

@@ -33,6 +33,10 @@ type Node struct {
 	verify  *confirmer
 	gate    *featureGate
 	stats   counters
+
+	// changes keeps the latest lock changes, for prefix watches.
+	changes *changeLog
+
 	// refusals logs refused Raft handshakes (with TLS).
 	refusals *tlsutil.RefusalLog
 	// httpc makes the node's own requests to other members' APIs (join, publish, leave).
@@ -89,6 +93,7 @@ func New(cfg Config) (*Node, error) {
 		dirLock:   dirLock,
 		log:       cfg.Logger.Named("cluster"),
 		events:    newNotifier(),
+		changes:   newChangeLog(cfg.WatchHistoryBytes),
 		leaderCh:  make(chan bool, 16),
 		stop:      make(chan struct{}),
 		removedCh: make(chan struct{}),
@@ -285,6 +290,7 @@ func (n *Node) Close() error {
 	n.wg.Wait()
 	n.timers.deactivate()
 	n.events.closeAll()
+	n.changes.wakeAll(true)
 	n.closeResources()
 	return err
 }

@@ -43,6 +43,7 @@ func (n *Node) propose(ctx context.Context, c *fsm.Command) (fsm.Result, error) 
 // Observe implements fsm.Observer: it wakes waiters, moves the leader's timers and counts.
 func (n *Node) Observe(events []fsm.Event) {
 	n.events.observe(events)
+	n.changes.observe(events)
 	n.timers.observe(events)
 	n.stats.observe(events)
 	n.gate.observe(events)

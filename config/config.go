@@ -60,6 +60,9 @@ type Config struct {
 	// progress (a quarter of it from one IP address); 0: no bound.
 	MaxRaftHandshakes int
 	MaxSessions       int
+	// WatchHistoryBytes bounds the memory of the node's log of recent lock changes, from which
+	// prefix watches are answered.
+	WatchHistoryBytes int
 	MaxWaitersPerLock int
 	ShutdownTimeout   time.Duration
 	LeaveOnShutdown   bool
@@ -117,6 +120,7 @@ func Default() Config {
 		MaxRaftHandshakes:  256,
 		MaxSessions:        1_000_000,
 		MaxWaitersPerLock:  10_000,
+		WatchHistoryBytes:  16 << 20,
 		ShutdownTimeout:    10 * time.Second,
 		TLSMinVersion:      "1.2",
 	}
@@ -160,6 +164,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Int("max-raft-handshakes", d.MaxRaftHandshakes, "with TLS, most incoming Raft connections in their TLS handshake at once, and a quarter of that from one IP address; more are closed at once (0: no limit)")
 	fs.Int("max-sessions", d.MaxSessions, "most sessions the cluster holds (0: unlimited)")
 	fs.Int("max-waiters-per-lock", d.MaxWaitersPerLock, "most queued acquires per lock (0: unlimited)")
+	fs.Int("watch-history-bytes", d.WatchHistoryBytes, "memory for this node's log of recent lock changes, from which prefix watches are answered; a watch from an index older than it remembers gets the whole prefix (between 65536 and 1073741824)")
 	fs.Duration("shutdown-timeout", d.ShutdownTimeout, "how long a graceful shutdown may take")
 	fs.Bool("leave-on-shutdown", false, "on SIGINT/SIGTERM, leave the cluster for good instead of just stopping")
 	fs.String("tls-cert-file", "", "this node's certificate (PEM); with --tls-key-file, the API is served over HTTPS only and Raft, forwarding and --join use mutual TLS")
@@ -224,6 +229,7 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		MaxRaftHandshakes:   v.GetInt("max-raft-handshakes"),
 		MaxSessions:         v.GetInt("max-sessions"),
 		MaxWaitersPerLock:   v.GetInt("max-waiters-per-lock"),
+		WatchHistoryBytes:   v.GetInt("watch-history-bytes"),
 		ShutdownTimeout:     v.GetDuration("shutdown-timeout"),
 		LeaveOnShutdown:     v.GetBool("leave-on-shutdown"),
 		TLSCertFile:         v.GetString("tls-cert-file"),
@@ -371,6 +377,9 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateEdge()...)
 	if c.MaxSessions < 0 || c.MaxWaitersPerLock < 0 {
 		bad("--max-sessions and --max-waiters-per-lock must not be negative")
+	}
+	if c.WatchHistoryBytes < 64<<10 || c.WatchHistoryBytes > 1<<30 {
+		bad("--watch-history-bytes %d must lie between 65536 and 1073741824", c.WatchHistoryBytes)
 	}
 	if c.MaxSessionsPerToken < 0 {
 		bad("--max-sessions-per-token %d must be 0 (unlimited) or more", c.MaxSessionsPerToken)

@@ -77,7 +77,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			out[i] = Result{Index: l.Index, Err: err}
 			continue
 		}
+		from := len(a.events)
 		r := a.apply(&c)
+		a.describeChanges(from)
 		r.Index = l.Index
 		out[i] = r
 	}
@@ -235,16 +237,18 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			return fmt.Errorf("fsm: restore: %w: the snapshot uses feature %q", ErrNewerFormat, feature)
 		}
 	}
+	at := st.lastChange()
 	f.mu.Lock()
 	f.st = st
 	if index, term, ok := positionOf(rc); ok {
 		f.applied.Store(index)
 		f.appliedTerm = term
+		at = index // a restored backup's state may hold only changes far below its index
 	}
 	f.restores.Add(1)
 	f.mu.Unlock()
 	if f.observer != nil {
-		f.observer.Observe([]Event{{Kind: EventRestored}})
+		f.observer.Observe([]Event{{Kind: EventRestored, Index: at}})
 	}
 	return nil
 }

@@ -140,12 +140,12 @@ type EventKind uint8
 // Kinds of events.
 const (
 	EventGranted         EventKind = iota + 1 // Session was granted Lock with Token
-	EventLockChanged                          // Lock's visible state changed at Index
+	EventLockChanged                          // Lock's visible state changed at Index; State is it after the command
 	EventSessionCreated                       // Session was created with TTL
 	EventSessionEnded                         // Session ended (expired or destroyed)
 	EventDelayStarted                         // Lock is delayed until DelayUntil
 	EventMembersChanged                       // the membership metadata changed
-	EventRestored                             // the whole state was replaced from a snapshot
+	EventRestored                             // the whole state was replaced from a snapshot; Index is its log index where its reader tells it, else its last lock change
 	EventReleased                             // Session's hold on Lock ended (release, destroy or expiry)
 	EventFeaturesChanged                      // features were enabled
 	EventWaitDropped                          // Session's wait for Lock was dropped (its token was deleted)
@@ -164,6 +164,10 @@ type Event struct {
 	Delay time.Duration
 	// Expired is set on EventSessionEnded when the session expired rather than was destroyed.
 	Expired bool
+	// State is, on EventLockChanged, the lock's state once the whole command has applied, with
+	// ModifyIndex set to Index (a lock the command left free reads as free). A command reports
+	// each lock it changed once.
+	State LockInfo
 }
 
 // Observer learns about the effects of applied commands. Observe is called after the state

@@ -370,6 +370,9 @@ func (s *Server) listLocks(c echo.Context) error {
 		return err
 	}
 	prefix := c.QueryParam("prefix")
+	if q.block {
+		return s.watchLocks(c, q, prefix)
+	}
 	return s.read(c, q, func() error {
 		caller, err := s.caller(c)
 		if err != nil {

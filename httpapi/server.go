@@ -23,7 +23,12 @@ import (
 	"github.com/raftlock/raftlock/tlsutil"
 )
 
-// Node is what the API needs from a cluster node; *cluster.Node implements it.
+// Node is what the API needs from a cluster node. *cluster.Node is its only implementation, and
+// the handlers are tested against real clusters on 127.0.0.1; the interface is here for the
+// few paths a real cluster cannot be made to take on demand (a leader deposed without knowing
+// it yet), which tests drive through a stand-in. It is one interface, not one per handler
+// group: every group needs the node's identity, leadership and ACLs, so the split would
+// repeat those methods in each.
 type Node interface {
 	ID() string
 	IsLeader() bool
@@ -45,6 +50,8 @@ type Node interface {
 	DelayLeft(name string, until int64) time.Duration
 	ReadBarrier(ctx context.Context) error
 	WatchLock(name string) <-chan struct{}
+	WatchPrefix(prefix string) <-chan struct{}
+	Changes(prefix string, after uint64, limit int) cluster.Changes
 	AddMember(ctx context.Context, id, raftAddr, httpAddr string) error
 	AddNonvoter(ctx context.Context, id, raftAddr, httpAddr string) error
 	PromoteMember(ctx context.Context, id string) error
@@ -144,6 +151,9 @@ type Server struct {
 	peersMu     sync.Mutex
 	peers       *http.Server
 	peersClosed bool
+
+	// answering bounds the woken watches answered at once (see watchAnswer).
+	answering chan struct{}
 }
 
 // New returns a server for node; call Serve to start it.
@@ -175,6 +185,7 @@ func New(node Node, cfg Config) *Server {
 	cfg.Limits.setDefaults()
 	s := &Server{cfg: cfg, node: node, log: cfg.Logger.Named("http")}
 	s.closing, s.closingStart = context.WithCancel(context.Background())
+	s.answering = make(chan struct{}, maxAnswering())
 	s.fwd = newForwarder(s)
 	s.metrics = newMetrics(node)
 	s.refusals = tlsutil.NewRefusalLog(s.log, hclog.Debug, "closed an API connection: TLS handshake failed")

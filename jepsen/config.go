@@ -62,6 +62,13 @@ type Config struct {
 	// default, a quarter of the client workers (at least one). It is capped at the client
 	// workers.
 	Cyclers int
+	// Watchers is the number of prefix watchers of every lock of the run, in turn raw
+	// linearizable, raw stale and through the Go client's WatchPrefix; every acknowledged
+	// change must reach each of them, in order.
+	Watchers int
+	// DropWatchChanges makes the watchers leave one change in seven out of the history: a
+	// self-test the watch checker must flag.
+	DropWatchChanges bool
 	// Workload says how the workers hold locks: WorkloadRaw (one HTTP request per op),
 	// WorkloadClient (through the Go client) or WorkloadAll (half and half, the default).
 	Workload string
@@ -131,6 +138,7 @@ func DefaultConfig() Config {
 		LogLevel:           "info",
 		Workload:           WorkloadAll,
 		Cyclers:            -1,
+		Watchers:           3,
 	}
 }
 
@@ -164,6 +172,7 @@ func (c Config) String() string {
 	}
 	s := fmt.Sprintf("nodes=%d time=%s nemesis=%s seed=%d workload=%s workers=%d cyclers=%d locks=%d ttl=%s election-timeout=%s heartbeat-timeout=%s leader-lease=%s",
 		c.Nodes, c.Time, faults, c.Seed, c.workload(), c.Workers, c.CycleWorkers(), c.Locks, c.TTL, c.ElectionTimeout, c.HeartbeatTimeout, c.LeaderLeaseTimeout)
+	s += fmt.Sprintf(" watchers=%d", c.Watchers)
 	if c.LockDelay != 0 {
 		s += " lock-delay=" + c.LockDelay.String()
 	}
@@ -188,6 +197,9 @@ func (c Config) String() string {
 	if c.IgnoreTokens {
 		s += " resource=IGNORES-TOKENS(self-test)"
 	}
+	if c.DropWatchChanges {
+		s += " watchers=DROP-CHANGES(self-test)"
+	}
 	if c.IgnoreDone {
 		s += " client-workers=IGNORE-DONE(self-test)"
 	}
@@ -210,6 +222,10 @@ func (c Config) validate() error {
 	switch {
 	case c.Nodes < 1:
 		return fmt.Errorf("jepsen: --nodes %d: need at least 1", c.Nodes)
+	case c.Watchers < 0:
+		return fmt.Errorf("jepsen: --watchers %d: must not be negative", c.Watchers)
+	case c.DropWatchChanges && c.Watchers == 0:
+		return fmt.Errorf("jepsen: dropping watch changes needs watchers")
 	case c.Workers < 1 || c.Locks < 1:
 		return fmt.Errorf("jepsen: need at least one worker and one lock")
 	case c.TTL < 2*time.Second:

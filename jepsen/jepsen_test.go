@@ -30,6 +30,9 @@ const scenarioTime = 25 * time.Second
 // selfTestTime is how long the self-tests run: long enough for a few client pauses.
 const selfTestTime = 20 * time.Second
 
+// watchSelfTestTime is how long the watch self-test runs: enough changes for some to be missed.
+const watchSelfTestTime = 8 * time.Second
+
 // powerSelfTestTime is how long the no-fsync self-test runs: two or three power cuts.
 const powerSelfTestTime = 12 * time.Second
 
@@ -331,6 +334,25 @@ func TestScenarios(t *testing.T) {
 		l, _ := rep.Result("linearizable")
 		if d.Valid && l.Valid {
 			t.Errorf("agents that skip the log's fsync must fail durability or linearizability under power-loss-all:\n%s\n%s", d.Line(), l.Line())
+		}
+	})
+	// Watchers that leave one change in seven out of the history, as a watcher that misses
+	// changes would: the watch checker must flag them, and nothing else fail.
+	t.Run("self-test-dropping-watch-changes", func(t *testing.T) {
+		t.Parallel()
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		rep, _ := runScenario(t, ctx, bin, func(c *Config) {
+			c.Faults, c.Seed, c.DropWatchChanges, c.Time = nil, 25, true, watchSelfTestTime
+		})
+		w, _ := rep.Result("watch")
+		if w.Valid || !strings.Contains(strings.Join(w.Examples, "\n"), "was never told") {
+			t.Errorf("watchers that miss changes must fail watch: %s", w)
+		}
+		for _, r := range rep.Results {
+			if r.Name != "watch" && !r.Valid {
+				t.Errorf("only watch may fail when watchers miss changes: %s", r.Line())
+			}
 		}
 	})
 	// Go-client workers that ignore Done go on believing they hold a lock while paused, after

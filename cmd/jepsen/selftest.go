@@ -49,7 +49,8 @@ func recheck(cfg jepsen.Config, path string, stdout, stderr io.Writer) int {
 // selfTest checks that the checkers bite: every synthetic history gets its expected verdict, a
 // run whose resource ignores tokens, under client pauses, fails the fencing checker, a run
 // whose Go-client workers ignore Done (they go on believing they hold a lock after their
-// session is gone), under client pauses, fails the belief checker, and (where FUSE works) a run
+// session is gone), under client pauses, fails the belief checker, a run whose watchers miss
+// changes fails the watch checker, and (where FUSE works) a run
 // whose agents skip the log's fsync, under power losses of every node, fails durability or
 // linearizability.
 func selfTest(ctx context.Context, cfg jepsen.Config, stdout, stderr io.Writer) int {
@@ -102,6 +103,20 @@ func selfTest(ctx context.Context, cfg jepsen.Config, stdout, stderr io.Writer) 
 	rep.Print(stdout)
 	belief, _ := rep.Result("belief")
 	expect(!belief.Valid, "belief flags the workers that go on believing after their session is gone: %s", belief.Line())
+
+	fmt.Fprintln(stdout, "\n== watchers that miss one change in seven (must fail watch)")
+	drop := cfg
+	drop.DropWatchChanges, drop.Watchers = true, max(cfg.Watchers, 2)
+	drop.Faults = nil
+	drop.Time = min(cfg.Time, 10*time.Second)
+	drop.Dir = filepath.Join(cfg.Dir, "drop-watch-changes")
+	if rep, err = jepsen.Run(ctx, drop); err != nil {
+		fmt.Fprintln(stderr, "jepsen:", err)
+		return exitError
+	}
+	rep.Print(stdout)
+	watch, _ := rep.Result("watch")
+	expect(!watch.Valid, "watch flags the watchers that miss changes: %s", watch.Line())
 
 	fmt.Fprintln(stdout, "\n== agents that skip the Raft log's fsync, under power losses of every node (must fail durability or linearizability)")
 	if err := faultfs.Available(); err != nil {

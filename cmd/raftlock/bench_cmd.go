@@ -33,6 +33,9 @@ type benchFlags struct {
 	sessionTTL     time.Duration
 	sessionWorkers int
 	trials         int
+	watchers       int
+	watchChanges   int
+	watchStale     bool
 	supervised     bool
 	via            string
 	jsonFile       string
@@ -66,6 +69,11 @@ started in this process with --dev, each for --duration after --warmup:
                this machine: the bench finds the leader's process by its ports and starts it
                again after each trial with the same command line, directory and environment
                (--supervised: waits for a supervisor such as systemd to do that instead)
+  watch        --watchers prefix watches (default 1000) spread over the nodes, told of
+               --watch-changes changes made one at a time: time from a change to the last
+               watcher told, the servers' CPU per change and idle, each node's memory; every
+               change must reach every watcher, in order. Only when named (not by "all"):
+               10,000 watchers need the nodes' --max-connections raised
 
 A live progress line is shown when stdout is a terminal; the figures end in a table, and
 --json FILE writes them with the environment. With --dev every node and the bench share one
@@ -78,6 +86,7 @@ with its management token.`,
 		Example: `  raftlock bench --dev --workload all --duration 10s
   raftlock bench --endpoints http://10.0.0.1:7001,http://10.0.0.2:7001 --workload uncontended --clients 64
   raftlock bench --dev --workload sessions --sessions 100000 --json sessions.json
+  raftlock bench --endpoints http://127.0.0.1:17001 --workload watch --watchers 10000
   raftlock bench --dev --tls --workload uncontended   # with TLS: compare with the same run without --tls
   raftlock bench --dev --secure --workload uncontended   # TLS and ACLs
   raftlock bench --endpoints https://10.0.0.1:7001 --ca-file ca.pem --cert-file c.pem --key-file c-key.pem --token $SECRET`,
@@ -99,12 +108,15 @@ with its management token.`,
 	fl.StringVar(&f.logLevel, "log-level", "off", "with --dev: log level of the nodes (off, error, warn, info, debug, trace)")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measurement time of each workload")
 	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "warm-up before each measurement")
-	fl.StringVar(&f.workload, "workload", "all", "comma-separated: uncontended, contended, sessions, failover, or all")
+	fl.StringVar(&f.workload, "workload", "all", "comma-separated: uncontended, contended, sessions, failover, watch, or all (all but watch)")
 	fl.IntSliceVar(&f.clients, "clients", nil, "client counts of the lock workloads (default 1,8,64 uncontended; 8,64 contended)")
 	fl.IntVar(&f.sessions, "sessions", 10_000, "sessions of the sessions workload")
 	fl.DurationVar(&f.sessionTTL, "session-ttl", 10*time.Second, "TTL of the sessions of the sessions workload")
 	fl.IntVar(&f.sessionWorkers, "session-workers", 4, "goroutines that renew the sessions, each in batches")
 	fl.IntVar(&f.trials, "failover-trials", 5, "leader kills of the failover workload")
+	fl.IntVar(&f.watchers, "watchers", 1000, "prefix watches of the watch workload, spread over the nodes")
+	fl.IntVar(&f.watchChanges, "watch-changes", 20, "changes the watch workload makes, one at a time")
+	fl.BoolVar(&f.watchStale, "watch-stale", false, "watch workload: stale watches, each answered by the node it is sent to (default: linearizable, forwarded to the leader)")
 	fl.BoolVar(&f.supervised, "supervised", false, "failover with --endpoints: a supervisor restarts killed nodes; wait for it instead of restarting them")
 	fl.StringVar(&f.via, "via", bench.ViaLeader, "send requests first to: leader, follower (stays there: measures forwarding) or given (endpoint order, then the leader once known, as any Go client)")
 	fl.StringVar(&f.jsonFile, "json", "", "also write the figures and the environment as JSON to this file")
@@ -132,6 +144,9 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
 		SessionTTL:     f.sessionTTL,
 		SessionWorkers: f.sessionWorkers,
 		FailoverTrials: f.trials,
+		Watchers:       f.watchers,
+		WatchChanges:   f.watchChanges,
+		WatchStale:     f.watchStale,
 		Supervised:     f.supervised,
 		// Killing the processes of a cluster it did not start needs asking by name, not "all".
 		KillProcesses: strings.Contains(strings.ToLower(f.workload), bench.Failover),

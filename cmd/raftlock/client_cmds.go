@@ -59,6 +59,7 @@ func addClientCommands(root *cobra.Command) {
 		newElectCmd(),
 		newLocksCmd(),
 		newLockInfoCmd(),
+		newWatchCmd(),
 		newSessionsCmd(),
 		newMembersCmd(),
 		newStatusCmd(),

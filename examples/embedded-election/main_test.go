@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // envMain makes the test binary run the command instead of the tests: the test starts three
@@ -22,7 +24,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(testkit.Main(m))
 }
 
 // moveBound is how soon after the leader's death another replica must run the job.

@@ -12,20 +12,21 @@ const module = "github.com/raftlock/raftlock/"
 // allowed lists, for every package of the module, the packages of the module it may import
 // (tests aside). A package missing here fails the test too: a new package states its place.
 var allowed = map[string][]string{
-	"api":              nil,
-	"fsm":              nil,
-	"config":           nil,
-	"tlsutil":          nil,
-	"internal/version": nil,
-	"backup":           {"fsm"},
-	"cluster":          {"api", "backup", "fsm", "tlsutil"},
-	"httpapi":          {"api", "backup", "cluster", "fsm", "tlsutil"},
-	"agent":            {"cluster", "config", "fsm", "httpapi", "internal/version", "tlsutil"},
-	"internal/devtest": {"agent"},
+	"api":               nil,
+	"fsm":               nil,
+	"config":            nil,
+	"tlsutil":           nil,
+	"internal/version":  nil,
+	"backup":            {"fsm"},
+	"cluster":           {"api", "backup", "fsm", "tlsutil"},
+	"httpapi":           {"api", "backup", "cluster", "fsm", "tlsutil"},
+	"agent":             {"cluster", "config", "fsm", "httpapi", "internal/version", "tlsutil"},
+	"internal/devtest":  {"agent"},
+	"internal/archtest": nil,
+	"internal/testkit":  nil,
 	// A node inside a Go program: the node, its API, and a client bound to it in memory.
 	"embed":                      {"client", "cluster", "httpapi", "internal/version", "tlsutil"},
 	"examples/embedded-election": {"client", "embed"},
-	"internal/archtest":          nil,
 	// The Go client speaks HTTP only: never a server package.
 	"client": {"api"},
 	"bench":  {"agent", "api", "client"},

@@ -16,6 +16,7 @@ func CheckHistory(ops []history.Op, cfg Config) ([]Result, *Linearizability) {
 		CheckBelief(ops, cfg),
 		CheckHeldByNobody(ops, cfg),
 		CheckDisk(ops, cfg),
+		CheckWatch(ops, cfg),
 	}, lin
 }
 

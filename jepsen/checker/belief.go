@@ -30,7 +30,8 @@ func serverSighting(op history.Op) (seen, bool) {
 	switch {
 	case op.Kind == history.ClientAcquire && op.Type == history.Fail && op.Code == api.CodeLockHeld && op.OutSession != "":
 		return seen{holder: op.OutSession, token: op.OutToken, from: op.Invoke, to: op.Complete, op: op}, true
-	case op.Kind == history.Read && op.Type == history.OK && !op.Held:
+	case op.Kind == history.Read && op.Type == history.OK && !op.Held,
+		op.Kind == history.Observe && op.Type == history.OK && !op.Held: // a vacancy an observer was told of
 		return seen{from: op.Invoke, to: op.Complete, op: op}, true
 	}
 	return seen{}, false
@@ -245,8 +246,8 @@ func (b *beliefCheck) observers(ops []history.Op) {
 	}
 	last := map[key]history.Op{}
 	for _, op := range ops { // in completion order
-		if op.Kind != history.Observe || op.Type != history.OK {
-			continue
+		if op.Kind != history.Observe || op.Type != history.OK || !op.Held {
+			continue // a vacancy has no token to compare
 		}
 		k := key{op.Process, op.Lock}
 		if prev, ok := last[k]; ok && op.OutToken < prev.OutToken {

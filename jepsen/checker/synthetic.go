@@ -161,6 +161,8 @@ func SyntheticCases() []Case {
 	cases = append(cases, beliefCases()...)
 	cases = append(cases, heldByNobodyCases()...)
 	cases = append(cases, powerCases()...)
+	cases = append(cases, watchCases()...)
+	cases = append(cases, observeCases()...)
 	return cases
 }
 

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/internal/testkit"
 	"github.com/raftlock/raftlock/jepsen/checker"
 	"github.com/raftlock/raftlock/jepsen/history"
 )
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 		workerMain()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(testkit.Main(m))
 }
 
 // runTime is how long the workload runs under faults.

@@ -69,8 +69,23 @@ const (
 	ClientSessionEnd Kind = "client_session_end"
 	// Observe is a leader reported by client.Client.Observe: Lock held by OutSession under
 	// OutToken at some instant between Invoke (when the observer began waiting for this
-	// report) and Complete (when it received it).
+	// report) and Complete (when it received it); or, with Held false, a vacancy: Lock free at
+	// such an instant.
 	Observe Kind = "observe"
+	// WatchChange is one change a prefix watcher received (GET /v1/locks?prefix=&index=Index):
+	// Lock as it was right after the command at OutIndex (Held, OutSession, OutToken), in the
+	// answer to the request sent at Invoke and received at Complete. Detail "reset" marks a
+	// lock listed by a reset answer (the whole prefix), which follows its WatchReset.
+	WatchChange Kind = "watch_change"
+	// WatchReset is an answer that told a watcher to take the whole prefix (reset): it asked
+	// from Index and goes on from OutIndex; the changes in between are not delivered one by
+	// one. The locks it listed follow as WatchChange ops with Detail "reset"; one it left out
+	// is free.
+	WatchReset Kind = "watch_reset"
+	// WatchEnd is the end of a watcher: ok once its index reached OutIndex, the index of a
+	// linearizable watch answer asked at Invoke (after the workload stopped), so that it has
+	// been told of every change acknowledged before Invoke; info if it could not get there.
+	WatchEnd Kind = "watch_end"
 	// Nemesis is the start or stop of a fault (Fault, Action, FaultID, Detail).
 	Nemesis Kind = "nemesis"
 	// Canary is a write the nemesis makes, through the leader, while a power cut is about to

@@ -51,6 +51,11 @@ type Config struct {
 	// as it lives and does fast Lock/Unlock cycles on it, in bursts on one lock at a time (see
 	// ClientWorker.cycle).
 	Cyclers int
+	// Watchers is the number of prefix watchers of every lock of the run (see Workload.watch).
+	Watchers int
+	// DropWatchChanges makes the watchers leave every seventh change they receive out of the
+	// history, as a watcher that misses changes would (a self-test the watch checker must flag).
+	DropWatchChanges bool
 	// IgnoreDone makes the client workers ignore the end of their holds' contexts: they go on
 	// believing they hold a lock after their session is gone (a self-test the belief checker
 	// must flag).
@@ -68,7 +73,8 @@ type Config struct {
 }
 
 // Processes are the process ids of the workload's ops: the workers, then a liveness probe and
-// an observer per lock, then the lock-table sampler. A secure run gives each its own token.
+// an observer per lock, then the lock-table sampler, then the watchers. A secure run gives
+// each its own token.
 func (c Config) Processes() []int {
 	var out []int
 	for i := range c.Workers {
@@ -77,13 +83,18 @@ func (c Config) Processes() []int {
 	for i := range c.Locks {
 		out = append(out, probeProcess(c, i), observerProcess(c, i))
 	}
-	return append(out, samplerProcess(c))
+	out = append(out, samplerProcess(c))
+	for i := range c.Watchers {
+		out = append(out, watcherProcess(c, i))
+	}
+	return out
 }
 
 func renewerProcess(c Config, worker int) int { return c.Workers + worker }
 func probeProcess(c Config, lock int) int     { return 2*c.Workers + lock }
 func observerProcess(c Config, lock int) int  { return 3*c.Workers + lock }
 func samplerProcess(c Config) int             { return 4*c.Workers + len(c.Locks) }
+func watcherProcess(c Config, i int) int      { return samplerProcess(c) + 1 + i }
 
 // token is the token of process: a worker's renewals use the worker's own, since a session
 // may be renewed only by the token that made it.
@@ -212,6 +223,7 @@ func (wl *Workload) Run(ctx context.Context, stop <-chan struct{}) error {
 		defer wg.Done()
 		wl.sample(ctx, stop)
 	}()
+	wl.watch(ctx, stop, &wg)
 	for i := 0; i < raw; i++ {
 		w := &Worker{id: i, cfg: wl.cfg, c: wl.c, res: wl.res, rec: wl.rec, pauses: wl.pauses, crashes: &wl.crashes,
 			rng: rand.New(rand.NewSource(wl.cfg.Seed*1000 + int64(i)))}
