@@ -21,87 +21,87 @@ import (
 // A client WithToken works against a cluster started with --acl, within what the token's
 // policies allow; the ACL methods manage policies and tokens.
 func TestWithTokenAgainstAnACLCluster(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	dev, err := agent.StartDev(ctx, agent.DevOptions{Tune: func(c *config.Config) { c.ACL = true }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	eps := dev.Endpoints()
+	eachTransport(t, func(t *testing.T, tr transport) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		dev, err := agent.StartDev(ctx, agent.DevOptions{Tune: func(c *config.Config) { c.ACL = true }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { dev.Close() })
+		anon := tr.client(t, dev, client.WithRetryTimeout(0))
+		if _, err := anon.Raw().Locks(ctx, ""); !errors.Is(err, client.ErrUnauthorized) {
+			t.Fatalf("a client without a token: %v", err)
+		}
+		boot, err := anon.Raw().ACLBootstrap(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := anon.Raw().ACLBootstrap(ctx); !errors.Is(err, client.ErrForbidden) {
+			t.Fatalf("second bootstrap: %v", err)
+		}
+		admin := tr.client(t, dev, client.WithToken(boot.SecretID))
+		if _, err := admin.Raw().CreatePolicy(ctx, api.Policy{Name: "jobs", Locks: []api.LockRule{{Prefix: "jobs/", Access: "write"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.Raw().CreatePolicy(ctx, api.Policy{Name: "jobs"}); !errors.Is(err, client.ErrAlreadyExists) {
+			t.Fatalf("second create: %v", err)
+		}
+		if p, err := admin.Raw().PutPolicy(ctx, api.Policy{Name: "jobs", Locks: []api.LockRule{{Prefix: "jobs/", Access: "write"}, {Prefix: "", Access: "read"}}}); err != nil || len(p.Locks) != 2 {
+			t.Fatalf("put: %+v %v", p, err)
+		}
+		if ps, err := admin.Raw().Policies(ctx); err != nil || len(ps) != 2 {
+			t.Fatalf("policies %+v %v", ps, err)
+		}
+		tok, err := admin.Raw().CreateToken(ctx, api.CreateTokenRequest{Description: "worker", Policies: []string{"jobs"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		worker := tr.client(t, dev, client.WithToken(tok.SecretID))
+		m := lockedMutex(ctx, t, worker, "jobs/a")
+		if self, err := worker.Raw().TokenSelf(ctx); err != nil || self.AccessorID != tok.AccessorID {
+			t.Fatalf("self %+v %v", self, err)
+		}
+		s := newSession(t, worker)
+		if err := client.NewMutex(s, "db/a").TryLock(ctx); !errors.Is(err, client.ErrForbidden) {
+			t.Fatalf("a lock outside the policy: %v", err)
+		}
 
-	anon := newClient(t, eps, client.WithRetryTimeout(0))
-	if _, err := anon.Raw().Locks(ctx, ""); !errors.Is(err, client.ErrUnauthorized) {
-		t.Fatalf("a client without a token: %v", err)
-	}
-	boot, err := anon.Raw().ACLBootstrap(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := anon.Raw().ACLBootstrap(ctx); !errors.Is(err, client.ErrForbidden) {
-		t.Fatalf("second bootstrap: %v", err)
-	}
-	admin := newClient(t, eps, client.WithToken(boot.SecretID))
-	if _, err := admin.Raw().CreatePolicy(ctx, api.Policy{Name: "jobs", Locks: []api.LockRule{{Prefix: "jobs/", Access: "write"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Raw().CreatePolicy(ctx, api.Policy{Name: "jobs"}); !errors.Is(err, client.ErrAlreadyExists) {
-		t.Fatalf("second create: %v", err)
-	}
-	if p, err := admin.Raw().PutPolicy(ctx, api.Policy{Name: "jobs", Locks: []api.LockRule{{Prefix: "jobs/", Access: "write"}, {Prefix: "", Access: "read"}}}); err != nil || len(p.Locks) != 2 {
-		t.Fatalf("put: %+v %v", p, err)
-	}
-	if ps, err := admin.Raw().Policies(ctx); err != nil || len(ps) != 2 {
-		t.Fatalf("policies %+v %v", ps, err)
-	}
-	tok, err := admin.Raw().CreateToken(ctx, api.CreateTokenRequest{Description: "worker", Policies: []string{"jobs"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	worker := newClient(t, eps, client.WithToken(tok.SecretID))
-	m := lockedMutex(ctx, t, worker, "jobs/a")
-	if self, err := worker.Raw().TokenSelf(ctx); err != nil || self.AccessorID != tok.AccessorID {
-		t.Fatalf("self %+v %v", self, err)
-	}
-	s := newSession(t, worker)
-	if err := client.NewMutex(s, "db/a").TryLock(ctx); !errors.Is(err, client.ErrForbidden) {
-		t.Fatalf("a lock outside the policy: %v", err)
-	}
+		// Another token sees the holder without its session, in reads and in a refused acquire.
+		other, err := admin.Raw().CreateToken(ctx, api.CreateTokenRequest{Policies: []string{"jobs"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rival := tr.client(t, dev, client.WithToken(other.SecretID))
+		l, err := rival.GetLock(ctx, "jobs/a")
+		if err != nil || !l.Held || l.Session != "" || l.Token != m.Token() {
+			t.Fatalf("lock as another token sees it: %+v %v", l, err)
+		}
+		err = client.NewMutex(newSession(t, rival), "jobs/a").TryLock(ctx)
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Holder == nil || ae.Holder.Session != "" || !strings.Contains(err.Error(), "held with token") {
+			t.Fatalf("try-lock of a held lock as another token: %v", err)
+		}
 
-	// Another token sees the holder without its session, in reads and in a refused acquire.
-	other, err := admin.Raw().CreateToken(ctx, api.CreateTokenRequest{Policies: []string{"jobs"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rival := newClient(t, eps, client.WithToken(other.SecretID))
-	l, err := rival.GetLock(ctx, "jobs/a")
-	if err != nil || !l.Held || l.Session != "" || l.Token != m.Token() {
-		t.Fatalf("lock as another token sees it: %+v %v", l, err)
-	}
-	err = client.NewMutex(newSession(t, rival), "jobs/a").TryLock(ctx)
-	var ae *client.APIError
-	if !errors.As(err, &ae) || ae.Holder == nil || ae.Holder.Session != "" || !strings.Contains(err.Error(), "held with token") {
-		t.Fatalf("try-lock of a held lock as another token: %v", err)
-	}
-
-	if err := admin.Raw().DeleteToken(ctx, tok.AccessorID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := worker.Raw().TokenSelf(ctx); !errors.Is(err, client.ErrUnauthorized) {
-		t.Fatalf("a deleted token: %v", err)
-	}
-	if _, err := admin.Raw().Token(ctx, tok.AccessorID); !errors.Is(err, client.ErrNotFound) {
-		t.Fatalf("get of a deleted token: %v", err)
-	}
-	if err := admin.Raw().DeletePolicy(ctx, "jobs"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Raw().Policy(ctx, "jobs"); !errors.Is(err, client.ErrNotFound) {
-		t.Fatalf("get of a deleted policy: %v", err)
-	}
-	if toks, err := admin.Raw().Tokens(ctx); err != nil || len(toks) != 2 {
-		t.Fatalf("tokens %+v %v", toks, err)
-	}
+		if err := admin.Raw().DeleteToken(ctx, tok.AccessorID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := worker.Raw().TokenSelf(ctx); !errors.Is(err, client.ErrUnauthorized) {
+			t.Fatalf("a deleted token: %v", err)
+		}
+		if _, err := admin.Raw().Token(ctx, tok.AccessorID); !errors.Is(err, client.ErrNotFound) {
+			t.Fatalf("get of a deleted token: %v", err)
+		}
+		if err := admin.Raw().DeletePolicy(ctx, "jobs"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.Raw().Policy(ctx, "jobs"); !errors.Is(err, client.ErrNotFound) {
+			t.Fatalf("get of a deleted policy: %v", err)
+		}
+		if toks, err := admin.Raw().Tokens(ctx); err != nil || len(toks) != 2 {
+			t.Fatalf("tokens %+v %v", toks, err)
+		}
+	})
 }
 
 // The same over TLS: a cluster started with TLS and --acl, clients with a CA and a token, the

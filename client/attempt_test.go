@@ -14,136 +14,134 @@ import (
 // after the release and must neither take the lock nor queue the session, which would then
 // hold a lock nobody knows of.
 func TestUnlockFencesTheAttemptThatWon(t *testing.T) {
-	dev := sharedCluster(t)
-	c := newClient(t, dev.Endpoints())
-	ctx := testCtx(t, 40*time.Second)
-	name := lockName(t, "m")
-	p, lc := holdingClient(t, dev.Endpoints()[0])
-	m := client.NewMutex(newSession(t, lc, client.WithTTL(time.Minute)), name, client.WithWaitChunk(time.Second))
-	p.Hold()
-	done := make(chan error, 1)
-	go func() { done <- m.Lock(ctx) }()
-	select {
-	case <-p.arrived:
-	case <-ctx.Done():
-		t.Fatal("no acquire reached the proxy")
-	}
-	p.Pass() // the next chunk's request passes and is granted
-	if err := <-done; err != nil {
-		t.Fatalf("Lock: %v", err)
-	}
-	if err := m.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p.deliverLate(ctx, t)
-	if l, err := c.GetLock(ctx, name); err != nil || l.Held || l.Waiters != 0 {
-		t.Fatalf("after the late acquire, lock %+v (%v): want free and unawaited", l, err)
-	}
+	eachTransport(t, func(t *testing.T, tr transport) {
+		dev := sharedCluster(t)
+		c := tr.client(t, dev)
+		ctx := testCtx(t, 40*time.Second)
+		name := lockName(t, "m")
+		p, lc := tr.holding(t, dev)
+		m := client.NewMutex(newSession(t, lc, client.WithTTL(time.Minute)), name, client.WithWaitChunk(time.Second))
+		p.Hold()
+		done := make(chan error, 1)
+		go func() { done <- m.Lock(ctx) }()
+		select {
+		case <-p.Arrived():
+		case <-ctx.Done():
+			t.Fatal("no acquire was held")
+		}
+		p.Pass() // the next chunk's request passes and is granted
+		if err := <-done; err != nil {
+			t.Fatalf("Lock: %v", err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		deliverLate(ctx, t, p)
+		if l, err := c.GetLock(ctx, name); err != nil || l.Held || l.Waiters != 0 {
+			t.Fatalf("after the late acquire, lock %+v (%v): want free and unawaited", l, err)
+		}
+	})
 }
 
 // A TryLock whose first request was lost on its way and whose retry found the lock held fails,
 // and withdraws its attempt: the lost request, arriving once the lock is free, must not take
 // it.
 func TestFailedTryLockWithdrawsItsAttempt(t *testing.T) {
-	dev := sharedCluster(t)
-	c := newClient(t, dev.Endpoints())
-	ctx := testCtx(t, 40*time.Second)
-	name := lockName(t, "m")
-	holder := lockedMutex(ctx, t, c, name)
-	p, lc := holdingClient(t, dev.Endpoints()[0], client.WithRequestTimeout(500*time.Millisecond))
-	m := client.NewMutex(newSession(t, lc, client.WithTTL(time.Minute)), name)
-	p.Hold()
-	done := make(chan error, 1)
-	go func() { done <- m.TryLock(ctx) }()
-	select {
-	case <-p.arrived:
-	case <-ctx.Done():
-		t.Fatal("no acquire reached the proxy")
-	}
-	p.Pass() // the retry, after the first request's timeout, passes
-	if err := <-done; !errors.Is(err, client.ErrLockHeld) {
-		t.Fatalf("TryLock: %v, want ErrLockHeld", err)
-	}
-	// The withdrawal runs in the background; the Mutex's next try waits for it.
-	if err := m.TryLock(ctx); !errors.Is(err, client.ErrLockHeld) {
-		t.Fatalf("second TryLock: %v, want ErrLockHeld", err)
-	}
-	if err := holder.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p.deliverLate(ctx, t)
-	if l, err := c.GetLock(ctx, name); err != nil || l.Held || l.Waiters != 0 {
-		t.Fatalf("after the late acquire, lock %+v (%v): want free and unawaited", l, err)
-	}
+	eachTransport(t, func(t *testing.T, tr transport) {
+		dev := sharedCluster(t)
+		c := tr.client(t, dev)
+		ctx := testCtx(t, 40*time.Second)
+		name := lockName(t, "m")
+		holder := lockedMutex(ctx, t, c, name)
+		p, lc := tr.holding(t, dev, client.WithRequestTimeout(500*time.Millisecond))
+		m := client.NewMutex(newSession(t, lc, client.WithTTL(time.Minute)), name)
+		p.Hold()
+		done := make(chan error, 1)
+		go func() { done <- m.TryLock(ctx) }()
+		select {
+		case <-p.Arrived():
+		case <-ctx.Done():
+			t.Fatal("no acquire was held")
+		}
+		p.Pass() // the retry, after the first request's timeout, passes
+		if err := <-done; !errors.Is(err, client.ErrLockHeld) {
+			t.Fatalf("TryLock: %v, want ErrLockHeld", err)
+		}
+		// The withdrawal runs in the background; the Mutex's next try waits for it.
+		if err := m.TryLock(ctx); !errors.Is(err, client.ErrLockHeld) {
+			t.Fatalf("second TryLock: %v, want ErrLockHeld", err)
+		}
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		deliverLate(ctx, t, p)
+		if l, err := c.GetLock(ctx, name); err != nil || l.Held || l.Waiters != 0 {
+			t.Fatalf("after the late acquire, lock %+v (%v): want free and unawaited", l, err)
+		}
+	})
 }
 
 // A Lock given up while the cluster cannot be reached keeps withdrawing its attempt until it
 // can: the server still holds the waiting request (its connection lost without the server
 // noticing), so the session stays queued until the withdrawal gets through.
 func TestWithdrawalOutlastsAnUnreachableCluster(t *testing.T) {
-	dev := sharedCluster(t)
-	c := newClient(t, dev.Endpoints())
-	ctx := testCtx(t, 60*time.Second)
-	name := lockName(t, "m")
-	holder := lockedMutex(ctx, t, c, name)
-	proxies, eps := proxiedEndpoints(t, dev)
-	wc := newClient(t, eps, client.WithRetryTimeout(200*time.Millisecond))
-	waiter := client.NewMutex(newSession(t, wc, client.WithTTL(time.Minute)), name, client.WithWaitChunk(30*time.Second))
-	wctx, giveUp := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- waiter.Lock(wctx) }()
-	waitWaiters(ctx, t, c, name, 1)
-	for _, p := range proxies {
-		p.Strand()
-	}
-	giveUp()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Lock given up: %v", err)
-	}
-	// Let the withdrawal fail for a while (several retry timeouts), then heal the network.
-	time.Sleep(time.Second) // nothing to await: the test is that failures are retried
-	if l, err := c.GetLock(ctx, name); err != nil || l.Waiters != 1 {
-		t.Fatalf("while cut off: %+v, %v; want the waiter still queued", l, err)
-	}
-	for _, p := range proxies {
-		p.Heal()
-	}
-	waitWaiters(ctx, t, c, name, 0)
-	if err := holder.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if l, err := c.GetLock(ctx, name); err != nil || l.Held {
-		t.Fatalf("after the holder left, lock %+v (%v): the waiter that gave up got it", l, err)
-	}
+	eachTransport(t, func(t *testing.T, tr transport) {
+		dev := sharedCluster(t)
+		c := tr.client(t, dev)
+		ctx := testCtx(t, 60*time.Second)
+		name := lockName(t, "m")
+		holder := lockedMutex(ctx, t, c, name)
+		lk, wc := tr.cuttable(t, dev, client.WithRetryTimeout(200*time.Millisecond))
+		waiter := client.NewMutex(newSession(t, wc, client.WithTTL(time.Minute)), name, client.WithWaitChunk(30*time.Second))
+		wctx, giveUp := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- waiter.Lock(wctx) }()
+		waitWaiters(ctx, t, c, name, 1)
+		lk.Strand()
+		giveUp()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Lock given up: %v", err)
+		}
+		// Let the withdrawal fail for a while (several retry timeouts), then heal the network.
+		time.Sleep(time.Second) // nothing to await: the test is that failures are retried
+		if l, err := c.GetLock(ctx, name); err != nil || l.Waiters != 1 {
+			t.Fatalf("while cut off: %+v, %v; want the waiter still queued", l, err)
+		}
+		lk.Heal()
+		waitWaiters(ctx, t, c, name, 0)
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if l, err := c.GetLock(ctx, name); err != nil || l.Held {
+			t.Fatalf("after the holder left, lock %+v (%v): the waiter that gave up got it", l, err)
+		}
+	})
 }
 
 // An Unlock that cannot reach the cluster goes on releasing in the background while the
 // session lives, instead of leaving the lock held until the session ends.
 func TestUnlockReleasesInTheBackgroundAfterAFailure(t *testing.T) {
-	dev := sharedCluster(t)
-	c := newClient(t, dev.Endpoints())
-	ctx := testCtx(t, 60*time.Second)
-	name := lockName(t, "m")
-	proxies, eps := proxiedEndpoints(t, dev)
-	hc := newClient(t, eps, client.WithRetryTimeout(200*time.Millisecond))
-	m := lockedMutex(ctx, t, hc, name, client.WithTTL(time.Minute))
-	for _, p := range proxies {
-		p.Cut()
-	}
-	if err := m.Unlock(ctx); err == nil || errors.Is(err, client.ErrLockLost) {
-		t.Fatalf("Unlock while cut off: %v, want a failure to reach the cluster", err)
-	}
-	if m.Token() != 0 || m.Context().Err() == nil {
-		t.Fatal("the Mutex still believes it holds after Unlock")
-	}
-	for _, p := range proxies {
-		p.Heal()
-	}
-	waitFor(t, 20*time.Second, "the lock to be released", func() bool {
-		l, err := c.GetLock(ctx, name)
-		return err == nil && !l.Held
+	eachTransport(t, func(t *testing.T, tr transport) {
+		dev := sharedCluster(t)
+		c := tr.client(t, dev)
+		ctx := testCtx(t, 60*time.Second)
+		name := lockName(t, "m")
+		lk, hc := tr.cuttable(t, dev, client.WithRetryTimeout(200*time.Millisecond))
+		m := lockedMutex(ctx, t, hc, name, client.WithTTL(time.Minute))
+		lk.Cut()
+		if err := m.Unlock(ctx); err == nil || errors.Is(err, client.ErrLockLost) {
+			t.Fatalf("Unlock while cut off: %v, want a failure to reach the cluster", err)
+		}
+		if m.Token() != 0 || m.Context().Err() == nil {
+			t.Fatal("the Mutex still believes it holds after Unlock")
+		}
+		lk.Heal()
+		waitFor(t, 20*time.Second, "the lock to be released", func() bool {
+			l, err := c.GetLock(ctx, name)
+			return err == nil && !l.Held
+		})
+		if err := m.Session().Err(); err != nil {
+			t.Fatalf("session: %v", err)
+		}
 	})
-	if err := m.Session().Err(); err != nil {
-		t.Fatalf("session: %v", err)
-	}
 }

@@ -1,8 +1,8 @@
 package client_test
 
 import (
+	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/agent"
-	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/internal/devtest"
 	"github.com/raftlock/raftlock/internal/testkit"
@@ -236,8 +235,8 @@ func (p *cutProxy) close() {
 }
 
 // proxiedEndpoints returns one proxy per endpoint of dev.
-func proxiedEndpoints(t *testing.T, dev *agent.Dev) ([]*cutProxy, []string) {
-	var ps []*cutProxy
+func proxiedEndpoints(t *testing.T, dev *agent.Dev) (proxySet, []string) {
+	var ps proxySet
 	var eps []string
 	for _, ep := range dev.Endpoints() {
 		p := newCutProxy(t, ep)
@@ -319,43 +318,11 @@ func holdingClient(t *testing.T, endpoint string, opts ...client.Option) (*holdP
 	return p, c
 }
 
-// giveUpWhileHeld runs call with a context it cancels once the proxy holds call's request
-// (later connections pass), and checks that call gave up.
-func (p *holdProxy) giveUpWhileHeld(ctx context.Context, t *testing.T, call func(context.Context) error) {
-	t.Helper()
-	p.Hold()
-	cctx, giveUp := context.WithCancel(ctx)
-	defer giveUp()
-	done := make(chan error, 1)
-	go func() { done <- call(cctx) }()
-	select {
-	case <-p.arrived:
-	case <-ctx.Done():
-		t.Fatal("no request with an attempt reached the proxy")
-	}
-	p.Pass()
-	giveUp()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("given up: %v, want context.Canceled", err)
-	}
-}
+// Arrived is closed once a held connection's bytes contain want.
+func (p *holdProxy) Arrived() <-chan struct{} { return p.arrived }
 
-// deliverLate delivers the held request and checks that the server refused it as the request
-// of a cancelled attempt.
-func (p *holdProxy) deliverLate(ctx context.Context, t *testing.T) {
-	t.Helper()
-	answer, err := p.Deliver(ctx)
-	if err != nil {
-		t.Fatalf("delivering the late request: %v", err)
-	}
-	if !strings.HasPrefix(answer, "HTTP/1.1 409") || !strings.Contains(answer, api.CodeAttemptCancelled) {
-		t.Fatalf("the late request of a try given up was answered:\n%s", answer)
-	}
-}
-
-// Deliver writes the held request that contains want to the target and returns the first
-// bytes of the answer.
-func (p *holdProxy) Deliver(ctx context.Context) (string, error) {
+// Deliver writes the held request that contains want to the target and returns the answer.
+func (p *holdProxy) Deliver(ctx context.Context) (int, string, error) {
 	var req []byte
 	p.hmu.Lock()
 	for _, b := range p.held {
@@ -367,15 +334,19 @@ func (p *holdProxy) Deliver(ctx context.Context) (string, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", p.target)
 	if err != nil {
-		return "", err
+		return 0, "", err
 	}
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	if _, err := c.Write(req); err != nil {
-		return "", err
+		return 0, "", err
 	}
-	buf := make([]byte, 4096)
-	n, err := c.Read(buf)
-	return string(buf[:n]), err
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	return res.StatusCode, string(body), err
 }

@@ -13,92 +13,96 @@ import (
 // Token is 0 and Lock and TryLock fail with the session's error; neither reports the lost
 // hold as success.
 func TestLostHoldIsForgottenBeforeDoneCloses(t *testing.T) {
-	dev := sharedCluster(t)
-	c := newClient(t, dev.Endpoints())
-	ctx := testCtx(t, 30*time.Second)
-	name := lockName(t, "m")
-	a := lockedMutex(ctx, t, c, name, client.WithTTL(10*time.Second))
-	if a.Token() == 0 {
-		t.Fatal("no token after Lock")
-	}
-	b := client.NewMutex(newSession(t, c), name)
-	granted := make(chan error, 1)
-	go func() { granted <- b.Lock(ctx) }()
-	waitWaiters(ctx, t, c, name, 1)
+	eachTransport(t, func(t *testing.T, tr transport) {
+		dev := sharedCluster(t)
+		c := tr.client(t, dev)
+		ctx := testCtx(t, 30*time.Second)
+		name := lockName(t, "m")
+		a := lockedMutex(ctx, t, c, name, client.WithTTL(10*time.Second))
+		if a.Token() == 0 {
+			t.Fatal("no token after Lock")
+		}
+		b := client.NewMutex(newSession(t, c), name)
+		granted := make(chan error, 1)
+		go func() { granted <- b.Lock(ctx) }()
+		waitWaiters(ctx, t, c, name, 1)
 
-	if _, err := c.Raw().DestroySession(ctx, a.Session().ID()); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-granted; err != nil {
-		t.Fatalf("B: %v", err)
-	}
-	select {
-	case <-a.Session().Done():
-	case <-ctx.Done():
-		t.Fatal("A's Done never closed")
-	}
-	// Nothing awaited between Done and these checks: the loss must be known everywhere.
-	if tok := a.Token(); tok != 0 {
-		t.Errorf("Token after the session was lost: %d, want 0", tok)
-	}
-	if a.Context().Err() == nil {
-		t.Error("Context not done when Done closed")
-	}
-	err := a.Lock(ctx)
-	if err == nil || !errors.Is(err, client.ErrSessionNotFound) {
-		t.Errorf("Lock after the session was lost: %v, want the session's error", err)
-	}
-	err = a.TryLock(ctx)
-	if err == nil || !errors.Is(err, client.ErrSessionNotFound) {
-		t.Errorf("TryLock after the session was lost: %v, want the session's error", err)
-	}
-	if l, err := c.GetLock(ctx, name); err != nil || l.Session != b.Session().ID() || l.Token != b.Token() {
-		t.Fatalf("lock %+v, %v: want B's", l, err)
-	}
-	if err := a.Unlock(ctx); !errors.Is(err, client.ErrLockLost) {
-		t.Fatalf("Unlock after the loss: %v, want ErrLockLost", err)
-	}
+		if _, err := c.Raw().DestroySession(ctx, a.Session().ID()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-granted; err != nil {
+			t.Fatalf("B: %v", err)
+		}
+		select {
+		case <-a.Session().Done():
+		case <-ctx.Done():
+			t.Fatal("A's Done never closed")
+		}
+		// Nothing awaited between Done and these checks: the loss must be known everywhere.
+		if tok := a.Token(); tok != 0 {
+			t.Errorf("Token after the session was lost: %d, want 0", tok)
+		}
+		if a.Context().Err() == nil {
+			t.Error("Context not done when Done closed")
+		}
+		err := a.Lock(ctx)
+		if err == nil || !errors.Is(err, client.ErrSessionNotFound) {
+			t.Errorf("Lock after the session was lost: %v, want the session's error", err)
+		}
+		err = a.TryLock(ctx)
+		if err == nil || !errors.Is(err, client.ErrSessionNotFound) {
+			t.Errorf("TryLock after the session was lost: %v, want the session's error", err)
+		}
+		if l, err := c.GetLock(ctx, name); err != nil || l.Session != b.Session().ID() || l.Token != b.Token() {
+			t.Fatalf("lock %+v, %v: want B's", l, err)
+		}
+		if err := a.Unlock(ctx); !errors.Is(err, client.ErrLockLost) {
+			t.Fatalf("Unlock after the loss: %v, want ErrLockLost", err)
+		}
+	})
 }
 
 // Loss hooks run before Done closes, and Err is set before either: a goroutine woken by Done
 // finds every Mutex of the session already forgotten.
 func TestSessionErrIsSetBeforeDoneCloses(t *testing.T) {
-	dev := sharedCluster(t)
-	c := newClient(t, dev.Endpoints())
-	ctx := testCtx(t, 30*time.Second)
-	s := newSession(t, c, client.WithTTL(10*time.Second))
-	mutexes := make([]*client.Mutex, 5)
-	for i := range mutexes {
-		mutexes[i] = client.NewMutex(s, lockName(t, string(rune('a'+i))))
-		if err := mutexes[i].Lock(ctx); err != nil {
+	eachTransport(t, func(t *testing.T, tr transport) {
+		dev := sharedCluster(t)
+		c := tr.client(t, dev)
+		ctx := testCtx(t, 30*time.Second)
+		s := newSession(t, c, client.WithTTL(10*time.Second))
+		mutexes := make([]*client.Mutex, 5)
+		for i := range mutexes {
+			mutexes[i] = client.NewMutex(s, lockName(t, string(rune('a'+i))))
+			if err := mutexes[i].Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e := client.NewElection(s, lockName(t, "election"))
+		if err := e.Campaign(ctx, "v"); err != nil {
 			t.Fatal(err)
 		}
-	}
-	e := client.NewElection(s, lockName(t, "election"))
-	if err := e.Campaign(ctx, "v"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Raw().DestroySession(ctx, s.ID()); err != nil {
-		t.Fatal(err)
-	}
-	<-s.Done()
-	if s.Err() == nil {
-		t.Fatal("Err is nil after Done closed")
-	}
-	for i, m := range mutexes {
-		if m.Token() != 0 || m.Context().Err() == nil {
-			t.Errorf("mutex %d still holds (token %d) when Done closed", i, m.Token())
+		if _, err := c.Raw().DestroySession(ctx, s.ID()); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if e.Token() != 0 || e.IsLeader() || e.Context().Err() == nil {
-		t.Errorf("election still led (token %d) when Done closed", e.Token())
-	}
-	if err := e.Campaign(ctx, "v"); !errors.Is(err, client.ErrSessionNotFound) {
-		t.Errorf("Campaign after the session was lost: %v, want the session's error", err)
-	}
-	if err := e.Proclaim(ctx, "w"); !errors.Is(err, client.ErrNotLeader) {
-		t.Errorf("Proclaim after the session was lost: %v, want ErrNotLeader", err)
-	}
+		<-s.Done()
+		if s.Err() == nil {
+			t.Fatal("Err is nil after Done closed")
+		}
+		for i, m := range mutexes {
+			if m.Token() != 0 || m.Context().Err() == nil {
+				t.Errorf("mutex %d still holds (token %d) when Done closed", i, m.Token())
+			}
+		}
+		if e.Token() != 0 || e.IsLeader() || e.Context().Err() == nil {
+			t.Errorf("election still led (token %d) when Done closed", e.Token())
+		}
+		if err := e.Campaign(ctx, "v"); !errors.Is(err, client.ErrSessionNotFound) {
+			t.Errorf("Campaign after the session was lost: %v, want the session's error", err)
+		}
+		if err := e.Proclaim(ctx, "w"); !errors.Is(err, client.ErrNotLeader) {
+			t.Errorf("Proclaim after the session was lost: %v, want ErrNotLeader", err)
+		}
+	})
 }
 
 // A leadership lost while the session lives (its lock released with the session's id and

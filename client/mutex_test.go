@@ -16,77 +16,79 @@ import (
 )
 
 func TestMutexContendersNeverOverlapAndAreGrantedInArrivalOrder(t *testing.T) {
-	dev := sharedCluster(t)
-	c := newClient(t, dev.Endpoints())
-	ctx := testCtx(t, 60*time.Second)
-	name := lockName(t, "m")
-	const n = 20
+	eachTransport(t, func(t *testing.T, tr transport) {
+		dev := sharedCluster(t)
+		c := tr.client(t, dev)
+		ctx := testCtx(t, 60*time.Second)
+		name := lockName(t, "m")
+		const n = 20
 
-	mutexes := make([]*client.Mutex, n)
-	for i := range mutexes {
-		mutexes[i] = client.NewMutex(newSession(t, c, client.WithTTL(10*time.Second)), name)
-	}
-	if err := mutexes[0].TryLock(ctx); err != nil {
-		t.Fatalf("first TryLock: %v", err)
-	}
+		mutexes := make([]*client.Mutex, n)
+		for i := range mutexes {
+			mutexes[i] = client.NewMutex(newSession(t, c, client.WithTTL(10*time.Second)), name)
+		}
+		if err := mutexes[0].TryLock(ctx); err != nil {
+			t.Fatalf("first TryLock: %v", err)
+		}
 
-	var inside atomic.Int32
-	var mu sync.Mutex
-	var order []int
-	var tokens []uint64
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	// Start the waiters one at a time, each after the previous one is queued, so that the
-	// arrival order is known.
-	for i := 1; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			m := mutexes[i]
-			if err := m.Lock(ctx); err != nil {
-				errs <- err
-				return
-			}
-			if inside.Add(1) != 1 {
-				errs <- errors.New("two holders at once")
-			}
-			mu.Lock()
-			order = append(order, i)
-			tokens = append(tokens, m.Token())
-			mu.Unlock()
-			// While we hold it, the cluster must say so.
-			l, err := c.GetLock(ctx, name)
-			if err != nil || !l.Held || l.Session != m.Session().ID() || l.Token != m.Token() {
-				errs <- errors.New("cluster disagrees about the holder")
-			}
-			inside.Add(-1)
-			if err := m.Unlock(ctx); err != nil {
-				errs <- err
-			}
-		}(i)
-		waitWaiters(ctx, t, c, name, i)
-	}
-	first := mutexes[0].Token()
-	if err := mutexes[0].Unlock(ctx); err != nil {
-		t.Fatalf("Unlock: %v", err)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	for i, got := range order {
-		if got != i+1 {
-			t.Fatalf("grant order %v, want 1..%d", order, n-1)
+		var inside atomic.Int32
+		var mu sync.Mutex
+		var order []int
+		var tokens []uint64
+		errs := make(chan error, n)
+		var wg sync.WaitGroup
+		// Start the waiters one at a time, each after the previous one is queued, so that the
+		// arrival order is known.
+		for i := 1; i < n; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				m := mutexes[i]
+				if err := m.Lock(ctx); err != nil {
+					errs <- err
+					return
+				}
+				if inside.Add(1) != 1 {
+					errs <- errors.New("two holders at once")
+				}
+				mu.Lock()
+				order = append(order, i)
+				tokens = append(tokens, m.Token())
+				mu.Unlock()
+				// While we hold it, the cluster must say so.
+				l, err := c.GetLock(ctx, name)
+				if err != nil || !l.Held || l.Session != m.Session().ID() || l.Token != m.Token() {
+					errs <- errors.New("cluster disagrees about the holder")
+				}
+				inside.Add(-1)
+				if err := m.Unlock(ctx); err != nil {
+					errs <- err
+				}
+			}(i)
+			waitWaiters(ctx, t, c, name, i)
 		}
-	}
-	prev := first
-	for _, tok := range tokens {
-		if tok <= prev {
-			t.Fatalf("tokens not increasing: first %d then %v", first, tokens)
+		first := mutexes[0].Token()
+		if err := mutexes[0].Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
 		}
-		prev = tok
-	}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		for i, got := range order {
+			if got != i+1 {
+				t.Fatalf("grant order %v, want 1..%d", order, n-1)
+			}
+		}
+		prev := first
+		for _, tok := range tokens {
+			if tok <= prev {
+				t.Fatalf("tokens not increasing: first %d then %v", first, tokens)
+			}
+			prev = tok
+		}
+	})
 }
 
 // acquireCounter counts the acquire requests sent through it.
@@ -168,45 +170,47 @@ func TestMutexKeepsItsPlaceAcrossWaitChunks(t *testing.T) {
 }
 
 func TestMutexManyRoundsNeverOverlap(t *testing.T) {
-	dev := sharedCluster(t)
-	c := newClient(t, dev.Endpoints())
-	ctx := testCtx(t, 60*time.Second)
-	name := lockName(t, "m")
-	var inside, rounds atomic.Int32
-	var wg sync.WaitGroup
-	errs := make(chan error, 100)
-	for i := 0; i < 10; i++ {
-		m := client.NewMutex(newSession(t, c, client.WithTTL(10*time.Second)), name)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := 0; r < 3; r++ {
-				if err := m.Lock(ctx); err != nil {
-					errs <- err
-					return
+	eachTransport(t, func(t *testing.T, tr transport) {
+		dev := sharedCluster(t)
+		c := tr.client(t, dev)
+		ctx := testCtx(t, 60*time.Second)
+		name := lockName(t, "m")
+		var inside, rounds atomic.Int32
+		var wg sync.WaitGroup
+		errs := make(chan error, 100)
+		for i := 0; i < 10; i++ {
+			m := client.NewMutex(newSession(t, c, client.WithTTL(10*time.Second)), name)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := 0; r < 3; r++ {
+					if err := m.Lock(ctx); err != nil {
+						errs <- err
+						return
+					}
+					if inside.Add(1) != 1 {
+						errs <- errors.New("two holders at once")
+					}
+					rounds.Add(1)
+					if _, err := c.GetLock(ctx, name); err != nil {
+						errs <- err
+					}
+					inside.Add(-1)
+					if err := m.Unlock(ctx); err != nil {
+						errs <- err
+					}
 				}
-				if inside.Add(1) != 1 {
-					errs <- errors.New("two holders at once")
-				}
-				rounds.Add(1)
-				if _, err := c.GetLock(ctx, name); err != nil {
-					errs <- err
-				}
-				inside.Add(-1)
-				if err := m.Unlock(ctx); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if rounds.Load() != 30 {
-		t.Fatalf("%d rounds, want 30", rounds.Load())
-	}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if rounds.Load() != 30 {
+			t.Fatalf("%d rounds, want 30", rounds.Load())
+		}
+	})
 }
 
 func TestTryLockNamesTheHolder(t *testing.T) {
@@ -277,32 +281,33 @@ func TestLockGivenUpLeavesNoHolderOrWaiter(t *testing.T) {
 // the next release grants the lock to a session whose Mutex does not hold it, and nobody else
 // gets it while that session lives.
 func TestLockGivenUpWhileTheServerHoldsItsRequest(t *testing.T) {
-	dev := sharedCluster(t)
-	c := newClient(t, dev.Endpoints())
-	ctx := testCtx(t, 40*time.Second)
-	name := lockName(t, "m")
-	holder := lockedMutex(ctx, t, c, name)
-	// The waiter reaches the first node through a proxy, the others directly.
-	p := newCutProxy(t, dev.Endpoints()[0])
-	wc := newClient(t, append([]string{p.Endpoint()}, dev.Endpoints()[1:]...))
-	waiter := client.NewMutex(newSession(t, wc), name, client.WithWaitChunk(30*time.Second))
-	wctx, giveUp := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- waiter.Lock(wctx) }()
-	waitWaiters(ctx, t, c, name, 1)
-	p.Strand()
-	giveUp()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Lock given up: %v", err)
-	}
-	if err := holder.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// The withdrawal runs in the background: the lock may go to the waiter's session for a
-	// moment, but not for good.
-	waitFor(t, 10*time.Second, "the lock to be free and unawaited", func() bool {
-		l, err := c.GetLock(ctx, name)
-		return err == nil && !l.Held && l.Waiters == 0
+	eachTransport(t, func(t *testing.T, tr transport) {
+		dev := sharedCluster(t)
+		c := tr.client(t, dev)
+		ctx := testCtx(t, 40*time.Second)
+		name := lockName(t, "m")
+		holder := lockedMutex(ctx, t, c, name)
+		p, wc := tr.cuttable(t, dev)
+		waiter := client.NewMutex(newSession(t, wc), name, client.WithWaitChunk(30*time.Second))
+		wctx, giveUp := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- waiter.Lock(wctx) }()
+		waitWaiters(ctx, t, c, name, 1)
+		p.Strand()
+		giveUp()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Lock given up: %v", err)
+		}
+		p.Heal() // new requests pass; the server still holds the stranded one
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The withdrawal runs in the background: the lock may go to the waiter's session for a
+		// moment, but not for good.
+		waitFor(t, 10*time.Second, "the lock to be free and unawaited", func() bool {
+			l, err := c.GetLock(ctx, name)
+			return err == nil && !l.Held && l.Waiters == 0
+		})
 	})
 }
 
@@ -310,89 +315,95 @@ func TestLockGivenUpWhileTheServerHoldsItsRequest(t *testing.T) {
 // way, here by a proxy) must not be granted: Lock cancelled its attempt, and the server refuses
 // the attempt's late request instead of handing the lock to a session that stopped waiting.
 func TestLockGivenUpBeforeItsRequestArrived(t *testing.T) {
-	dev := sharedCluster(t)
-	c := newClient(t, dev.Endpoints())
-	ctx := testCtx(t, 40*time.Second)
-	name := lockName(t, "m")
-	holder := lockedMutex(ctx, t, c, name)
-	p, wc := holdingClient(t, dev.Endpoints()[0])
-	waiter := client.NewMutex(newSession(t, wc, client.WithTTL(time.Minute)), name, client.WithWaitChunk(30*time.Second))
-	p.giveUpWhileHeld(ctx, t, waiter.Lock)
-	// The attempt is withdrawn in the background; the Mutex's next try waits for that.
-	if err := waiter.TryLock(ctx); !errors.Is(err, client.ErrLockHeld) {
-		t.Fatalf("TryLock after the withdrawal: %v, want ErrLockHeld", err)
-	}
-	// The lock is free when the late request arrives: only the cancelled attempt stops it.
-	if err := holder.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p.deliverLate(ctx, t)
-	if l, err := c.GetLock(ctx, name); err != nil || l.Held || l.Waiters != 0 {
-		t.Fatalf("after the late acquire, lock %+v (%v): want free and unawaited", l, err)
-	}
+	eachTransport(t, func(t *testing.T, tr transport) {
+		dev := sharedCluster(t)
+		c := tr.client(t, dev)
+		ctx := testCtx(t, 40*time.Second)
+		name := lockName(t, "m")
+		holder := lockedMutex(ctx, t, c, name)
+		p, wc := tr.holding(t, dev)
+		waiter := client.NewMutex(newSession(t, wc, client.WithTTL(time.Minute)), name, client.WithWaitChunk(30*time.Second))
+		giveUpWhileHeld(ctx, t, p, waiter.Lock)
+		// The attempt is withdrawn in the background; the Mutex's next try waits for that.
+		if err := waiter.TryLock(ctx); !errors.Is(err, client.ErrLockHeld) {
+			t.Fatalf("TryLock after the withdrawal: %v, want ErrLockHeld", err)
+		}
+		// The lock is free when the late request arrives: only the cancelled attempt stops it.
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		deliverLate(ctx, t, p)
+		if l, err := c.GetLock(ctx, name); err != nil || l.Held || l.Waiters != 0 {
+			t.Fatalf("after the late acquire, lock %+v (%v): want free and unawaited", l, err)
+		}
+	})
 }
 
 // The same, with many Lock/Unlock cycles of the session in between: a session used to forget
 // all but its last 16 cancelled attempts, so that the late request of an early one was granted
 // and the session held a lock that none of its Mutexes believed it held.
 func TestLateRequestRefusedAfterManyCycles(t *testing.T) {
-	dev := sharedCluster(t)
-	c := newClient(t, dev.Endpoints())
-	ctx := testCtx(t, 60*time.Second)
-	name := lockName(t, "m")
-	holder := lockedMutex(ctx, t, c, name)
-	p, wc := holdingClient(t, dev.Endpoints()[0])
-	s := newSession(t, wc, client.WithTTL(time.Minute))
-	waiter := client.NewMutex(s, name, client.WithWaitChunk(30*time.Second))
-	p.giveUpWhileHeld(ctx, t, waiter.Lock)
-	for i := range 40 {
-		m := client.NewMutex(s, fmt.Sprintf("%s-other-%d", name, i%3))
-		if err := m.Lock(ctx); err != nil {
+	eachTransport(t, func(t *testing.T, tr transport) {
+		dev := sharedCluster(t)
+		c := tr.client(t, dev)
+		ctx := testCtx(t, 60*time.Second)
+		name := lockName(t, "m")
+		holder := lockedMutex(ctx, t, c, name)
+		p, wc := tr.holding(t, dev)
+		s := newSession(t, wc, client.WithTTL(time.Minute))
+		waiter := client.NewMutex(s, name, client.WithWaitChunk(30*time.Second))
+		giveUpWhileHeld(ctx, t, p, waiter.Lock)
+		for i := range 40 {
+			m := client.NewMutex(s, fmt.Sprintf("%s-other-%d", name, i%3))
+			if err := m.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.Unlock(ctx); err != nil {
-			t.Fatal(err)
+		deliverLate(ctx, t, p)
+		if l, err := c.GetLock(ctx, name); err != nil || l.Held || l.Waiters != 0 {
+			t.Fatalf("after the late acquire, lock %+v (%v): want free and unawaited", l, err)
 		}
-	}
-	if err := holder.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p.deliverLate(ctx, t)
-	if l, err := c.GetLock(ctx, name); err != nil || l.Held || l.Waiters != 0 {
-		t.Fatalf("after the late acquire, lock %+v (%v): want free and unawaited", l, err)
-	}
+	})
 }
 
 func TestMutexSurvivesLeaderCrash(t *testing.T) {
-	dev := ownCluster(t)
-	c := newClient(t, dev.Endpoints())
-	ctx := testCtx(t, 40*time.Second)
-	name := lockName(t, "m")
-	holder := lockedMutex(ctx, t, c, name, client.WithTTL(5*time.Second))
-	waiter := client.NewMutex(newSession(t, c, client.WithTTL(5*time.Second)), name)
-	done := make(chan error, 1)
-	go func() { done <- waiter.Lock(ctx) }()
-	waitWaiters(ctx, t, c, name, 1)
-	crashLeader(ctx, t, dev)
-	// The hold and the queue outlive the crash: releasing hands the lock to the waiter.
-	held := holder.Token()
-	if err := holder.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock after the crash: %v", err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("waiter: %v", err)
+	eachTransport(t, func(t *testing.T, tr transport) {
+		dev := ownCluster(t)
+		c := tr.client(t, dev)
+		ctx := testCtx(t, 40*time.Second)
+		name := lockName(t, "m")
+		holder := lockedMutex(ctx, t, c, name, client.WithTTL(5*time.Second))
+		waiter := client.NewMutex(newSession(t, c, client.WithTTL(5*time.Second)), name)
+		done := make(chan error, 1)
+		go func() { done <- waiter.Lock(ctx) }()
+		waitWaiters(ctx, t, c, name, 1)
+		crashLeader(ctx, t, dev)
+		// The hold and the queue outlive the crash: releasing hands the lock to the waiter.
+		held := holder.Token()
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock after the crash: %v", err)
 		}
-	case <-ctx.Done():
-		t.Fatal("waiter never got the lock")
-	}
-	if waiter.Token() <= held {
-		t.Fatalf("waiter token %d not above the first holder's %d", waiter.Token(), held)
-	}
-	if holder.Session().Err() != nil || waiter.Session().Err() != nil {
-		t.Fatalf("a session was lost in the crash: %v, %v", holder.Session().Err(), waiter.Session().Err())
-	}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("waiter: %v", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("waiter never got the lock")
+		}
+		if waiter.Token() <= held {
+			t.Fatalf("waiter token %d not above the first holder's %d", waiter.Token(), held)
+		}
+		if holder.Session().Err() != nil || waiter.Session().Err() != nil {
+			t.Fatalf("a session was lost in the crash: %v, %v", holder.Session().Err(), waiter.Session().Err())
+		}
+	})
 }
 
 func TestFenceRejectsTheTokenOfAPreviousHolder(t *testing.T) {

@@ -15,87 +15,88 @@ import (
 // A holder cut off from the cluster gives the lock up locally before the cluster can grant
 // it to anyone else.
 func TestSessionDoneBeforeServerGrantsElsewhere(t *testing.T) {
-	dev := sharedCluster(t)
-	ctx := testCtx(t, 30*time.Second)
-	name := lockName(t, "m")
-	proxies, eps := proxiedEndpoints(t, dev)
-	cutOff := newClient(t, eps, client.WithRetryTimeout(time.Second))
-	direct := newClient(t, dev.Endpoints())
+	eachTransport(t, func(t *testing.T, tr transport) {
+		dev := sharedCluster(t)
+		ctx := testCtx(t, 30*time.Second)
+		name := lockName(t, "m")
+		lk, cutOff := tr.cuttable(t, dev, client.WithRetryTimeout(time.Second))
+		direct := tr.client(t, dev)
 
-	holder := lockedMutex(ctx, t, cutOff, name, client.WithTTL(2*time.Second))
-	waiter := client.NewMutex(newSession(t, direct, client.WithTTL(10*time.Second)), name)
-	granted := make(chan time.Time, 1)
-	errs := make(chan error, 1)
-	go func() {
-		if err := waiter.Lock(ctx); err != nil {
-			errs <- err
-			return
+		holder := lockedMutex(ctx, t, cutOff, name, client.WithTTL(2*time.Second))
+		waiter := client.NewMutex(newSession(t, direct, client.WithTTL(10*time.Second)), name)
+		granted := make(chan time.Time, 1)
+		errs := make(chan error, 1)
+		go func() {
+			if err := waiter.Lock(ctx); err != nil {
+				errs <- err
+				return
+			}
+			granted <- time.Now()
+		}()
+		waitWaiters(ctx, t, direct, name, 1)
+
+		lk.Cut()
+		// Both moments are taken when they happen; the waits below only collect them.
+		var doneAt, grantAt time.Time
+		select {
+		case <-holder.Context().Done():
+			doneAt = time.Now()
+		case <-ctx.Done():
+			t.Fatal("the cut-off holder never gave the lock up")
 		}
-		granted <- time.Now()
-	}()
-	waitWaiters(ctx, t, direct, name, 1)
-
-	for _, p := range proxies {
-		p.Cut()
-	}
-	// Both moments are taken when they happen; the waits below only collect them.
-	var doneAt, grantAt time.Time
-	select {
-	case <-holder.Context().Done():
-		doneAt = time.Now()
-	case <-ctx.Done():
-		t.Fatal("the cut-off holder never gave the lock up")
-	}
-	select {
-	case grantAt = <-granted:
-	case err := <-errs:
-		t.Fatalf("waiter: %v", err)
-	case <-ctx.Done():
-		t.Fatal("the waiter was never granted the lock")
-	}
-	if !doneAt.Before(grantAt) {
-		t.Fatalf("the cut-off holder gave up %s after the lock was granted elsewhere", doneAt.Sub(grantAt))
-	}
-	if err := holder.Session().Err(); !errors.Is(err, client.ErrSessionDeadline) {
-		t.Fatalf("holder session: %v, want ErrSessionDeadline", err)
-	}
-	if cause := context.Cause(holder.Context()); !errors.Is(cause, client.ErrLockLost) {
-		t.Fatalf("mutex context cause %v, want ErrLockLost", cause)
-	}
-	t.Logf("holder gave up %s before the grant", grantAt.Sub(doneAt))
+		select {
+		case grantAt = <-granted:
+		case err := <-errs:
+			t.Fatalf("waiter: %v", err)
+		case <-ctx.Done():
+			t.Fatal("the waiter was never granted the lock")
+		}
+		if !doneAt.Before(grantAt) {
+			t.Fatalf("the cut-off holder gave up %s after the lock was granted elsewhere", doneAt.Sub(grantAt))
+		}
+		if err := holder.Session().Err(); !errors.Is(err, client.ErrSessionDeadline) {
+			t.Fatalf("holder session: %v, want ErrSessionDeadline", err)
+		}
+		if cause := context.Cause(holder.Context()); !errors.Is(cause, client.ErrLockLost) {
+			t.Fatalf("mutex context cause %v, want ErrLockLost", cause)
+		}
+		t.Logf("holder gave up %s before the grant", grantAt.Sub(doneAt))
+	})
 }
 
 func TestSessionDestroyedElsewhereClosesDone(t *testing.T) {
-	dev := sharedCluster(t)
-	ctx := testCtx(t, 20*time.Second)
-	c := newClient(t, dev.Endpoints())
-	s := newSession(t, c, client.WithTTL(3*time.Second))
-	m := client.NewMutex(s, lockName(t, "m"))
-	if err := m.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	other := newClient(t, dev.Endpoints())
-	if _, err := other.Raw().DestroySession(ctx, s.ID()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.Done():
-	case <-time.After(2 * s.TTL()):
-		t.Fatal("Done not closed after the session was destroyed")
-	}
-	if !errors.Is(s.Err(), client.ErrSessionNotFound) {
-		t.Fatalf("Err = %v, want ErrSessionNotFound", s.Err())
-	}
-	<-m.Context().Done()
-	if cause := context.Cause(m.Context()); !errors.Is(cause, client.ErrLockLost) || !errors.Is(cause, client.ErrSessionNotFound) {
-		t.Fatalf("mutex context cause %v, want ErrLockLost and ErrSessionExpired", cause)
-	}
-	if err := m.Unlock(ctx); !errors.Is(err, client.ErrLockLost) {
-		t.Fatalf("Unlock after the loss: %v, want ErrLockLost", err)
-	}
-	if err := m.Lock(ctx); !errors.Is(err, client.ErrSessionNotFound) {
-		t.Fatalf("Lock on a lost session: %v", err)
-	}
+	eachTransport(t, func(t *testing.T, tr transport) {
+		dev := sharedCluster(t)
+		ctx := testCtx(t, 20*time.Second)
+		c := tr.client(t, dev)
+		s := newSession(t, c, client.WithTTL(3*time.Second))
+		m := client.NewMutex(s, lockName(t, "m"))
+		if err := m.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		other := tr.client(t, dev)
+		if _, err := other.Raw().DestroySession(ctx, s.ID()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s.Done():
+		case <-time.After(2 * s.TTL()):
+			t.Fatal("Done not closed after the session was destroyed")
+		}
+		if !errors.Is(s.Err(), client.ErrSessionNotFound) {
+			t.Fatalf("Err = %v, want ErrSessionNotFound", s.Err())
+		}
+		<-m.Context().Done()
+		if cause := context.Cause(m.Context()); !errors.Is(cause, client.ErrLockLost) || !errors.Is(cause, client.ErrSessionNotFound) {
+			t.Fatalf("mutex context cause %v, want ErrLockLost and ErrSessionExpired", cause)
+		}
+		if err := m.Unlock(ctx); !errors.Is(err, client.ErrLockLost) {
+			t.Fatalf("Unlock after the loss: %v, want ErrLockLost", err)
+		}
+		if err := m.Lock(ctx); !errors.Is(err, client.ErrSessionNotFound) {
+			t.Fatalf("Lock on a lost session: %v", err)
+		}
+	})
 }
 
 // countingTransport counts requests by "METHOD path-pattern".

@@ -35,6 +35,11 @@ type Config struct {
 	AdvertiseRaft string
 	// AdvertiseHTTP is the HTTP address this node publishes for forwarding and clients.
 	AdvertiseHTTP string
+	// APIOnRaftPort also accepts HTTP connections on the Raft listener and hands them out
+	// through Node.APIListener, so that a node needs one port: advertise the Raft address as
+	// AdvertiseHTTP and serve the API there (what package embed does). With TLS they pass the
+	// Raft port's mutual TLS first, so only members reach the API there.
+	APIOnRaftPort bool
 	// InitialCluster maps node ids to Raft addresses; used to bootstrap only when DataDir holds no
 	// Raft state yet. Leave empty to join an existing cluster.
 	InitialCluster map[string]string

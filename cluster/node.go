@@ -62,6 +62,9 @@ type Node struct {
 	cancelLoops context.CancelFunc
 	wg          sync.WaitGroup
 	closed      atomic.Bool
+
+	// mux shares the Raft port with the API (Config.APIOnRaftPort); nil without it.
+	mux *portMux
 }
 
 // New opens the stores in cfg.DataDir, starts Raft and, when the data directory is new and an
@@ -143,6 +146,10 @@ func (n *Node) open() error {
 		stream.Listener = tlsutil.NewListener(ln, cfg.TLS.RaftServer, tlsutil.ListenerOptions{OnRefused: n.refusedPeer,
 			MaxHandshakes: cfg.TLS.MaxHandshakes, MaxHandshakesPerHost: (cfg.TLS.MaxHandshakes + 3) / 4})
 		stream.dialTLS = cfg.TLS.RaftClient
+	}
+	if cfg.APIOnRaftPort {
+		n.mux = newPortMux(stream.Listener)
+		stream.Listener = n.mux.raft
 	}
 	tcfg := &raft.NetworkTransportConfig{
 		Stream:  stream,

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"sync"
 
@@ -37,10 +38,11 @@ func (s *Server) checkForwarded(next echo.HandlerFunc) echo.HandlerFunc {
 // leader alive), against the CA bundle of that moment.
 func (s *Server) fromNode(c echo.Context) bool {
 	req := c.Request()
-	if req.TLS == nil || s.cfg.IsNode == nil {
+	state := requestTLS(req)
+	if state == nil || s.cfg.IsNode == nil {
 		return false
 	}
-	check := func() bool { return s.cfg.IsNode(req.TLS) }
+	check := func() bool { return s.cfg.IsNode(state) }
 	if p, ok := req.Context().Value(connPeerKey{}).(*connPeer); ok {
 		p.once.Do(func() { p.node = check() })
 		return p.node
@@ -52,11 +54,18 @@ func (s *Server) fromNode(c echo.Context) bool {
 type connPeer struct {
 	once sync.Once
 	node bool
+	// tls is the state of a connection that terminated TLS before net/http saw it (ServePeers).
+	tls *tls.ConnectionState
 }
 
 type connPeerKey struct{}
 
 // withConnPeer gives each connection's requests a shared connPeer (http.Server.ConnContext).
-func withConnPeer(ctx context.Context, _ net.Conn) context.Context {
-	return context.WithValue(ctx, connPeerKey{}, &connPeer{})
+func withConnPeer(ctx context.Context, c net.Conn) context.Context {
+	p := &connPeer{}
+	if t, ok := c.(connTLS); ok {
+		state := t.ConnectionState()
+		p.tls = &state
+	}
+	return context.WithValue(ctx, connPeerKey{}, p)
 }

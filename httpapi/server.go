@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -147,6 +148,12 @@ type Server struct {
 	// closing ends when Shutdown begins, so that long polls answer at once.
 	closing      context.Context
 	closingStart context.CancelFunc
+	// inproc is the in-memory transport to the handler (Transport).
+	inproc *inProcess
+	// peers serves the API on the Raft port's HTTP side (ServePeers); nil until then.
+	peersMu     sync.Mutex
+	peers       *http.Server
+	peersClosed bool
 
 	// answering bounds the woken watches answered at once (see watchAnswer).
 	answering chan struct{}
@@ -186,6 +193,7 @@ func New(node Node, cfg Config) *Server {
 	s.metrics = newMetrics(node)
 	s.refusals = tlsutil.NewRefusalLog(s.log, hclog.Debug, "closed an API connection: TLS handshake failed")
 	s.echo = s.routes()
+	s.inproc = newInProcess(s)
 	return s
 }
 
@@ -227,10 +235,12 @@ func (s *Server) refusedConn(remote net.Addr, err error) {
 // closes the rest (long polls included).
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closingStart()
+	s.inproc.refuse()
 	err := s.echo.Server.Shutdown(ctx)
 	if err != nil {
 		_ = s.echo.Server.Close()
 	}
+	err = errors.Join(err, s.stopPeers(ctx), s.inproc.shutdown(ctx))
 	s.fwd.close()
 	return err
 }
@@ -238,7 +248,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Close stops the server at once, cutting off every request in flight.
 func (s *Server) Close() {
 	s.closingStart()
+	s.inproc.close()
 	_ = s.echo.Server.Close()
+	_ = s.stopPeers(nil)
 	s.fwd.close()
 }
 

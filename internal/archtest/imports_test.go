@@ -26,6 +26,9 @@ var allowed = map[string][]string{
 	"internal/devtest":  {"agent"},
 	"internal/archtest": nil,
 	"internal/testkit":  nil,
+	// A node inside a Go program: the node, its API, and a client bound to it in memory.
+	"embed":                      {"client", "cluster", "httpapi", "internal/version", "tlsutil"},
+	"examples/embedded-election": {"client", "embed"},
 	// The Go client speaks HTTP only: never a server package.
 	"client": {"api"},
 	"bench":  {"agent", "api", "client"},
@@ -34,8 +37,10 @@ var allowed = map[string][]string{
 		"internal/version", "tlsutil"},
 	// The harness drives real agent processes through their HTTP API and signals; tlsutil
 	// only makes the certificates of a secure run.
-	"jepsen":          {"jepsen/checker", "jepsen/cluster", "jepsen/history", "jepsen/nemesis", "jepsen/workload"},
-	"jepsen/checker":  {"api", "jepsen/history"},
+	"jepsen":         {"jepsen/checker", "jepsen/cluster", "jepsen/history", "jepsen/nemesis", "jepsen/workload"},
+	"jepsen/checker": {"api", "jepsen/history"},
+	// Only tests: embedded nodes and their workers, judged by the harness's checker.
+	"jepsen/embedded": {"client", "embed", "jepsen/checker", "jepsen/history"},
 	"jepsen/cluster":  {"api", "jepsen/checker", "jepsen/faultfs", "jepsen/proxy", "tlsutil"},
 	"jepsen/faultfs":  nil,
 	"jepsen/history":  nil,
