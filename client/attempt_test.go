@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // A Lock that succeeded while a request of its attempt was still on its way (a long poll the
@@ -136,7 +137,7 @@ func TestUnlockReleasesInTheBackgroundAfterAFailure(t *testing.T) {
 			t.Fatal("the Mutex still believes it holds after Unlock")
 		}
 		lk.Heal()
-		waitFor(t, 20*time.Second, "the lock to be released", func() bool {
+		testkit.Eventually(t, 20*time.Second, "the lock to be released", func() bool {
 			l, err := c.GetLock(ctx, name)
 			return err == nil && !l.Held
 		})

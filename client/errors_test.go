@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // onePrefix fails the test unless err reads "raftlock: ..." with the prefix once.
@@ -156,7 +157,7 @@ func TestWithTransportCarriesEveryRequest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewSession through the in-process transport: %v", err)
 	}
-	waitFor(t, 10*time.Second, "two renewals", func() bool { return renewed.Load() >= 2 })
+	testkit.Eventually(t, 10*time.Second, "two renewals", func() bool { return renewed.Load() >= 2 })
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -9,24 +9,13 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
-
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // waitWaiters waits until the named lock has n sessions in its queue.
 func waitWaiters(ctx context.Context, t *testing.T, c *client.Client, name string, n int) {
 	t.Helper()
-	waitFor(t, 10*time.Second, fmt.Sprintf("%d waiters of %s", n, name), func() bool {
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%d waiters of %s", n, name), func() bool {
 		l, err := c.GetLock(ctx, name)
 		return err == nil && l.Waiters == n
 	})

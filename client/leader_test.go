@@ -17,6 +17,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/config"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // scrape reads the metrics of the node at endpoint.
@@ -268,5 +269,5 @@ func TestLeaderHintsOnlyFromAnswersThatCouldKnow(t *testing.T) {
 	if err := c.Raw().Release(ctx, "l", "s", 1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the client to look the leader up", func() bool { return nodes[1].count("GET /v1/health") > 0 })
+	testkit.Eventually(t, 5*time.Second, "the client to look the leader up", func() bool { return nodes[1].count("GET /v1/health") > 0 })
 }

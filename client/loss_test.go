@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // The probe of issue 18: a holder whose session is lost (destroyed here, as an expiry would)
@@ -159,7 +160,7 @@ func TestProclaimReportsLeadershipLostWhileSessionLives(t *testing.T) {
 	if e.IsLeader() || e.Token() != 0 {
 		t.Fatalf("after the failed Proclaim: leader %v, token %d", e.IsLeader(), e.Token())
 	}
-	waitFor(t, 10*time.Second, "the lock won by the failed Proclaim to be given back", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the lock won by the failed Proclaim to be given back", func() bool {
 		l, err := c.GetLock(ctx, name)
 		return err == nil && !l.Held
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 func TestMutexContendersNeverOverlapAndAreGrantedInArrivalOrder(t *testing.T) {
@@ -134,7 +135,7 @@ func TestMutexKeepsItsPlaceAcrossWaitChunks(t *testing.T) {
 	}()
 	waitWaiters(ctx, t, c, name, 2)
 	sent := counter.n.Load()
-	waitFor(t, 20*time.Second, "two of the first waiter's chunks to hand over", func() bool {
+	testkit.Eventually(t, 20*time.Second, "two of the first waiter's chunks to hand over", func() bool {
 		return counter.n.Load() >= sent+2
 	})
 	if l, err := c.GetLock(ctx, name); err != nil || l.Waiters != 2 {
@@ -304,7 +305,7 @@ func TestLockGivenUpWhileTheServerHoldsItsRequest(t *testing.T) {
 		}
 		// The withdrawal runs in the background: the lock may go to the waiter's session for a
 		// moment, but not for good.
-		waitFor(t, 10*time.Second, "the lock to be free and unawaited", func() bool {
+		testkit.Eventually(t, 10*time.Second, "the lock to be free and unawaited", func() bool {
 			l, err := c.GetLock(ctx, name)
 			return err == nil && !l.Held && l.Waiters == 0
 		})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // chunkServer fakes a node whose lock stays held: each waiting acquire is answered 409
@@ -81,7 +82,7 @@ func lockThroughChunks(t *testing.T, cs *chunkServer, n int) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- m.Lock(ctx) }()
-	waitFor(t, 15*time.Second, "acquires through several chunks", func() bool {
+	testkit.Eventually(t, 15*time.Second, "acquires through several chunks", func() bool {
 		cs.mu.Lock()
 		defer cs.mu.Unlock()
 		return len(cs.starts) >= n

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // A holder cut off from the cluster gives the lock up locally before the cluster can grant
@@ -200,7 +201,7 @@ func TestSessionDeadlineRunsFromTheRenewalsSending(t *testing.T) {
 		t.Fatalf("default safety margin %s, want TTL/5", s.SafetyMargin())
 	}
 	first := s.Deadline()
-	waitFor(t, 10*time.Second, "a renewal to be acknowledged", func() bool { return s.Deadline().After(first) })
+	testkit.Eventually(t, 10*time.Second, "a renewal to be acknowledged", func() bool { return s.Deadline().After(first) })
 	// The renewal whose answer moved the deadline is the last one sent: the next is due TTL/3
 	// after it, longer than its answer took.
 	if bound := st.lastSend().Add(ttl - s.SafetyMargin()); s.Deadline().After(bound) {

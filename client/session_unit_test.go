@@ -11,6 +11,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // renewMode tells a fake session node how to answer renewals.
@@ -74,7 +75,7 @@ func TestSessionDeadlinePassesBeforeServerCouldExpire(t *testing.T) {
 	ttl := 2 * time.Second
 	s := fakeSession(t, n, client.WithOnDanger(func(time.Duration) { danger.Store(true) }))
 	defer s.Close(context.Background())
-	waitFor(t, 5*time.Second, "a renewal", func() bool { return renewed.Load() > 0 })
+	testkit.Eventually(t, 5*time.Second, "a renewal", func() bool { return renewed.Load() > 0 })
 
 	// From now on renewals get no answer. The server would expire the session no earlier
 	// than TTL after the last renewal it received, which was sent after lastSent.
@@ -144,7 +145,7 @@ func TestSessionRenewsOneByOneWithoutBatchEndpoint(t *testing.T) {
 	n := newSessionNode(t, &mode, &renewed)
 	s := fakeSession(t, n)
 	defer s.Close(context.Background())
-	waitFor(t, 5*time.Second, "three renewals", func() bool { return renewed.Load() >= 3 })
+	testkit.Eventually(t, 5*time.Second, "three renewals", func() bool { return renewed.Load() >= 3 })
 	if s.Err() != nil {
 		t.Fatalf("Err = %v", s.Err())
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/embed"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // Replicas that embed a node share locks through their own clients: a follower's client
@@ -30,7 +31,7 @@ func TestEmbeddedNodesShareLocksThroughTheirOwnClients(t *testing.T) {
 	waiter := client.NewMutex(newSession(ctx, t, g.nodes[f].Client()), name)
 	got := make(chan error, 1)
 	go func() { got <- waiter.Lock(ctx) }()
-	waitFor(t, "the follower's client to queue", func() bool {
+	testkit.Eventually(t, testTimeout, "the follower's client to queue", func() bool {
 		lk, err := g.nodes[f].Client().GetLock(ctx, name)
 		return err == nil && lk.Waiters == 1
 	})
@@ -182,18 +183,6 @@ func newSession(ctx context.Context, t *testing.T, c *client.Client, opts ...cli
 		_ = s.Close(ctx)
 	})
 	return s
-}
-
-// waitFor polls cond until it holds, failing the test after testTimeout.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // A node the cluster removes from its members stops, and says so: it would otherwise go on

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/config"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // The console, driven in headless Chromium against a real cluster with TLS and ACLs: a lock
@@ -321,17 +323,24 @@ func pageState(ctx context.Context) string {
 // waitFor polls a JavaScript expression of the page until ok holds for its value.
 func waitFor(t *testing.T, ctx context.Context, what, expr string, ok func(string) bool) {
 	t.Helper()
-	start := time.Now()
-	for {
+	testkit.Until(t, deadline, what, func() error {
 		last, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
 		if err == nil && ok(last) {
-			return
+			return nil
 		}
-		if time.Since(start) > deadline {
-			t.Fatalf("%s: not within %v: %q (%v; %s)", what, deadline, last, err, pageState(ctx))
-		}
-		time.Sleep(20 * time.Millisecond) // a poll interval of the page's DOM, not a synchronisation
-	}
+		return pageError{ctx: ctx, last: last, err: err}
+	})
+}
+
+// pageError is a poll's last answer, with the page's state read only when it is reported.
+type pageError struct {
+	ctx  context.Context
+	last string
+	err  error
+}
+
+func (e pageError) Error() string {
+	return fmt.Sprintf("%q (%v; %s)", e.last, e.err, pageState(e.ctx))
 }
 
 // screenshot saves the page into the test's artifact directory, and into docs/console.png
