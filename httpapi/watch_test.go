@@ -240,7 +240,11 @@ func TestPrefixWatchAcrossABackupRestoreIsAReset(t *testing.T) {
 		return ""
 	})
 	var res api.RestoreResponse
-	ok(t, do(t, http.MethodPut, followers[0]+"/v1/snapshot", saved.body), http.StatusOK, &res)
+	restored := rawDo(http.MethodPut, followers[0]+"/v1/snapshot", saved.body, http.Header{"Content-Type": {"application/octet-stream"}})
+	if restored.err != nil {
+		t.Fatal(restored.err)
+	}
+	ok(t, restored, http.StatusOK, &res)
 	for i, ans := range waiting {
 		var got api.LockChanges
 		ok(t, await(t, ans, "a watch waiting across the restore"), http.StatusOK, &got)
