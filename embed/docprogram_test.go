@@ -15,9 +15,9 @@ import (
 	"time"
 )
 
-// README's Embedding section builds and runs as pasted: alone in its cluster it leads, a second
+// The complete program of docs/embedding.md builds and runs as pasted: alone in its cluster it leads, a second
 // copy on its data directory is refused with a clear error, and Ctrl-C stops it cleanly.
-func TestReadmeEmbeddingProgram(t *testing.T) {
+func TestEmbeddingPageProgram(t *testing.T) {
 	bin := buildReadmeEmbedding(t)
 	dir := t.TempDir()
 	peers := "n1=" + freeAddr(t)
@@ -43,7 +43,7 @@ func TestReadmeEmbeddingProgram(t *testing.T) {
 	select {
 	case <-led:
 	case <-time.After(testTimeout):
-		t.Fatal("README's program did not lead within 30s")
+		t.Fatal("docs/embedding.md's program did not lead within 30s")
 	}
 	second := exec.Command(bin, "--id", "n1", "--peers", "n1="+freeAddr(t))
 	second.Dir = dir
@@ -60,22 +60,22 @@ func TestReadmeEmbeddingProgram(t *testing.T) {
 	}
 }
 
-// buildReadmeEmbedding builds the Go block of README.md that calls embed.Start, as a package of
+// buildReadmeEmbedding builds the Go block of docs/embedding.md that calls package main, as a package of
 // the module (an overlay, so that nothing is written into the repository).
 func buildReadmeEmbedding(t *testing.T) string {
 	t.Helper()
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/embedding.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var program string
 	for _, block := range strings.Split(string(readme), "```go\n")[1:] {
-		if code, _, _ := strings.Cut(block, "\n```"); strings.Contains(code, "embed.Start(") {
+		if code, _, _ := strings.Cut(block, "\n```"); strings.HasPrefix(code, "package main") && strings.Contains(code, "embed.Start(") {
 			program = code + "\n"
 		}
 	}
 	if program == "" {
-		t.Fatal("README.md has no Go block that calls embed.Start")
+		t.Fatal("docs/embedding.md has no Go program that calls embed.Start")
 	}
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -97,7 +97,7 @@ func buildReadmeEmbedding(t *testing.T) string {
 	build := exec.CommandContext(ctx, "go", "build", "-overlay", overlayFile, "-o", bin, "./internal/readmeembedding")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("README's embedding program does not build: %v\n%s", err, out)
+		t.Fatalf("docs/embedding.md's program does not build: %v\n%s", err, out)
 	}
 	return bin
 }
