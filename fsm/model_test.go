@@ -49,9 +49,9 @@ type refSession struct {
 type refFence struct{ lock, attempt string }
 
 type refLock struct {
-	limit  int         // a semaphore's limit; 0 for a lock
-	holds  []refHold   // oldest first
-	delays []refDelay  // in the order they started
+	limit  int        // a semaphore's limit; 0 for a lock
+	holds  []refHold  // oldest first
+	delays []refDelay // in the order they started
 	queue  []fsm.Waiter
 	modify uint64
 }
@@ -692,4 +692,3 @@ func (m *refModel) view() view {
 	}
 	return v
 }
-
