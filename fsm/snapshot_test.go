@@ -300,7 +300,7 @@ func FuzzRestore(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		restoreMustNotPanic(t, b)
 		if len(b) >= 7 {
-			for version := byte(1); version <= 4; version++ {
+			for version := byte(1); version <= 6; version++ {
 				restoreMustNotPanic(t, withChecksum(version, b[7:]))
 			}
 		}
