@@ -358,6 +358,45 @@ func (l *lock) holderInfo(i int) HolderInfo {
 	return HolderInfo{Session: id, Token: token, Value: value, Shared: l.shared()}
 }
 
+// LockView is a lock with every grant it has, read at one moment.
+type LockView struct {
+	LockInfo
+	// Holders are the lock's grants, oldest first; LockInfo's Holder, Token and Value are the
+	// last one's.
+	Holders []HolderInfo
+}
+
+// LockView returns the named lock with its grants; a lock without an entry reads as free.
+func (f *FSM) LockView(name string) LockView {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.lockView(name)
+}
+
+// LockViews returns, sorted by name, every held, awaited or delayed lock whose name has
+// prefix, with its grants, all read at one moment.
+func (f *FSM) LockViews(prefix string) []LockView {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	names := f.st.sortedLockNames(prefix)
+	out := make([]LockView, len(names))
+	for i, n := range names {
+		out[i] = f.st.lockView(n)
+	}
+	return out
+}
+
+func (s *state) lockView(name string) LockView {
+	v := LockView{LockInfo: s.lockInfo(name)}
+	if l := s.locks[name]; l != nil && l.held {
+		v.Holders = make([]HolderInfo, l.holds())
+		for i := range v.Holders {
+			v.Holders[i] = l.holderInfo(i)
+		}
+	}
+	return v
+}
+
 // Holders returns every grant of the named lock, oldest first; nil when it has none.
 func (f *FSM) Holders(name string) []HolderInfo {
 	f.mu.RLock()
@@ -386,6 +425,21 @@ func (f *FSM) HoldOf(name string, session SessionID) (HolderInfo, bool) {
 		return HolderInfo{}, false
 	}
 	return l.holderInfo(i), true
+}
+
+// Delay returns the end of the named lock's delay that index names (see DelayedLock.Index),
+// and whether it is still in force.
+func (f *FSM) Delay(name string, index uint64) (until int64, ok bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	l := f.st.locks[name]
+	if l == nil || l.x == nil {
+		return 0, false
+	}
+	if i := l.x.delayIndex(index); i >= 0 {
+		return l.x.delays[i].until, true
+	}
+	return 0, false
 }
 
 // IsHolderToken reports whether token is the token of a grant the named lock has now.
