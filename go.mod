@@ -22,6 +22,7 @@ require (
 	golang.org/x/net v0.60.0
 	golang.org/x/sys v0.48.0
 	golang.org/x/time v0.15.0
+	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (

@@ -164,7 +164,7 @@ func contendedLoop(ctx, actx context.Context, c *client.Client, session, name st
 	var holds []hold
 	for actx.Err() == nil {
 		asked, wrote := time.Now(), new(atomic.Int64)
-		resp, err := c.Acquire(traceWrite(actx, wrote), name, api.AcquireRequest{Session: session, Wait: contendedWait})
+		resp, err := c.Raw().Acquire(traceWrite(actx, wrote), name, api.AcquireRequest{Session: session, Wait: contendedWait})
 		granted := time.Now()
 		if err != nil {
 			if actx.Err() != nil {
@@ -184,7 +184,7 @@ func contendedLoop(ctx, actx context.Context, c *client.Client, session, name st
 		mon.release(idx)
 		// Release retries unknown outcomes itself; a failure here leaves the lock with this
 		// session until it is closed, so this client stops competing.
-		if err := c.Release(ctx, name, session, resp.Token); err != nil {
+		if err := c.Raw().Release(ctx, name, session, resp.Token); err != nil {
 			errs.add(fmt.Errorf("release: %w", err))
 			break
 		}

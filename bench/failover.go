@@ -130,7 +130,7 @@ func (r *runner) failoverTrial(ctx context.Context, nodes failoverNodes, clients
 	}
 	ids := nodes.ids()
 	lc := clients[li]
-	s, err := lc.CreateSession(ctx, api.CreateSessionRequest{TTL: workerSessionTTL.String(), Name: "bench-failover"})
+	s, err := lc.Raw().CreateSession(ctx, api.CreateSessionRequest{TTL: workerSessionTTL.String(), Name: "bench-failover"})
 	if err != nil {
 		return tr, fmt.Errorf("bench: failover: %w", err)
 	}
@@ -163,7 +163,7 @@ func (r *runner) failoverTrial(ctx context.Context, nodes failoverNodes, clients
 		}
 		tr.Attempts++
 		actx, acancel := context.WithTimeout(ectx, failoverAttemptTimeout)
-		_, err := clients[j].Acquire(actx, name, api.AcquireRequest{Session: s.ID})
+		_, err := clients[j].Raw().Acquire(actx, name, api.AcquireRequest{Session: s.ID})
 		acancel()
 		if err == nil {
 			tr.RecoveryMs, granted = ms(time.Since(killed)), j
@@ -177,7 +177,7 @@ func (r *runner) failoverTrial(ctx context.Context, nodes failoverNodes, clients
 	if granted < 0 {
 		tr.Error = fmt.Sprintf("no acquire succeeded within %s of the kill", failoverLimit)
 	} else {
-		_, _ = clients[granted].DestroySession(ctx, s.ID)
+		_, _ = clients[granted].Raw().DestroySession(ctx, s.ID)
 		if nl, err := nodes.leader(ctx, clients); err == nil {
 			tr.NewLeader = ids[nl]
 		}
@@ -218,7 +218,7 @@ func waitHealthy(ctx context.Context, nodes failoverNodes, clients []*client.Cli
 	for {
 		ok := true
 		for i := range clients {
-			if clients[i].Ready(ctx, eps[i]) != nil {
+			if clients[i].Raw().Ready(ctx, eps[i]) != nil {
 				ok = false
 				break
 			}

@@ -101,7 +101,7 @@ func publishedMembers(ctx context.Context, c *client.Client) (*api.Cluster, erro
 	ctx, cancel := context.WithTimeout(ctx, failoverLimit)
 	defer cancel()
 	for {
-		cl, err := c.Cluster(ctx)
+		cl, err := c.Raw().Cluster(ctx)
 		if err == nil && !slices.ContainsFunc(cl.Members, func(m api.Member) bool { return m.HTTPAddr == "" }) {
 			return cl, nil
 		}
@@ -129,11 +129,11 @@ func (p *procNodes) leader(ctx context.Context, clients []*client.Client) (int, 
 	ids := p.ids()
 	for {
 		for _, c := range clients {
-			cl, err := c.Cluster(ctx, client.Stale()) // that node's own view
+			cl, err := c.Raw().Cluster(ctx, client.Stale()) // that node's own view
 			if err != nil || cl.Leader == "" {
 				continue
 			}
-			if j := slices.Index(ids, cl.Leader); j >= 0 && clients[j].Ready(ctx, p.eps[j]) == nil {
+			if j := slices.Index(ids, cl.Leader); j >= 0 && clients[j].Raw().Ready(ctx, p.eps[j]) == nil {
 				return j, nil
 			}
 		}

@@ -263,7 +263,7 @@ func checkWhole(ctx context.Context, t *testing.T, endpoints []string) {
 	}
 	defer cl.Close()
 	for _, ep := range endpoints {
-		if err := cl.Ready(ctx, ep); err != nil {
+		if err := cl.Raw().Ready(ctx, ep); err != nil {
 			t.Errorf("%s is not ready after the workload: %v", ep, err)
 		}
 	}

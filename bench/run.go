@@ -135,7 +135,7 @@ func (r *runner) connect(ctx context.Context) (*target, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	defer probe.Close()
-	cl, err := probe.Cluster(ctx)
+	cl, err := probe.Raw().Cluster(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("bench: reading the cluster: %w", err)
 	}
@@ -209,7 +209,7 @@ func (r *runner) environment(ctx context.Context) (Environment, error) {
 		return env, fmt.Errorf("bench: %w", err)
 	}
 	defer c.Close()
-	cl, err := c.Cluster(ctx)
+	cl, err := c.Raw().Cluster(ctx)
 	if err != nil {
 		return env, fmt.Errorf("bench: reading the cluster: %w", err)
 	}

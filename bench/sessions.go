@@ -197,7 +197,7 @@ func destroySessions(ctx context.Context, c *client.Client, workers []*sessionWo
 		go func() {
 			defer wg.Done()
 			for id := range ids {
-				_, _ = c.DestroySession(ctx, id)
+				_, _ = c.Raw().DestroySession(ctx, id)
 			}
 		}()
 	}

@@ -57,7 +57,7 @@ func (sh *sessionShared) create(ctx context.Context, workers []*sessionWorker, f
 	for ctx.Err() == nil && sh.toCreate.Add(-1) >= 0 {
 		for {
 			sent := time.Now()
-			info, err := sh.c.CreateSession(ctx, api.CreateSessionRequest{TTL: sh.ttl.String(), Name: "bench"})
+			info, err := sh.c.Raw().CreateSession(ctx, api.CreateSessionRequest{TTL: sh.ttl.String(), Name: "bench"})
 			if err == nil {
 				lat = append(lat, time.Since(sent))
 				sh.created.Add(1)
@@ -188,7 +188,7 @@ func (w *sessionWorker) renew(ctx context.Context, batch []*benchSession) {
 		deadline = floor
 	}
 	rctx, cancel := context.WithDeadline(ctx, deadline)
-	resp, err := w.sh.c.RenewSessions(rctx, ids)
+	resp, err := w.sh.c.Raw().RenewSessions(rctx, ids)
 	cancel()
 	outcome := make(map[string]error, len(batch))
 	if err == nil {

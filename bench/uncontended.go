@@ -98,7 +98,7 @@ func acquireReleaseLoop(ctx context.Context, c *client.Client, session, name str
 		if w.over(t0) || ctx.Err() != nil {
 			return out
 		}
-		resp, err := c.Acquire(ctx, name, api.AcquireRequest{Session: session})
+		resp, err := c.Raw().Acquire(ctx, name, api.AcquireRequest{Session: session})
 		t1 := time.Now()
 		if err != nil {
 			if !isCancel(ctx, err) {
@@ -111,7 +111,7 @@ func acquireReleaseLoop(ctx context.Context, c *client.Client, session, name str
 			out.violations = append(out.violations, fmt.Sprintf("lock %s: token %d after %d", name, resp.Token, last))
 		}
 		last = resp.Token
-		err = c.Release(ctx, name, session, resp.Token)
+		err = c.Raw().Release(ctx, name, session, resp.Token)
 		t2 := time.Now()
 		mayHold = err != nil
 		if err != nil {

@@ -31,36 +31,36 @@ func TestWithTokenAgainstAnACLCluster(t *testing.T) {
 	eps := dev.Endpoints()
 
 	anon := newClient(t, eps, client.WithRetryTimeout(0))
-	if _, err := anon.Locks(ctx, ""); !errors.Is(err, client.ErrUnauthorized) {
+	if _, err := anon.Raw().Locks(ctx, ""); !errors.Is(err, client.ErrUnauthorized) {
 		t.Fatalf("a client without a token: %v", err)
 	}
-	boot, err := anon.ACLBootstrap(ctx)
+	boot, err := anon.Raw().ACLBootstrap(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := anon.ACLBootstrap(ctx); !errors.Is(err, client.ErrForbidden) {
+	if _, err := anon.Raw().ACLBootstrap(ctx); !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("second bootstrap: %v", err)
 	}
 	admin := newClient(t, eps, client.WithToken(boot.SecretID))
-	if _, err := admin.CreatePolicy(ctx, api.Policy{Name: "jobs", Locks: []api.LockRule{{Prefix: "jobs/", Access: "write"}}}); err != nil {
+	if _, err := admin.Raw().CreatePolicy(ctx, api.Policy{Name: "jobs", Locks: []api.LockRule{{Prefix: "jobs/", Access: "write"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.CreatePolicy(ctx, api.Policy{Name: "jobs"}); !errors.Is(err, client.ErrAlreadyExists) {
+	if _, err := admin.Raw().CreatePolicy(ctx, api.Policy{Name: "jobs"}); !errors.Is(err, client.ErrAlreadyExists) {
 		t.Fatalf("second create: %v", err)
 	}
-	if p, err := admin.PutPolicy(ctx, api.Policy{Name: "jobs", Locks: []api.LockRule{{Prefix: "jobs/", Access: "write"}, {Prefix: "", Access: "read"}}}); err != nil || len(p.Locks) != 2 {
+	if p, err := admin.Raw().PutPolicy(ctx, api.Policy{Name: "jobs", Locks: []api.LockRule{{Prefix: "jobs/", Access: "write"}, {Prefix: "", Access: "read"}}}); err != nil || len(p.Locks) != 2 {
 		t.Fatalf("put: %+v %v", p, err)
 	}
-	if ps, err := admin.Policies(ctx); err != nil || len(ps) != 2 {
+	if ps, err := admin.Raw().Policies(ctx); err != nil || len(ps) != 2 {
 		t.Fatalf("policies %+v %v", ps, err)
 	}
-	tok, err := admin.CreateToken(ctx, api.CreateTokenRequest{Description: "worker", Policies: []string{"jobs"}})
+	tok, err := admin.Raw().CreateToken(ctx, api.CreateTokenRequest{Description: "worker", Policies: []string{"jobs"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	worker := newClient(t, eps, client.WithToken(tok.SecretID))
 	m := lockedMutex(ctx, t, worker, "jobs/a")
-	if self, err := worker.TokenSelf(ctx); err != nil || self.AccessorID != tok.AccessorID {
+	if self, err := worker.Raw().TokenSelf(ctx); err != nil || self.AccessorID != tok.AccessorID {
 		t.Fatalf("self %+v %v", self, err)
 	}
 	s := newSession(t, worker)
@@ -69,7 +69,7 @@ func TestWithTokenAgainstAnACLCluster(t *testing.T) {
 	}
 
 	// Another token sees the holder without its session, in reads and in a refused acquire.
-	other, err := admin.CreateToken(ctx, api.CreateTokenRequest{Policies: []string{"jobs"}})
+	other, err := admin.Raw().CreateToken(ctx, api.CreateTokenRequest{Policies: []string{"jobs"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,22 +84,22 @@ func TestWithTokenAgainstAnACLCluster(t *testing.T) {
 		t.Fatalf("try-lock of a held lock as another token: %v", err)
 	}
 
-	if err := admin.DeleteToken(ctx, tok.AccessorID); err != nil {
+	if err := admin.Raw().DeleteToken(ctx, tok.AccessorID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := worker.TokenSelf(ctx); !errors.Is(err, client.ErrUnauthorized) {
+	if _, err := worker.Raw().TokenSelf(ctx); !errors.Is(err, client.ErrUnauthorized) {
 		t.Fatalf("a deleted token: %v", err)
 	}
-	if _, err := admin.Token(ctx, tok.AccessorID); !errors.Is(err, client.ErrNotFound) {
+	if _, err := admin.Raw().Token(ctx, tok.AccessorID); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("get of a deleted token: %v", err)
 	}
-	if err := admin.DeletePolicy(ctx, "jobs"); err != nil {
+	if err := admin.Raw().DeletePolicy(ctx, "jobs"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Policy(ctx, "jobs"); !errors.Is(err, client.ErrNotFound) {
+	if _, err := admin.Raw().Policy(ctx, "jobs"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("get of a deleted policy: %v", err)
 	}
-	if toks, err := admin.Tokens(ctx); err != nil || len(toks) != 2 {
+	if toks, err := admin.Raw().Tokens(ctx); err != nil || len(toks) != 2 {
 		t.Fatalf("tokens %+v %v", toks, err)
 	}
 }
@@ -127,15 +127,15 @@ func TestWithTokenOverTLS(t *testing.T) {
 	tlsCfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	eps := dev.Endpoints()
 
-	boot, err := newClient(t, eps[1:], client.WithTLSConfig(tlsCfg)).ACLBootstrap(ctx)
+	boot, err := newClient(t, eps[1:], client.WithTLSConfig(tlsCfg)).Raw().ACLBootstrap(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	admin := newClient(t, eps, client.WithTLSConfig(tlsCfg), client.WithToken(boot.SecretID))
-	if _, err := admin.CreatePolicy(ctx, api.Policy{Name: "jobs", Locks: []api.LockRule{{Prefix: "jobs/", Access: "write"}}}); err != nil {
+	if _, err := admin.Raw().CreatePolicy(ctx, api.Policy{Name: "jobs", Locks: []api.LockRule{{Prefix: "jobs/", Access: "write"}}}); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := admin.CreateToken(ctx, api.CreateTokenRequest{Policies: []string{"jobs"}})
+	tok, err := admin.Raw().CreateToken(ctx, api.CreateTokenRequest{Policies: []string{"jobs"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestWithTokenOverTLS(t *testing.T) {
 	for _, ep := range eps {
 		c := newClient(t, []string{ep}, client.WithTLSConfig(tlsCfg), client.WithToken(tok.SecretID))
 		wg.Go(func() {
-			if _, err := c.TokenSelf(ctx); err != nil {
+			if _, err := c.Raw().TokenSelf(ctx); err != nil {
 				t.Errorf("token self through %s: %v", ep, err)
 			}
 		})
@@ -157,16 +157,16 @@ func TestWithTokenOverTLS(t *testing.T) {
 		if l, err := admin.GetLock(ctx, m.Key(), client.AtEndpoint(ep)); err != nil || !l.Held || l.Token != m.Token() {
 			t.Fatalf("through %s: %+v %v", ep, l, err)
 		}
-		if _, err := worker.Cluster(ctx); !errors.Is(err, client.ErrForbidden) {
+		if _, err := worker.Raw().Cluster(ctx); !errors.Is(err, client.ErrForbidden) {
 			t.Fatalf("cluster without operator: %v", err)
 		}
 	}
-	if err := admin.DeleteToken(ctx, tok.AccessorID); err != nil {
+	if err := admin.Raw().DeleteToken(ctx, tok.AccessorID); err != nil {
 		t.Fatal(err)
 	}
 	for _, ep := range eps {
 		worker := newClient(t, []string{ep}, client.WithTLSConfig(tlsCfg), client.WithToken(tok.SecretID), client.WithRetryTimeout(0))
-		if _, err := worker.TokenSelf(ctx); !errors.Is(err, client.ErrUnauthorized) {
+		if _, err := worker.Raw().TokenSelf(ctx); !errors.Is(err, client.ErrUnauthorized) {
 			t.Fatalf("a deleted token through %s: %v", ep, err)
 		}
 	}

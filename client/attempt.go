@@ -146,7 +146,7 @@ func (c *Client) forgetFeatures() {
 
 // clusterFeatures reads the features the cluster has enabled.
 func (c *Client) clusterFeatures(ctx context.Context) ([]string, error) {
-	cl, err := c.Cluster(ctx)
+	cl, err := c.cluster(ctx)
 	if err == nil {
 		return cl.Features, nil
 	}

@@ -2,7 +2,6 @@ package client
 
 import (
 	"crypto/tls"
-	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -30,7 +29,7 @@ type Client struct {
 	cur            atomic.Uint64 // index of the endpoint tried first; leader routing moves it
 	staleCur       atomic.Uint64 // index of the endpoint a stale read tries first (see Stale)
 	hc             *http.Client
-	ownTransport   *http.Transport // closed by Close; nil with WithHTTPClient
+	ownTransport   *http.Transport // closed by Close; nil with WithTransport
 	requestTimeout time.Duration
 	retryTimeout   time.Duration
 	backoffMin     time.Duration
@@ -43,6 +42,7 @@ type Client struct {
 	// router moves requests to the leader's endpoint; nil with WithoutLeaderRouting or a
 	// single endpoint.
 	router *leaderRouter
+	raw    Raw // the HTTP API on this client (Raw)
 }
 
 // Option configures a Client.
@@ -52,7 +52,7 @@ type clientOptions struct {
 	requestTimeout time.Duration
 	retryTimeout   time.Duration
 	tlsConfig      *tls.Config
-	httpClient     *http.Client
+	transport      http.RoundTripper
 	logger         hclog.Logger
 	token          string
 	noLeaderRoute  bool
@@ -75,10 +75,13 @@ func WithTLSConfig(cfg *tls.Config) Option {
 	return func(o *clientOptions) { o.tlsConfig = cfg.Clone() }
 }
 
-// WithHTTPClient replaces the tuned HTTP client; its Timeout must be zero, since long polls
-// hold requests open for minutes. WithTLSConfig is then ignored.
-func WithHTTPClient(hc *http.Client) Option {
-	return func(o *clientOptions) { o.httpClient = hc }
+// WithTransport sends every request of the client (sessions' renewals, long polls and leader
+// lookups included) through rt instead of the client's own transport, e.g. to reach a node in
+// the same process without a network connection, or to count or delay requests in a test.
+// rt owns connections and TLS, so WithTLSConfig cannot go with it; it must not time requests
+// out, since long polls stay open for minutes. Close leaves rt's connections alone.
+func WithTransport(rt http.RoundTripper) Option {
+	return func(o *clientOptions) { o.transport = rt }
 }
 
 // WithLogger sets a logger for failover and keepalive messages (default: discard).
@@ -101,7 +104,10 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		opt(&o)
 	}
 	if o.requestTimeout <= 0 || o.retryTimeout < 0 {
-		return nil, fmt.Errorf("%w: timeouts must be positive", ErrInvalidArgument)
+		return nil, errorf("%w: timeouts must be positive", ErrInvalidArgument)
+	}
+	if o.transport != nil && o.tlsConfig != nil {
+		return nil, errorf("%w: WithTLSConfig and WithTransport: the transport owns TLS", ErrInvalidArgument)
 	}
 	scheme := "http://"
 	if o.tlsConfig != nil {
@@ -118,16 +124,15 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		}
 		u, err := url.Parse(ep)
 		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			return nil, fmt.Errorf("%w: bad endpoint %q", ErrInvalidArgument, ep)
+			return nil, errorf("%w: bad endpoint %q", ErrInvalidArgument, ep)
 		}
 		eps = append(eps, ep)
 	}
 	if len(eps) == 0 {
-		return nil, fmt.Errorf("%w: no endpoints", ErrInvalidArgument)
+		return nil, errorf("%w: no endpoints", ErrInvalidArgument)
 	}
 	c := &Client{
 		endpoints:      eps,
-		hc:             o.httpClient,
 		requestTimeout: o.requestTimeout,
 		retryTimeout:   o.retryTimeout,
 		backoffMin:     25 * time.Millisecond,
@@ -142,10 +147,13 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		c.router = newLeaderRouter(c)
 	}
 	c.renewer = &renewer{c: c}
-	if c.hc == nil {
+	c.raw.c = c
+	rt := o.transport
+	if rt == nil {
 		c.ownTransport = newTransport(o.tlsConfig)
-		c.hc = &http.Client{Transport: c.ownTransport}
+		rt = c.ownTransport
 	}
+	c.hc = &http.Client{Transport: rt}
 	return c, nil
 }
 
@@ -164,6 +172,10 @@ func newTransport(tlsConfig *tls.Config) *http.Transport {
 		ForceAttemptHTTP2:     true,
 	}
 }
+
+// Raw returns the HTTP API of the cluster, one method per endpoint, on this client's
+// connections. Nothing made through it is managed: see Raw.
+func (c *Client) Raw() *Raw { return &c.raw }
 
 // Endpoints returns the endpoints of the client, normalised.
 func (c *Client) Endpoints() []string {

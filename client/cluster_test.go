@@ -314,7 +314,7 @@ func holdingClient(t *testing.T, endpoint string, opts ...client.Option) (*holdP
 	t.Helper()
 	p := newHoldProxy(t, endpoint, `"attempt_seq"`)
 	c := newClient(t, []string{p.Endpoint()}, append([]client.Option{
-		client.WithHTTPClient(&http.Client{Transport: &http.Transport{DisableKeepAlives: true}})}, opts...)...)
+		client.WithTransport(&http.Transport{DisableKeepAlives: true})}, opts...)...)
 	return p, c
 }
 

@@ -1,5 +1,5 @@
 // Package client is the Go client of raftlock: a connection to the cluster with leader
-// failover, and on top of it the primitives a correct lock holder needs.
+// failover, the primitives a correct lock holder needs, and beneath them the raw HTTP API.
 //
 //   - [Client] talks to any node of the cluster (every node answers every request), moves to
 //     another endpoint on connection errors and 503 no_leader with jittered backoff, and reports
@@ -7,7 +7,9 @@
 //     answer names a leader, it asks its endpoints which node each is (GET /v1/health) and
 //     sends its requests to the leader's, which saves the cluster the follower's forwarding
 //     hop, 40–55 % of its CPU per write as measured ([WithoutLeaderRouting] keeps the order
-//     given). Reads with [Stale] stay on the first endpoint given, off the leader.
+//     given). Reads with [Stale] stay on the first endpoint given, off the leader. Its methods
+//     are what a lock holder or observer needs: [Client.NewSession], [Client.GetLock],
+//     [Client.Observe].
 //   - [Session] is a lease with a TTL, renewed in the background. It keeps a conservative local
 //     deadline (the send time of the last acknowledged renewal + TTL − margin, on the monotonic
 //     clock; [Session.SafetyMargin] gives the arithmetic): [Session.Done] closes when the server
@@ -23,6 +25,38 @@
 //   - [Election] elects one leader among candidates and lets anyone observe who leads.
 //   - [Fence] is for the protected resource: it remembers the highest token seen per lock and
 //     rejects operations that carry a lower one.
+//   - [Raw], from [Client.Raw], is the HTTP API one method per endpoint (docs/api.md), for
+//     tools, operators and tests: sessions it creates are never renewed, and locks it acquires
+//     are never withdrawn or released for you.
+//
+// # Why the raw API is a type, not a package
+//
+// etcd keeps its primitives (package concurrency) apart from the raw API (package clientv3),
+// so that a lease nobody keeps alive is not made by mistake. raftlock keeps the same apart
+// with a type: the raw calls are methods of [Raw], not of [Client], so a session that is
+// never renewed is made only by asking for Raw by name, while the common path stays short
+// (client.New, c.NewSession, client.NewMutex, client.NewElection, client.NewFence,
+// c.GetLock). A package of its own would not do better: the primitives need what a raw layer
+// must not show its users — how many requests of an attempt may have reached a server, the
+// numbered attempt fields of a release, the features the cluster has enabled, the batching
+// renewer — and would have to export those or duplicate the transport; and the sentinel
+// errors, which both layers return, would need a third package.
+//
+// # Errors
+//
+// Each error code of the API has one sentinel ([ErrLockHeld] for 409 lock_held, ...), which
+// the [*APIError] of that code matches; the other sentinels name what the client found itself
+// ([ErrSessionDeadline], [ErrLockLost], ...). Every error of the package reads "raftlock: " and
+// what happened, with that prefix once however many of its errors one wraps. What the cluster
+// supports the client learns from the cluster, never from the text of an error: numbered
+// attempts from the features of GET /v1/cluster, and the batch renewal endpoint, which came
+// before features, from the 404 or 405 that a server without it answers for its route.
+//
+// # Transport
+//
+// Every request goes through one http.RoundTripper: the client's own (many idle connections
+// per node, TLS from [WithTLSConfig]), or the one given with [WithTransport], e.g. to reach a
+// node in the same process without a network connection.
 //
 // A minimal lock holder:
 //

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -86,7 +85,7 @@ func (e *Election) Campaign(ctx context.Context, value string) error {
 		m.floor = prev.highest() // a new leadership's token is above every earlier one's
 	}
 	if err := m.Lock(ctx); err != nil {
-		return fmt.Errorf("raftlock: campaign: %w", err)
+		return errorf("campaign: %w", err)
 	}
 	e.mu.Lock()
 	e.m = m
@@ -105,7 +104,7 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 		h = m.current()
 	}
 	if h == nil {
-		return fmt.Errorf("raftlock: proclaim on %q: %w", e.name, ErrNotLeader)
+		return errorf("proclaim on %q: %w", e.name, ErrNotLeader)
 	}
 	t := e.s.newAttempt(ctx)
 	req := api.AcquireRequest{Session: e.s.ID(), Value: &value}
@@ -125,12 +124,12 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 		if errors.Is(err, ErrLockHeld) || errors.Is(err, ErrLockDelayed) {
 			return e.lost(m, h, err)
 		}
-		return fmt.Errorf("raftlock: proclaim on %q: %w", e.name, err)
+		return errorf("proclaim on %q: %w", e.name, err)
 	}
 	if resp.Token != h.token {
 		// The leadership was lost and this acquire won a new one: give it back, since the
 		// caller's work under the old token has been interrupted.
-		return e.lost(m, h, fmt.Errorf("the lock was granted anew under token %d", resp.Token))
+		return e.lost(m, h, errorf("the lock was granted anew under token %d", resp.Token))
 	}
 	m.mu.Lock()
 	if m.hold == h {
@@ -144,8 +143,8 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 // attempt: a request of the campaign still on its way must not queue the session again, and a
 // grant the session got anew is given back.
 func (e *Election) lost(m *Mutex, h *hold, cause error) error {
-	err := fmt.Errorf("raftlock: proclaim on %q: %w: %w: %w", e.name, ErrNotLeader, ErrLockLost, cause)
-	if m.lose(h, fmt.Errorf("leadership lost while the session lives: %w", cause)) {
+	err := errorf("proclaim on %q: %w: %w: %w", e.name, ErrNotLeader, ErrLockLost, cause)
+	if m.lose(h, errorf("leadership lost while the session lives: %w", cause)) {
 		m.withdraw(h.attempt, 0)
 	}
 	return err
@@ -160,7 +159,7 @@ func (e *Election) Resign(ctx context.Context) error {
 	}
 	err := m.Unlock(ctx)
 	if err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotHolder) {
-		return fmt.Errorf("raftlock: resign: %w", err)
+		return errorf("resign: %w", err)
 	}
 	return nil
 }
@@ -173,7 +172,7 @@ func (e *Election) Leader(ctx context.Context) (*api.Lock, error) {
 		return nil, err
 	}
 	if !l.Held {
-		return nil, fmt.Errorf("raftlock: %q: %w", e.name, ErrElectionNoLeader)
+		return nil, errorf("%q: %w", e.name, ErrElectionNoLeader)
 	}
 	return l, nil
 }
@@ -194,7 +193,7 @@ func (c *Client) Observe(ctx context.Context, name string) <-chan api.Lock {
 		var index uint64
 		var last api.Lock
 		for attempt := 0; ctx.Err() == nil; {
-			l, err := c.WatchLock(ctx, name, index, observeWait)
+			l, err := c.watchLock(ctx, name, index, observeWait, nil)
 			if err != nil {
 				if ctx.Err() != nil {
 					return

@@ -8,61 +8,118 @@ import (
 	"github.com/raftlock/raftlock/api"
 )
 
-// Sentinel errors. API errors ([*APIError]) match the sentinel of their code with errors.Is.
+// Sentinel errors: match them with errors.Is. An error answered by the server ([*APIError])
+// matches the one of its code; the others name what the client itself found.
 var (
 	// ErrInvalidArgument is the server's 400 invalid_argument, or a request refused locally.
-	ErrInvalidArgument = errors.New("raftlock: invalid argument")
+	ErrInvalidArgument = newError("invalid argument")
 	// ErrUnauthorized is the server's 401 unauthorized.
-	ErrUnauthorized = errors.New("raftlock: unauthorized")
+	ErrUnauthorized = newError("unauthorized")
 	// ErrForbidden is the server's 403 forbidden.
-	ErrForbidden = errors.New("raftlock: forbidden")
-	// ErrSessionNotFound is the server's 404 session_not_found: the session expired or was destroyed.
-	ErrSessionNotFound = errors.New("raftlock: session not found")
-	// ErrSessionExpired matches the same server answer as ErrSessionNotFound; Session.Err
-	// returns it when the server reported the session gone.
-	ErrSessionExpired = errors.New("raftlock: session expired")
-	// ErrNotFound is the server's 404 not_found (unknown route or member).
-	ErrNotFound = errors.New("raftlock: not found")
+	ErrForbidden = newError("forbidden")
+	// ErrSessionNotFound is the server's 404 session_not_found: the session expired or was
+	// destroyed. Session.Err matches it once the server has reported the session gone.
+	ErrSessionNotFound = newError("session not found")
+	// ErrNotFound is the server's 404 not_found or 405 method_not_allowed: no such route,
+	// member, policy or token.
+	ErrNotFound = newError("not found")
 	// ErrLockHeld is the server's 409 lock_held: another session holds the lock.
-	ErrLockHeld = errors.New("raftlock: lock held by another session")
+	ErrLockHeld = newError("lock held by another session")
 	// ErrLockDelayed is the server's 409 lock_delayed: the lock is free but inside a lock-delay.
-	ErrLockDelayed = errors.New("raftlock: lock delayed")
+	ErrLockDelayed = newError("lock delayed")
 	// ErrAttemptCancelled is the server's 409 attempt_cancelled: an acquire carried an attempt
-	// that its session had cancelled (CancelAcquire).
-	ErrAttemptCancelled = errors.New("raftlock: acquire attempt cancelled")
+	// that its session had ended (Raw.CancelAcquire, Raw.Release).
+	ErrAttemptCancelled = newError("acquire attempt cancelled")
 	// ErrNotHolder is the server's 409 not_holder, or an Unlock of a Mutex that is not locked.
-	ErrNotHolder = errors.New("raftlock: not the lock holder")
+	ErrNotHolder = newError("not the lock holder")
 	// ErrAlreadyExists is the server's 409 already_exists: a policy with that name exists.
-	ErrAlreadyExists = errors.New("raftlock: already exists")
+	ErrAlreadyExists = newError("already exists")
 	// ErrFeatureNotEnabled is the server's 409 feature_not_enabled: the request needs a
 	// feature that some member of the cluster does not support yet.
-	ErrFeatureNotEnabled = errors.New("raftlock: feature not enabled in the cluster")
+	ErrFeatureNotEnabled = newError("feature not enabled in the cluster")
 	// ErrPayloadTooLarge is the server's 413 payload_too_large.
-	ErrPayloadTooLarge = errors.New("raftlock: payload too large")
+	ErrPayloadTooLarge = newError("payload too large")
 	// ErrTooManyRequests is the server's 429 too_many_requests.
-	ErrTooManyRequests = errors.New("raftlock: too many requests")
+	ErrTooManyRequests = newError("too many requests")
 	// ErrNoLeader is the server's 503 no_leader: nothing was applied.
-	ErrNoLeader = errors.New("raftlock: cluster has no leader")
+	ErrNoLeader = newError("cluster has no leader")
 	// ErrTimeout is the server's 503 timeout: the outcome of the command is unknown.
-	ErrTimeout = errors.New("raftlock: outcome unknown (timeout)")
+	ErrTimeout = newError("outcome unknown (timeout)")
 	// ErrInternal is any other server error.
-	ErrInternal = errors.New("raftlock: internal server error")
+	ErrInternal = newError("internal server error")
 	// ErrUnavailable means no endpoint could be reached.
-	ErrUnavailable = errors.New("raftlock: no endpoint reachable")
+	ErrUnavailable = newError("no endpoint reachable")
 
 	// ErrSessionDeadline is Session.Err when the local deadline passed without a renewal.
-	ErrSessionDeadline = errors.New("raftlock: session deadline passed without renewal")
+	ErrSessionDeadline = newError("session deadline passed without renewal")
 	// ErrSessionClosed is Session.Err after Session.Close.
-	ErrSessionClosed = errors.New("raftlock: session closed")
+	ErrSessionClosed = newError("session closed")
 	// ErrLockLost is returned when a lock held by a Mutex or Election was lost with its session.
-	ErrLockLost = errors.New("raftlock: lock lost")
+	ErrLockLost = newError("lock lost")
 	// ErrElectionNoLeader means that nobody leads the election.
-	ErrElectionNoLeader = errors.New("raftlock: election has no leader")
+	ErrElectionNoLeader = newError("election has no leader")
 	// ErrNotLeader is returned by Proclaim and Resign when this candidate does not lead.
-	ErrNotLeader = errors.New("raftlock: not the election leader")
+	ErrNotLeader = newError("not the election leader")
 	// ErrStaleToken is returned by a Fence for a token lower than one it already accepted.
-	ErrStaleToken = errors.New("raftlock: stale fencing token")
+	ErrStaleToken = newError("stale fencing token")
 )
+
+// The package's errors read "raftlock: " and what happened, with the prefix once however
+// many of its errors one wraps: each of its error types has the prefix in Error and leaves it
+// out in text, which errorf uses for the errors it wraps.
+const errPrefix = "raftlock: "
+
+// texter is an error of the package that can say what it is without the package prefix.
+type texter interface{ text() string }
+
+// sentinelError is the type of the sentinel errors; they match by identity.
+type sentinelError struct{ msg string }
+
+func newError(msg string) error { return &sentinelError{msg} }
+
+// Error implements error.
+func (e *sentinelError) Error() string { return errPrefix + e.msg }
+
+func (e *sentinelError) text() string { return e.msg }
+
+// wrapError is an error made by errorf.
+type wrapError struct{ err error }
+
+// Error implements error.
+func (e *wrapError) Error() string { return errPrefix + e.err.Error() }
+
+func (e *wrapError) text() string { return e.err.Error() }
+
+// Unwrap returns what errorf made.
+func (e *wrapError) Unwrap() error { return e.err }
+
+// unprefixed shows an error without the package prefix, in the text errorf builds.
+type unprefixed struct{ err error }
+
+// Error implements error.
+func (u unprefixed) Error() string { return textOf(u.err) }
+
+// Unwrap returns the error shown.
+func (u unprefixed) Unwrap() error { return u.err }
+
+// textOf is err's message without the package prefix.
+func textOf(err error) string {
+	if t, ok := err.(texter); ok {
+		return t.text()
+	}
+	return err.Error()
+}
+
+// errorf is fmt.Errorf for the package's errors: the result reads "raftlock: " and the
+// message, in which the errors among args appear without their own prefix.
+func errorf(format string, args ...any) error {
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			args[i] = unprefixed{err}
+		}
+	}
+	return &wrapError{fmt.Errorf(format, args...)}
+}
 
 // sentinelFor returns the sentinel error of an API error code, or nil for an unknown code.
 func sentinelFor(code string) error {
@@ -122,8 +179,10 @@ type APIError struct {
 }
 
 // Error implements error.
-func (e *APIError) Error() string {
-	msg := fmt.Sprintf("raftlock: %s (%d %s)", e.Message, e.StatusCode, e.Code)
+func (e *APIError) Error() string { return errPrefix + e.text() }
+
+func (e *APIError) text() string {
+	msg := fmt.Sprintf("%s (%d %s)", e.Message, e.StatusCode, e.Code)
 	switch {
 	case e.Holder != nil && e.Holder.Session != "":
 		msg += fmt.Sprintf(": held by session %s with token %d", e.Holder.Session, e.Holder.Token)
@@ -138,9 +197,6 @@ func (e *APIError) Error() string {
 
 // Is reports whether target is the sentinel error of e's code.
 func (e *APIError) Is(target error) bool {
-	if target == ErrSessionExpired {
-		return e.Code == api.CodeSessionNotFound
-	}
 	if s := sentinelFor(e.Code); s != nil {
 		return s == target
 	}

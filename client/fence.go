@@ -39,9 +39,10 @@ type StaleTokenError struct {
 }
 
 // Error implements error.
-func (e *StaleTokenError) Error() string {
-	return fmt.Sprintf("raftlock: stale fencing token %d for lock %q: token %d was already accepted",
-		e.Token, e.Lock, e.Highest)
+func (e *StaleTokenError) Error() string { return errPrefix + e.text() }
+
+func (e *StaleTokenError) text() string {
+	return fmt.Sprintf("stale fencing token %d for lock %q: token %d was already accepted", e.Token, e.Lock, e.Highest)
 }
 
 // Is makes the error match ErrStaleToken.
@@ -73,7 +74,7 @@ func (f *Fence) Check(lock string, token uint64) error {
 // fn's error is returned as it is; fn may be nil.
 func (f *Fence) Do(lock string, token uint64, fn func() error) error {
 	if token == 0 {
-		return fmt.Errorf("%w: missing fencing token for lock %q", ErrInvalidArgument, lock)
+		return errorf("%w: missing fencing token for lock %q", ErrInvalidArgument, lock)
 	}
 	e := f.entry(lock)
 	e.mu.Lock()
@@ -105,11 +106,11 @@ func SetToken(h http.Header, token uint64) {
 func TokenFromHeader(h http.Header) (uint64, error) {
 	v := h.Get(HeaderToken)
 	if v == "" {
-		return 0, fmt.Errorf("%w: no %s header", ErrInvalidArgument, HeaderToken)
+		return 0, errorf("%w: no %s header", ErrInvalidArgument, HeaderToken)
 	}
 	t, err := strconv.ParseUint(v, 10, 64)
 	if err != nil || t == 0 {
-		return 0, fmt.Errorf("%w: bad %s header %q", ErrInvalidArgument, HeaderToken, v)
+		return 0, errorf("%w: bad %s header %q", ErrInvalidArgument, HeaderToken, v)
 	}
 	return t, nil
 }

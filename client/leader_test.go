@@ -112,7 +112,7 @@ func settles(t *testing.T, do func() error, endpoints []string, skip string, n, 
 
 // clusterRead is a linearizable read, which a follower forwards to the leader.
 func clusterRead(ctx context.Context, c *client.Client) func() error {
-	return func() error { _, err := c.Cluster(ctx); return err }
+	return func() error { _, err := c.Raw().Cluster(ctx); return err }
 }
 
 func TestClientMovesToTheLeader(t *testing.T) {
@@ -159,20 +159,20 @@ func TestClientMovesToTheLeaderUnderACL(t *testing.T) {
 	}
 	t.Cleanup(func() { dev.Close() })
 	eps, lead := followersFirst(ctx, t, dev)
-	boot, err := newClient(t, eps).ACLBootstrap(ctx)
+	boot, err := newClient(t, eps).Raw().ACLBootstrap(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	admin := newClient(t, eps, client.WithToken(boot.SecretID))
-	if _, err := admin.CreatePolicy(ctx, api.Policy{Name: "jobs", Locks: []api.LockRule{{Prefix: "jobs/", Access: "write"}}}); err != nil {
+	if _, err := admin.Raw().CreatePolicy(ctx, api.Policy{Name: "jobs", Locks: []api.LockRule{{Prefix: "jobs/", Access: "write"}}}); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := admin.CreateToken(ctx, api.CreateTokenRequest{Policies: []string{"jobs"}})
+	tok, err := admin.Raw().CreateToken(ctx, api.CreateTokenRequest{Policies: []string{"jobs"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	worker := newClient(t, eps, client.WithToken(tok.SecretID))
-	if _, err := worker.Cluster(ctx); !errors.Is(err, client.ErrForbidden) {
+	if _, err := worker.Raw().Cluster(ctx); !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("the worker's token reads the cluster (%v); the test needs one that may not", err)
 	}
 	settles(t, func() error { _, err := worker.GetLock(ctx, "jobs/a"); return err }, eps, lead, 20, 200)
@@ -195,7 +195,7 @@ func TestStaleReadsStayOffTheLeader(t *testing.T) {
 			before[i] = servedCount(t, ep, "/v1/locks")
 		}
 		for range n {
-			if _, err := c.Locks(ctx, "", client.Stale()); err != nil {
+			if _, err := c.Raw().Locks(ctx, "", client.Stale()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -257,7 +257,7 @@ func TestLeaderHintsOnlyFromAnswersThatCouldKnow(t *testing.T) {
 		if _, err := c.GetLock(ctx, "l", client.Stale()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.CreateSession(ctx, api.CreateSessionRequest{TTL: "10s"}); !errors.Is(err, client.ErrInvalidArgument) {
+		if _, err := c.Raw().CreateSession(ctx, api.CreateSessionRequest{TTL: "10s"}); !errors.Is(err, client.ErrInvalidArgument) {
 			t.Fatalf("create: %v", err)
 		}
 	}
@@ -265,7 +265,7 @@ func TestLeaderHintsOnlyFromAnswersThatCouldKnow(t *testing.T) {
 		t.Fatalf("a stale read or a refusal moved the client: n2 was asked who it is %d times", n)
 	}
 	// A write the leader answered is a hint the client follows.
-	if err := c.Release(ctx, "l", "s", 1); err != nil {
+	if err := c.Raw().Release(ctx, "l", "s", 1); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the client to look the leader up", func() bool { return nodes[1].count("GET /v1/health") > 0 })

@@ -26,7 +26,7 @@ func TestLostHoldIsForgottenBeforeDoneCloses(t *testing.T) {
 	go func() { granted <- b.Lock(ctx) }()
 	waitWaiters(ctx, t, c, name, 1)
 
-	if _, err := c.DestroySession(ctx, a.Session().ID()); err != nil {
+	if _, err := c.Raw().DestroySession(ctx, a.Session().ID()); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-granted; err != nil {
@@ -45,11 +45,11 @@ func TestLostHoldIsForgottenBeforeDoneCloses(t *testing.T) {
 		t.Error("Context not done when Done closed")
 	}
 	err := a.Lock(ctx)
-	if err == nil || !errors.Is(err, client.ErrSessionExpired) {
+	if err == nil || !errors.Is(err, client.ErrSessionNotFound) {
 		t.Errorf("Lock after the session was lost: %v, want the session's error", err)
 	}
 	err = a.TryLock(ctx)
-	if err == nil || !errors.Is(err, client.ErrSessionExpired) {
+	if err == nil || !errors.Is(err, client.ErrSessionNotFound) {
 		t.Errorf("TryLock after the session was lost: %v, want the session's error", err)
 	}
 	if l, err := c.GetLock(ctx, name); err != nil || l.Session != b.Session().ID() || l.Token != b.Token() {
@@ -78,7 +78,7 @@ func TestSessionErrIsSetBeforeDoneCloses(t *testing.T) {
 	if err := e.Campaign(ctx, "v"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.DestroySession(ctx, s.ID()); err != nil {
+	if _, err := c.Raw().DestroySession(ctx, s.ID()); err != nil {
 		t.Fatal(err)
 	}
 	<-s.Done()
@@ -93,7 +93,7 @@ func TestSessionErrIsSetBeforeDoneCloses(t *testing.T) {
 	if e.Token() != 0 || e.IsLeader() || e.Context().Err() == nil {
 		t.Errorf("election still led (token %d) when Done closed", e.Token())
 	}
-	if err := e.Campaign(ctx, "v"); !errors.Is(err, client.ErrSessionExpired) {
+	if err := e.Campaign(ctx, "v"); !errors.Is(err, client.ErrSessionNotFound) {
 		t.Errorf("Campaign after the session was lost: %v, want the session's error", err)
 	}
 	if err := e.Proclaim(ctx, "w"); !errors.Is(err, client.ErrNotLeader) {
@@ -115,7 +115,7 @@ func TestProclaimReportsLeadershipLostWhileSessionLives(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := e.Token()
-	if err := c.Release(ctx, name, s.ID(), old); err != nil {
+	if err := c.Raw().Release(ctx, name, s.ID(), old); err != nil {
 		t.Fatal(err)
 	}
 	// Someone else leads now: Proclaim must not succeed, and must forget the leadership.
@@ -145,7 +145,7 @@ func TestProclaimReportsLeadershipLostWhileSessionLives(t *testing.T) {
 		t.Fatalf("new leadership's token %d not above %d", e.Token(), old)
 	}
 	tok := e.Token()
-	if err := c.Release(ctx, name, s.ID(), tok); err != nil {
+	if err := c.Raw().Release(ctx, name, s.ID(), tok); err != nil {
 		t.Fatal(err)
 	}
 	err = e.Proclaim(ctx, "one-d")

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -109,7 +108,7 @@ func (m *Mutex) Context() context.Context {
 		return m.lost.ctx
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(fmt.Errorf("%w: mutex %q is not locked", ErrNotHolder, m.name))
+	cancel(errorf("%w: mutex %q is not locked", ErrNotHolder, m.name))
 	return ctx
 }
 
@@ -136,11 +135,11 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 	case m.calls <- struct{}{}:
 		defer func() { <-m.calls }()
 	case <-ctx.Done():
-		return fmt.Errorf("raftlock: lock %q: %w", m.name, context.Cause(ctx))
+		return errorf("lock %q: %w", m.name, context.Cause(ctx))
 	}
 	// The session first: a hold it lost is no hold.
 	if err := m.s.Err(); err != nil {
-		return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
+		return errorf("lock %q: %w", m.name, err)
 	}
 	m.mu.Lock()
 	held, value := m.hold != nil, m.value
@@ -149,7 +148,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 		return nil
 	}
 	if err := m.s.use(ctx, m.name, m); err != nil {
-		return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
+		return errorf("lock %q: %w", m.name, err)
 	}
 	// Every request of this call carries one attempt, which ends with the call.
 	t := m.s.newAttempt(ctx)
@@ -230,7 +229,7 @@ func (m *Mutex) try(ctx context.Context, req api.AcquireRequest, t attempt, wait
 				a.drain()
 				var ae *APIError
 				clean := a.requests == 1 && a.sends == 1 && errors.As(err, &ae) && ae.StatusCode < 500
-				return 0, clean, fmt.Errorf("raftlock: lock %q: %w", m.name, err)
+				return 0, clean, errorf("lock %q: %w", m.name, err)
 			}
 			if elapsed {
 				attempt = 0
@@ -318,9 +317,9 @@ func (a *acquirer) giveUp(ctx context.Context) error {
 	a.drain()
 	m := a.m
 	if err := m.s.Err(); err != nil {
-		return fmt.Errorf("raftlock: lock %q: %w", m.name, err)
+		return errorf("lock %q: %w", m.name, err)
 	}
-	return fmt.Errorf("raftlock: lock %q: %w", m.name, context.Cause(ctx))
+	return errorf("lock %q: %w", m.name, context.Cause(ctx))
 }
 
 // acquire sends one (long-poll) acquire that is also cut short when the session is lost.
@@ -339,14 +338,14 @@ func (m *Mutex) granted(token uint64, t attempt) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if token <= m.floor {
-		return fmt.Errorf("raftlock: lock %q: %w: granted token %d is not above %d, the token of a hold that ended",
+		return errorf("lock %q: %w: granted token %d is not above %d, the token of a hold that ended",
 			m.name, ErrInternal, token, m.floor)
 	}
 	h := &hold{token: token, attempt: t}
 	h.ctx, h.cancel = context.WithCancelCause(context.Background())
 	stop, ok := m.s.onLoss(func(reason error) { m.lose(h, reason) })
 	if !ok {
-		err := fmt.Errorf("raftlock: lock %q: granted as the session ended: %w", m.name, m.s.Err())
+		err := errorf("lock %q: granted as the session ended: %w", m.name, m.s.Err())
 		h.cancel(err)
 		return err
 	}
@@ -367,7 +366,7 @@ func (m *Mutex) lose(h *hold, reason error) bool {
 	m.floor = max(m.floor, h.token)
 	m.mu.Unlock()
 	h.stop()
-	h.cancel(fmt.Errorf("%w: %q: %w", ErrLockLost, m.name, reason))
+	h.cancel(errorf("%w: %q: %w", ErrLockLost, m.name, reason))
 	return true
 }
 
@@ -441,25 +440,13 @@ func (m *Mutex) withdrawOnce(ctx context.Context, t attempt, token, keep uint64)
 	c, sid := m.s.c, m.s.ID()
 	if token == 0 {
 		r, err := c.cancelAcquire(ctx, m.name, sid, m.s.fields(t))
-		switch {
-		case err == nil:
-			if !r.Held || r.Token == keep {
-				return 0, nil
-			}
-			token = r.Token
-		case isUnsupported(err):
-			// A server without the endpoint: release a grant already made, at least.
-			l, err := c.GetLock(ctx, m.name)
-			if err != nil {
-				return 0, err
-			}
-			if !l.Held || l.Session != sid || l.Token == keep {
-				return 0, nil
-			}
-			token = l.Token
-		default:
+		if err != nil {
 			return 0, err
 		}
+		if !r.Held || r.Token == keep {
+			return 0, nil
+		}
+		token = r.Token
 	}
 	err := c.releaseAttempt(ctx, m.name, sid, token, m.s.fields(t))
 	if errors.Is(err, ErrNotHolder) {
@@ -495,17 +482,17 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	}
 	m.mu.Unlock()
 	if h == nil && lost == nil {
-		return fmt.Errorf("raftlock: unlock %q: %w: mutex is not locked", m.name, ErrNotHolder)
+		return errorf("unlock %q: %w: mutex is not locked", m.name, ErrNotHolder)
 	}
 	if h == nil {
 		// Lost before: if only this process gave the session up, the server may still hold
 		// the lock for it; release it so that others need not wait for the expiry.
 		_ = m.s.c.releaseAttempt(ctx, m.name, m.s.ID(), lost.token, m.s.fields(lost.attempt))
-		return fmt.Errorf("raftlock: unlock %q: %w", m.name, context.Cause(lost.ctx))
+		return errorf("unlock %q: %w", m.name, context.Cause(lost.ctx))
 	}
 	h.stop()
 	lostErr := m.s.Err() // the hold ended before Unlock: reported even if the release works
-	h.cancel(fmt.Errorf("raftlock: mutex %q unlocked", m.name))
+	h.cancel(errorf("mutex %q unlocked", m.name))
 	// A proclamation's withdrawal first: once released, a request of it must find it fenced.
 	err := m.s.settled(ctx, m.name)
 	if err == nil {
@@ -515,19 +502,19 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	switch {
 	case lostErr != nil:
 		m.s.endUse(m.name, m)
-		return fmt.Errorf("raftlock: unlock %q: %w: %w", m.name, ErrLockLost, lostErr)
+		return errorf("unlock %q: %w: %w", m.name, ErrLockLost, lostErr)
 	case err == nil:
 		m.s.endUse(m.name, m)
 		return nil
 	case errors.Is(err, ErrSessionNotFound):
 		m.s.endUse(m.name, m)
-		return fmt.Errorf("raftlock: unlock %q: %w: %w", m.name, ErrLockLost, err)
+		return errorf("unlock %q: %w: %w", m.name, ErrLockLost, err)
 	case errors.Is(err, ErrNotHolder):
 		// Someone released the lock with this session's id and token. The release fenced the
 		// attempt; a request of it that slipped in before may have taken the lock anew.
 		m.withdraw(h.attempt, 0)
-		return fmt.Errorf("raftlock: unlock %q: %w: %w", m.name, ErrLockLost, err)
+		return errorf("unlock %q: %w: %w", m.name, ErrLockLost, err)
 	}
 	m.withdraw(h.attempt, h.token)
-	return fmt.Errorf("raftlock: unlock %q: %w (releasing in the background while the session lives)", m.name, err)
+	return errorf("unlock %q: %w (releasing in the background while the session lives)", m.name, err)
 }

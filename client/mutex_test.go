@@ -115,7 +115,7 @@ func TestMutexKeepsItsPlaceAcrossWaitChunks(t *testing.T) {
 	// The first waiter long-polls in chunks of two seconds, so its waits elapse while it waits.
 	counter := &acquireCounter{next: http.DefaultTransport.(*http.Transport).Clone()}
 	t.Cleanup(counter.next.(*http.Transport).CloseIdleConnections)
-	cb := newClient(t, dev.Endpoints(), client.WithHTTPClient(&http.Client{Transport: counter}))
+	cb := newClient(t, dev.Endpoints(), client.WithTransport(counter))
 	first := client.NewMutex(newSession(t, cb), name, client.WithWaitChunk(2*time.Second))
 	firstDone := make(chan error, 1)
 	go func() { firstDone <- first.Lock(ctx) }()
@@ -124,7 +124,7 @@ func TestMutexKeepsItsPlaceAcrossWaitChunks(t *testing.T) {
 	second := newSession(t, c)
 	secondDone := make(chan *api.AcquireResponse, 1)
 	go func() {
-		g, err := c.Acquire(ctx, name, api.AcquireRequest{Session: second.ID(), Wait: "50s"})
+		g, err := c.Raw().Acquire(ctx, name, api.AcquireRequest{Session: second.ID(), Wait: "50s"})
 		if err != nil {
 			t.Errorf("second waiter: %v", err)
 		}
@@ -417,7 +417,7 @@ func TestFenceRejectsTheTokenOfAPreviousHolder(t *testing.T) {
 	if err := fence.Check(name, oldToken); !errors.Is(err, client.ErrStaleToken) {
 		t.Fatalf("old holder's token %d after %d: %v, want ErrStaleToken", oldToken, newer.Token(), err)
 	}
-	chk, err := c.CheckToken(ctx, name, oldToken)
+	chk, err := c.Raw().CheckToken(ctx, name, oldToken)
 	if err != nil || chk.Current || chk.Token != newer.Token() {
 		t.Fatalf("CheckToken(old) = %+v, %v", chk, err)
 	}

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -12,8 +11,14 @@ import (
 	"github.com/raftlock/raftlock/api"
 )
 
-// The methods in this file map one to one onto the HTTP API (docs/api.md). Session, Mutex
-// and Election are built on them; use them directly for tools and tests.
+// Raw is the HTTP API of the cluster, one method per endpoint (docs/api.md), on the
+// connections, retries and leader routing of the Client it comes from. It is for tools,
+// operators and tests. Nothing made through it is managed: a session it creates is never
+// renewed, and a lock it acquires is never withdrawn or released for you; Session, Mutex and
+// Election do that. Get it with Client.Raw.
+type Raw struct {
+	c *Client
+}
 
 // ReadOption changes how a read is answered.
 type ReadOption func(*readOptions)
@@ -46,7 +51,7 @@ func (c *Client) readCall(path string, out any, opts []ReadOption) *call {
 
 func lockPath(name, action string) (string, error) {
 	if name == "" {
-		return "", fmt.Errorf("%w: empty lock name", ErrInvalidArgument)
+		return "", errorf("%w: empty lock name", ErrInvalidArgument)
 	}
 	p := "/v1/locks/" + name
 	if action != "" {
@@ -57,7 +62,7 @@ func lockPath(name, action string) (string, error) {
 
 func sessionPath(id, action string) (string, error) {
 	if id == "" {
-		return "", fmt.Errorf("%w: empty session id", ErrInvalidArgument)
+		return "", errorf("%w: empty session id", ErrInvalidArgument)
 	}
 	p := "/v1/sessions/" + url.PathEscape(id)
 	if action != "" {
@@ -66,9 +71,13 @@ func sessionPath(id, action string) (string, error) {
 	return p, nil
 }
 
-// CreateSession creates a session (POST /v1/sessions). Most programs use NewSession instead,
-// which also keeps the session alive.
-func (c *Client) CreateSession(ctx context.Context, req api.CreateSessionRequest) (*api.Session, error) {
+// CreateSession creates a session (POST /v1/sessions) that nothing renews: it expires after
+// its TTL unless renewed with RenewSession. Client.NewSession creates one and keeps it alive.
+func (r *Raw) CreateSession(ctx context.Context, req api.CreateSessionRequest) (*api.Session, error) {
+	return r.c.createSession(ctx, req)
+}
+
+func (c *Client) createSession(ctx context.Context, req api.CreateSessionRequest) (*api.Session, error) {
 	var s api.Session
 	_, err := c.do(ctx, &call{method: http.MethodPost, path: "/v1/sessions", body: req, out: &s})
 	if err != nil {
@@ -78,58 +87,69 @@ func (c *Client) CreateSession(ctx context.Context, req api.CreateSessionRequest
 }
 
 // RenewSession renews a session once (PUT /v1/sessions/{id}/renew).
-func (c *Client) RenewSession(ctx context.Context, id string) (*api.RenewResponse, error) {
+func (r *Raw) RenewSession(ctx context.Context, id string) (*api.RenewResponse, error) {
 	p, err := sessionPath(id, "renew")
 	if err != nil {
 		return nil, err
 	}
-	var r api.RenewResponse
-	if _, err := c.do(ctx, &call{method: http.MethodPut, path: p, out: &r}); err != nil {
+	var resp api.RenewResponse
+	if _, err := r.c.do(ctx, &call{method: http.MethodPut, path: p, out: &resp}); err != nil {
 		return nil, err
 	}
-	return &r, nil
+	return &resp, nil
 }
 
 // RenewSessions renews up to 1000 sessions in one request (POST /v1/sessions/renew). Sessions
-// made with NewSession are already renewed this way, together with the client's others.
-func (c *Client) RenewSessions(ctx context.Context, ids []string) (*api.RenewSessionsResponse, error) {
-	var r api.RenewSessionsResponse
-	if _, err := c.do(ctx, &call{method: http.MethodPost, path: "/v1/sessions/renew", body: api.RenewSessionsRequest{IDs: ids}, out: &r}); err != nil {
+// made with Client.NewSession are already renewed this way, together with the client's others.
+func (r *Raw) RenewSessions(ctx context.Context, ids []string) (*api.RenewSessionsResponse, error) {
+	return r.c.renewSessions(ctx, ids, 0)
+}
+
+// renewSessions is RenewSessions with a timeout of each attempt (0: the client's).
+func (c *Client) renewSessions(ctx context.Context, ids []string, attempt time.Duration) (*api.RenewSessionsResponse, error) {
+	var resp api.RenewSessionsResponse
+	cl := &call{method: http.MethodPost, path: "/v1/sessions/renew", body: api.RenewSessionsRequest{IDs: ids},
+		out: &resp, attemptTimeout: attempt}
+	if _, err := c.do(ctx, cl); err != nil {
 		return nil, err
 	}
-	return &r, nil
+	return &resp, nil
 }
 
 // DestroySession destroys a session and releases its locks (DELETE /v1/sessions/{id}).
-func (c *Client) DestroySession(ctx context.Context, id string) (*api.DestroyResponse, error) {
+func (r *Raw) DestroySession(ctx context.Context, id string) (*api.DestroyResponse, error) {
+	return r.c.destroySession(ctx, id)
+}
+
+func (c *Client) destroySession(ctx context.Context, id string) (*api.DestroyResponse, error) {
 	p, err := sessionPath(id, "")
 	if err != nil {
 		return nil, err
 	}
-	var r api.DestroyResponse
-	if _, err := c.do(ctx, &call{method: http.MethodDelete, path: p, out: &r}); err != nil {
+	var resp api.DestroyResponse
+	if _, err := c.do(ctx, &call{method: http.MethodDelete, path: p, out: &resp}); err != nil {
 		return nil, err
 	}
-	return &r, nil
+	return &resp, nil
 }
 
 // GetSession reads one session with the locks it holds (GET /v1/sessions/{id}).
-func (c *Client) GetSession(ctx context.Context, id string, opts ...ReadOption) (*api.SessionInfo, error) {
+func (r *Raw) GetSession(ctx context.Context, id string, opts ...ReadOption) (*api.SessionInfo, error) {
 	p, err := sessionPath(id, "")
 	if err != nil {
 		return nil, err
 	}
 	var s api.SessionInfo
-	if _, err := c.do(ctx, c.readCall(p, &s, opts)); err != nil {
+	if _, err := r.c.do(ctx, r.c.readCall(p, &s, opts)); err != nil {
 		return nil, err
 	}
 	return &s, nil
 }
 
 // Sessions lists all sessions (GET /v1/sessions).
-func (c *Client) Sessions(ctx context.Context, opts ...ReadOption) ([]api.SessionInfo, error) {
+func (r *Raw) Sessions(ctx context.Context, opts ...ReadOption) ([]api.SessionInfo, error) {
 	var l api.SessionList
-	if _, err := c.do(ctx, c.readCall("/v1/sessions", &l, opts)); err != nil {
+	if _, err := r.c.do(ctx, r.c.readCall("/v1/sessions", &l, opts)); err != nil {
 		return nil, err
 	}
 	return l.Sessions, nil
@@ -139,9 +159,11 @@ func (c *Client) Sessions(ctx context.Context, opts ...ReadOption) ([]api.Sessio
 // holds the request until the grant or the end of the wait. Retrying is safe: an acquire by
 // the holder returns its token again and a queued session keeps its place. Asking with
 // req.TTL instead of req.Session is not retried, since each attempt would create a session.
-func (c *Client) Acquire(ctx context.Context, name string, req api.AcquireRequest) (*api.AcquireResponse, error) {
-	r, _, err := c.acquire(ctx, name, req)
-	return r, err
+// A request that gave up may still be queued or granted: Mutex withdraws its attempts, a
+// caller of Acquire must do so itself (CancelAcquire, Release).
+func (r *Raw) Acquire(ctx context.Context, name string, req api.AcquireRequest) (*api.AcquireResponse, error) {
+	resp, _, err := r.c.acquire(ctx, name, req)
+	return resp, err
 }
 
 // acquire is Acquire that also tells how many of its requests may have reached a server.
@@ -153,12 +175,12 @@ func (c *Client) acquire(ctx context.Context, name string, req api.AcquireReques
 	var wait time.Duration
 	if req.Wait != "" {
 		if wait, err = time.ParseDuration(req.Wait); err != nil {
-			return nil, outcome{}, fmt.Errorf("%w: wait %q: %v", ErrInvalidArgument, req.Wait, err)
+			return nil, outcome{}, errorf("%w: wait %q: %w", ErrInvalidArgument, req.Wait, err)
 		}
 	}
 	cl := &call{method: http.MethodPost, path: p, body: req, wait: wait}
-	var r api.AcquireResponse
-	cl.out = &r
+	var resp api.AcquireResponse
+	cl.out = &resp
 	if req.Session == "" {
 		cl.noRetryUnknown = true
 		cl.endpoint = c.endpoints[c.current()]
@@ -167,7 +189,7 @@ func (c *Client) acquire(ctx context.Context, name string, req api.AcquireReques
 	if err != nil {
 		return nil, out, err
 	}
-	return &r, out, nil
+	return &resp, out, nil
 }
 
 // CancelAcquire takes session out of the lock's queue (DELETE /v1/locks/{name}/acquire), for
@@ -175,10 +197,9 @@ func (c *Client) acquire(ctx context.Context, name string, req api.AcquireReques
 // came first is reported (Held, Token), not undone: release it if it is no longer wanted. A
 // non-empty attempt (the AcquireRequest's) also makes the session's later acquires with that
 // attempt fail with ErrAttemptCancelled, so that a request still on its way cannot be granted
-// after the cancel. Retrying is safe. A server without the endpoint answers with an error
-// matching ErrNotFound or an *APIError with code method_not_allowed.
-func (c *Client) CancelAcquire(ctx context.Context, name, session, attempt string) (*api.CancelAcquireResponse, error) {
-	return c.cancelAcquire(ctx, name, session, attemptFields{id: attempt})
+// after the cancel. Retrying is safe.
+func (r *Raw) CancelAcquire(ctx context.Context, name, session, attempt string) (*api.CancelAcquireResponse, error) {
+	return r.c.cancelAcquire(ctx, name, session, attemptFields{id: attempt})
 }
 
 // cancelAcquire is CancelAcquire with the attempt fields of a numbered try.
@@ -188,9 +209,9 @@ func (c *Client) cancelAcquire(ctx context.Context, name, session string, a atte
 		return nil, err
 	}
 	if session == "" {
-		return nil, fmt.Errorf("%w: empty session id", ErrInvalidArgument)
+		return nil, errorf("%w: empty session id", ErrInvalidArgument)
 	}
-	var r api.CancelAcquireResponse
+	var resp api.CancelAcquireResponse
 	q := url.Values{"session": {session}}
 	if a.id != "" {
 		q.Set("attempt", a.id)
@@ -201,19 +222,19 @@ func (c *Client) cancelAcquire(ctx context.Context, name, session string, a atte
 	if a.floor != 0 {
 		q.Set("attempt_floor", strconv.FormatUint(a.floor, 10))
 	}
-	cl := &call{method: http.MethodDelete, path: p, query: q, out: &r}
+	cl := &call{method: http.MethodDelete, path: p, query: q, out: &resp}
 	if _, err := c.do(ctx, cl); err != nil {
 		return nil, err
 	}
-	return &r, nil
+	return &resp, nil
 }
 
 // Release releases a lock held by session under token (POST /v1/locks/{name}/release).
 // When the outcome of an attempt is unknown (503 timeout, or a retry after a lost answer), it
 // reads the lock to learn whether the release happened, and asks again only if it did not.
 // It returns nil once the lock is no longer held by that session under that token.
-func (c *Client) Release(ctx context.Context, name, session string, token uint64) error {
-	return c.ReleaseAttempt(ctx, name, session, token, "")
+func (r *Raw) Release(ctx context.Context, name, session string, token uint64) error {
+	return r.c.releaseAttempt(ctx, name, session, token, attemptFields{})
 }
 
 // ReleaseAttempt is Release that also names the attempt (the AcquireRequest's) whose acquire
@@ -221,18 +242,22 @@ func (c *Client) Release(ctx context.Context, name, session string, token uint64
 // still on its way (a retry, or a long poll the network delayed) cannot queue the session or
 // take the lock again after the release; the fence is recorded even if the release itself
 // finds the lock no longer held.
-func (c *Client) ReleaseAttempt(ctx context.Context, name, session string, token uint64, attempt string) error {
-	return c.releaseAttempt(ctx, name, session, token, attemptFields{id: attempt})
+func (r *Raw) ReleaseAttempt(ctx context.Context, name, session string, token uint64, attempt string) error {
+	return r.c.releaseAttempt(ctx, name, session, token, attemptFields{id: attempt})
 }
 
 // releaseAttempt is ReleaseAttempt with the attempt fields of a numbered try.
 func (c *Client) releaseAttempt(ctx context.Context, name, session string, token uint64, a attemptFields) error {
+	return c.release(ctx, name, api.ReleaseRequest{Session: session, Token: &token, Attempt: a.id,
+		AttemptSeq: a.seq, AttemptFloor: a.floor})
+}
+
+func (c *Client) release(ctx context.Context, name string, req api.ReleaseRequest) error {
 	p, err := lockPath(name, "release")
 	if err != nil {
 		return err
 	}
 	for round := 0; ; round++ {
-		req := api.ReleaseRequest{Session: session, Token: &token, Attempt: a.id, AttemptSeq: a.seq, AttemptFloor: a.floor}
 		out, err := c.do(ctx, &call{method: http.MethodPost, path: p, body: req,
 			out: &api.ReleaseResponse{}, noRetryUnknown: true})
 		if err == nil {
@@ -244,23 +269,29 @@ func (c *Client) releaseAttempt(ctx context.Context, name, session string, token
 		}
 		l, gerr := c.GetLock(ctx, name)
 		if gerr != nil {
-			return fmt.Errorf("%w (reading the lock to learn the outcome: %w)", err, gerr)
+			return errorf("%w (reading the lock to learn the outcome: %w)", err, gerr)
 		}
-		if !l.Held || l.Session != session || l.Token != token {
+		if !l.Held || l.Session != req.Session || l.Token != *req.Token {
 			return nil
 		}
 		c.logger.Debug("release outcome unknown and lock still held; asking again", "lock", name)
 	}
 }
 
-// GetLock reads the state of a lock (GET /v1/locks/{name}); a lock never taken reads as not held.
+// GetLock reads the state of a lock (GET /v1/locks/{name}); a lock never taken reads as not
+// held. Reads are linearizable unless Stale is given.
 func (c *Client) GetLock(ctx context.Context, name string, opts ...ReadOption) (*api.Lock, error) {
-	return c.WatchLock(ctx, name, 0, 0, opts...)
+	return c.watchLock(ctx, name, 0, 0, opts)
 }
 
-// WatchLock is a blocking query: it returns when the lock's modify_index exceeds index, or
-// after wait with the current state. Index 0 answers at once.
-func (c *Client) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration, opts ...ReadOption) (*api.Lock, error) {
+// WatchLock reads a lock (GET /v1/locks/{name}) with a blocking query: it returns when the
+// lock's modify_index exceeds index, or after wait with the current state. Index 0 answers at
+// once, as Client.GetLock. Client.Observe follows a lock's holders this way.
+func (r *Raw) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration, opts ...ReadOption) (*api.Lock, error) {
+	return r.c.watchLock(ctx, name, index, wait, opts)
+}
+
+func (c *Client) watchLock(ctx context.Context, name string, index uint64, wait time.Duration, opts []ReadOption) (*api.Lock, error) {
 	p, err := lockPath(name, "")
 	if err != nil {
 		return nil, err
@@ -279,51 +310,56 @@ func (c *Client) WatchLock(ctx context.Context, name string, index uint64, wait 
 }
 
 // Locks lists held or awaited locks whose names start with prefix (GET /v1/locks).
-func (c *Client) Locks(ctx context.Context, prefix string, opts ...ReadOption) ([]api.Lock, error) {
+func (r *Raw) Locks(ctx context.Context, prefix string, opts ...ReadOption) ([]api.Lock, error) {
 	var l api.LockList
-	cl := c.readCall("/v1/locks", &l, opts)
+	cl := r.c.readCall("/v1/locks", &l, opts)
 	if prefix != "" {
 		cl.query.Set("prefix", prefix)
 	}
-	if _, err := c.do(ctx, cl); err != nil {
+	if _, err := r.c.do(ctx, cl); err != nil {
 		return nil, err
 	}
 	return l.Locks, nil
 }
 
 // CheckToken asks whether token is the current token of a lock (GET /v1/locks/{name}/check).
-func (c *Client) CheckToken(ctx context.Context, name string, token uint64, opts ...ReadOption) (*api.CheckResponse, error) {
+func (r *Raw) CheckToken(ctx context.Context, name string, token uint64, opts ...ReadOption) (*api.CheckResponse, error) {
 	p, err := lockPath(name, "check")
 	if err != nil {
 		return nil, err
 	}
-	var r api.CheckResponse
-	cl := c.readCall(p, &r, opts)
+	var resp api.CheckResponse
+	cl := r.c.readCall(p, &resp, opts)
 	cl.query.Set("token", strconv.FormatUint(token, 10))
-	if _, err := c.do(ctx, cl); err != nil {
+	if _, err := r.c.do(ctx, cl); err != nil {
 		return nil, err
 	}
-	return &r, nil
+	return &resp, nil
 }
 
-// Cluster reads the cluster's leader, term, indexes and members (GET /v1/cluster).
-func (c *Client) Cluster(ctx context.Context, opts ...ReadOption) (*api.Cluster, error) {
-	var r api.Cluster
-	if _, err := c.do(ctx, c.readCall("/v1/cluster", &r, opts)); err != nil {
+// Cluster reads the cluster's leader, term, indexes, members and enabled features
+// (GET /v1/cluster).
+func (r *Raw) Cluster(ctx context.Context, opts ...ReadOption) (*api.Cluster, error) {
+	return r.c.cluster(ctx, opts...)
+}
+
+func (c *Client) cluster(ctx context.Context, opts ...ReadOption) (*api.Cluster, error) {
+	var resp api.Cluster
+	if _, err := c.do(ctx, c.readCall("/v1/cluster", &resp, opts)); err != nil {
 		return nil, err
 	}
-	return &r, nil
+	return &resp, nil
 }
 
 // Health returns nil while the node at endpoint serves (GET /v1/health).
-func (c *Client) Health(ctx context.Context, endpoint string) error {
-	_, err := c.do(ctx, &call{method: http.MethodGet, path: "/v1/health", endpoint: endpoint})
+func (r *Raw) Health(ctx context.Context, endpoint string) error {
+	_, err := r.c.do(ctx, &call{method: http.MethodGet, path: "/v1/health", endpoint: endpoint})
 	return err
 }
 
 // Ready returns nil when the node at endpoint knows a leader and has applied the log up to the
 // commit index it knows (GET /v1/ready).
-func (c *Client) Ready(ctx context.Context, endpoint string) error {
-	_, err := c.do(ctx, &call{method: http.MethodGet, path: "/v1/ready", endpoint: endpoint})
+func (r *Raw) Ready(ctx context.Context, endpoint string) error {
+	_, err := r.c.do(ctx, &call{method: http.MethodGet, path: "/v1/ready", endpoint: endpoint})
 	return err
 }

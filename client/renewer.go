@@ -116,12 +116,11 @@ func (r *renewer) send(batch []*renewCall) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	req := api.RenewSessionsRequest{IDs: make([]string, len(live))}
+	ids := make([]string, len(live))
 	for i, c := range live {
-		req.IDs[i] = c.id
+		ids[i] = c.id
 	}
-	var resp api.RenewSessionsResponse
-	_, err := r.c.do(ctx, &call{method: http.MethodPost, path: "/v1/sessions/renew", body: req, out: &resp, attemptTimeout: attempt})
+	resp, err := r.c.renewSessions(ctx, ids, attempt)
 	if isUnsupported(err) {
 		r.single.Store(true)
 		for _, c := range live {
@@ -171,7 +170,9 @@ func (r *renewer) renewOne(ctx context.Context, id string, attempt time.Duration
 	return err
 }
 
-// isUnsupported reports whether err says the server has no batch renewal endpoint.
+// isUnsupported reports whether err is the server's answer that it has no such route (404
+// not_found, 405 method_not_allowed): a server of the API's first version, without the batch
+// endpoint, which came before the cluster features that could otherwise say so.
 func isUnsupported(err error) bool {
 	var ae *APIError
 	return errors.As(err, &ae) && (ae.Code == api.CodeNotFound || ae.Code == api.CodeMethodNotAllowed)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -59,9 +58,9 @@ type transportError struct {
 }
 
 // Error implements error.
-func (e *transportError) Error() string {
-	return fmt.Sprintf("raftlock: %s: %v", e.endpoint, e.err)
-}
+func (e *transportError) Error() string { return errPrefix + e.text() }
+
+func (e *transportError) text() string { return e.endpoint + ": " + textOf(e.err) }
 
 // Unwrap returns the network error.
 func (e *transportError) Unwrap() error { return e.err }
@@ -77,7 +76,7 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 	if cl.body != nil {
 		b, err := json.Marshal(cl.body)
 		if err != nil {
-			return outcome{}, fmt.Errorf("raftlock: encoding request: %w", err)
+			return outcome{}, errorf("encoding request: %w", err)
 		}
 		body = b
 	}
@@ -100,7 +99,7 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 			return out, nil
 		}
 		if ctx.Err() != nil {
-			return out, fmt.Errorf("raftlock: %s %s: %w", cl.method, cl.path, context.Cause(ctx))
+			return out, errorf("%s %s: %w", cl.method, cl.path, context.Cause(ctx))
 		}
 		retry, rotate, applied := classify(err, cl)
 		if applied {
@@ -110,7 +109,7 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 			return out, err
 		}
 		if time.Since(start) >= c.retryTimeout {
-			return out, fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt+1,
+			return out, errorf("%w (gave up after %d attempts in %s)", err, attempt+1,
 				time.Since(start).Round(time.Millisecond))
 		}
 		if rotate && idx >= 0 {
@@ -127,7 +126,7 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return out, fmt.Errorf("raftlock: %s %s: %w (last error: %v)", cl.method, cl.path,
+			return out, errorf("%s %s: %w (last error: %v)", cl.method, cl.path,
 				context.Cause(ctx), err)
 		case <-t.C:
 		}
@@ -183,7 +182,7 @@ func (c *Client) attempt(ctx context.Context, ep string, cl *call, body []byte) 
 	}
 	req, err := http.NewRequestWithContext(actx, cl.method, u, rd)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		return errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	if c.token != "" {
@@ -209,7 +208,7 @@ func (c *Client) attempt(ctx context.Context, ep string, cl *call, body []byte) 
 			return nil
 		}
 		if err := json.Unmarshal(data, cl.out); err != nil {
-			return fmt.Errorf("raftlock: decoding answer of %s: %w", ep, err)
+			return errorf("decoding answer of %s: %w", ep, err)
 		}
 		return nil
 	}
@@ -238,7 +237,7 @@ func (c *Client) transportErr(ctx context.Context, ep string, err error, timeout
 		sent = false
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		err = fmt.Errorf("no answer within %s", timeout)
+		err = errorf("no answer within %s", timeout)
 	}
 	return &transportError{endpoint: ep, err: err, sent: sent}
 }

@@ -52,7 +52,7 @@ func TestUnreachableClusterGivesUpAfterRetryTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = c.Cluster(context.Background())
+	_, err = c.Raw().Cluster(context.Background())
 	if !errors.Is(err, client.ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
@@ -71,7 +71,7 @@ func TestAPIErrorCarriesHolder(t *testing.T) {
 		return true
 	})
 	c, _ := client.New([]string{n.URL()})
-	_, err := c.Acquire(context.Background(), "jobs/a", api.AcquireRequest{Session: "s1"})
+	_, err := c.Raw().Acquire(context.Background(), "jobs/a", api.AcquireRequest{Session: "s1"})
 	if !errors.Is(err, client.ErrLockHeld) {
 		t.Fatalf("err = %v, want ErrLockHeld", err)
 	}
@@ -106,7 +106,7 @@ func TestReleaseWithUnknownOutcomeReadsTheLock(t *testing.T) {
 		return true
 	})
 	c, _ := client.New([]string{n.URL()})
-	if err := c.Release(context.Background(), "a", "s1", 5); err != nil {
+	if err := c.Raw().Release(context.Background(), "a", "s1", 5); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	if got := releases.Load(); got != 2 {
@@ -133,7 +133,7 @@ func TestReleaseTimeoutThatWasAppliedIsSuccess(t *testing.T) {
 		return true
 	})
 	c, _ := client.New([]string{n.URL()})
-	if err := c.Release(context.Background(), "a", "s1", 5); err != nil {
+	if err := c.Raw().Release(context.Background(), "a", "s1", 5); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	if releases.Load() != 1 {

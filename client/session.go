@@ -98,16 +98,16 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 		o.margin = o.ttl / 5
 	}
 	if o.ttl <= 0 || o.margin >= o.ttl/2 {
-		return nil, fmt.Errorf("%w: session ttl %s with safety margin %s", ErrInvalidArgument, o.ttl, o.margin)
+		return nil, errorf("%w: session ttl %s with safety margin %s", ErrInvalidArgument, o.ttl, o.margin)
 	}
 	req := api.CreateSessionRequest{TTL: o.ttl.String(), Name: o.name}
 	if o.lockDelay > 0 {
 		req.LockDelay = o.lockDelay.String()
 	}
 	sent := time.Now()
-	info, err := c.CreateSession(ctx, req)
+	info, err := c.createSession(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("raftlock: creating session: %w", err)
+		return nil, errorf("creating session: %w", err)
 	}
 	// Should the server report a shorter TTL than asked, the local deadline follows it.
 	if ttl, err := time.ParseDuration(info.TTL); err == nil && ttl > 0 && ttl < o.ttl {
@@ -131,9 +131,6 @@ func (s *Session) ID() string { return s.info.ID }
 // TTL returns the session TTL.
 func (s *Session) TTL() time.Duration { return s.ttl }
 
-// Info returns the session as the server created it.
-func (s *Session) Info() api.Session { return s.info }
-
 // Client returns the client the session uses.
 func (s *Session) Client() *Client { return s.c }
 
@@ -145,8 +142,9 @@ func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
 // Context returns a context that is cancelled when Done closes; its cause is Err.
 func (s *Session) Context() context.Context { return s.ctx }
 
-// Err returns nil while the session is alive; then ErrSessionExpired (the server reported it
-// gone), ErrSessionDeadline (the local deadline passed without a renewal) or ErrSessionClosed.
+// Err returns nil while the session is alive; then an error matching ErrSessionNotFound (the
+// server reported it gone; the message says whether it was destroyed or may have expired),
+// ErrSessionDeadline (the local deadline passed without a renewal) or ErrSessionClosed.
 // It is set as soon as the loss is known, before the session's holds are forgotten and Done
 // closes.
 func (s *Session) Err() error {
@@ -195,9 +193,9 @@ func (s *Session) Close(ctx context.Context) error {
 	s.lose(ErrSessionClosed)
 	s.stopOnce.Do(func() { close(s.stop) })
 	<-s.loopDone
-	_, err := s.c.DestroySession(ctx, s.info.ID)
+	_, err := s.c.destroySession(ctx, s.info.ID)
 	if err != nil && !errors.Is(err, ErrSessionNotFound) {
-		return fmt.Errorf("raftlock: destroying session %s: %w", s.info.ID, err)
+		return errorf("destroying session %s: %w", s.info.ID, err)
 	}
 	return nil
 }
@@ -256,9 +254,39 @@ func (s *Session) onLoss(fn func(error)) (stop func(), ok bool) {
 // never revived, so the loss is known as soon as any request learns it.
 func (s *Session) gone(err error) {
 	if errors.Is(err, ErrSessionNotFound) {
-		s.lose(fmt.Errorf("%w: session %s: %w", ErrSessionExpired, s.info.ID, err))
+		s.lose(s.ended(err))
 	}
 }
+
+// ended is the reason of the session's loss once the server answered that it does not know the
+// session (answer). The server ends a session when it expires or is destroyed, and answers
+// alike after both; but before the local deadline the session cannot have expired (see
+// SafetyMargin), so an answer read before it means that the session was destroyed.
+func (s *Session) ended(answer error) error {
+	return &sessionEndedError{id: s.info.ID, left: time.Until(s.Deadline()), answer: answer}
+}
+
+// sessionEndedError is Session.Err once the server reported the session gone. It matches
+// ErrSessionNotFound, and says whether the session was destroyed or may have expired.
+type sessionEndedError struct {
+	id     string
+	left   time.Duration // time left before the local deadline when the answer was read
+	answer error         // the server's answer
+}
+
+// Error implements error.
+func (e *sessionEndedError) Error() string { return errPrefix + e.text() }
+
+func (e *sessionEndedError) text() string {
+	if e.left > 0 {
+		return fmt.Sprintf("session %s was destroyed (the server no longer knows it, and it could not "+
+			"have expired for at least another %s)", e.id, e.left.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("session %s ended on the server: it expired or was destroyed", e.id)
+}
+
+// Unwrap returns the server's answer.
+func (e *sessionEndedError) Unwrap() error { return e.answer }
 
 // lockUse is how the Mutexes of a session share one lock name. The server keeps one queue
 // place and one grant per session and lock, whatever the attempt: a withdrawal of a Lock that
@@ -305,7 +333,7 @@ func (s *Session) use(ctx context.Context, name string, m *Mutex) error {
 		}
 		if u.m != nil && u.m != m {
 			s.mu.Unlock()
-			return fmt.Errorf("%w: another Mutex or Election of session %s uses lock %q (a session holds a lock at most once)",
+			return errorf("%w: another Mutex or Election of session %s uses lock %q (a session holds a lock at most once)",
 				ErrInvalidArgument, s.info.ID, name)
 		}
 		if u.pending == 0 {
@@ -318,7 +346,7 @@ func (s *Session) use(ctx context.Context, name string, m *Mutex) error {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for an earlier try's withdrawal: %w", context.Cause(ctx))
+			return errorf("waiting for an earlier try's withdrawal: %w", context.Cause(ctx))
 		}
 	}
 }
@@ -413,7 +441,8 @@ func (s *Session) keepAlive() {
 			return
 		case <-deadlineT.C:
 			s.c.logger.Warn("session deadline passed without renewal", "session", s.info.ID)
-			s.lose(fmt.Errorf("%w (session %s, ttl %s)", ErrSessionDeadline, s.info.ID, s.ttl))
+			s.lose(errorf("%w: session %s may have expired on the server (ttl %s, safety margin %s)",
+				ErrSessionDeadline, s.info.ID, s.ttl, s.margin))
 			return
 		case <-dangerT.C:
 			if s.onDanger != nil {
@@ -441,8 +470,9 @@ func (s *Session) keepAlive() {
 				continue
 			}
 			if errors.Is(r.err, ErrSessionNotFound) {
-				s.c.logger.Warn("session expired on the server", "session", s.info.ID)
-				s.lose(fmt.Errorf("%w: session %s: %w", ErrSessionExpired, s.info.ID, r.err))
+				reason := s.ended(r.err)
+				s.c.logger.Warn("session ended on the server", "session", s.info.ID, "reason", textOf(reason))
+				s.lose(reason)
 				return
 			}
 			s.c.logger.Debug("session renewal failed", "session", s.info.ID, "error", r.err)

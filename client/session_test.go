@@ -75,7 +75,7 @@ func TestSessionDestroyedElsewhereClosesDone(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := newClient(t, dev.Endpoints())
-	if _, err := other.DestroySession(ctx, s.ID()); err != nil {
+	if _, err := other.Raw().DestroySession(ctx, s.ID()); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -83,17 +83,17 @@ func TestSessionDestroyedElsewhereClosesDone(t *testing.T) {
 	case <-time.After(2 * s.TTL()):
 		t.Fatal("Done not closed after the session was destroyed")
 	}
-	if !errors.Is(s.Err(), client.ErrSessionExpired) {
-		t.Fatalf("Err = %v, want ErrSessionExpired", s.Err())
+	if !errors.Is(s.Err(), client.ErrSessionNotFound) {
+		t.Fatalf("Err = %v, want ErrSessionNotFound", s.Err())
 	}
 	<-m.Context().Done()
-	if cause := context.Cause(m.Context()); !errors.Is(cause, client.ErrLockLost) || !errors.Is(cause, client.ErrSessionExpired) {
+	if cause := context.Cause(m.Context()); !errors.Is(cause, client.ErrLockLost) || !errors.Is(cause, client.ErrSessionNotFound) {
 		t.Fatalf("mutex context cause %v, want ErrLockLost and ErrSessionExpired", cause)
 	}
 	if err := m.Unlock(ctx); !errors.Is(err, client.ErrLockLost) {
 		t.Fatalf("Unlock after the loss: %v, want ErrLockLost", err)
 	}
-	if err := m.Lock(ctx); !errors.Is(err, client.ErrSessionExpired) {
+	if err := m.Lock(ctx); !errors.Is(err, client.ErrSessionNotFound) {
 		t.Fatalf("Lock on a lost session: %v", err)
 	}
 }
@@ -128,7 +128,7 @@ func TestSessionsOfOneClientRenewInBatches(t *testing.T) {
 	dev := sharedCluster(t)
 	ctx := testCtx(t, 60*time.Second)
 	ct := &countingTransport{calls: map[string]int{}, next: http.DefaultTransport}
-	c := newClient(t, dev.Endpoints(), client.WithHTTPClient(&http.Client{Transport: ct}))
+	c := newClient(t, dev.Endpoints(), client.WithTransport(ct))
 	const n, ttl = 200, 2 * time.Second
 	sessions := make([]*client.Session, n)
 	for i := range sessions {
@@ -143,7 +143,7 @@ func TestSessionsOfOneClientRenewInBatches(t *testing.T) {
 		if err := s.Err(); err != nil {
 			t.Fatalf("session %d lost after %s: %v", i, time.Since(start), err)
 		}
-		if _, err := c.GetSession(ctx, s.ID()); err != nil {
+		if _, err := c.Raw().GetSession(ctx, s.ID()); err != nil {
 			t.Fatalf("session %d on the server: %v", i, err)
 		}
 	}
@@ -192,7 +192,7 @@ func (s *slowAnswers) lastSend() time.Time {
 func TestSessionDeadlineRunsFromTheRenewalsSending(t *testing.T) {
 	dev := sharedCluster(t)
 	st := &slowAnswers{next: http.DefaultTransport, delay: 600 * time.Millisecond}
-	c := newClient(t, dev.Endpoints(), client.WithHTTPClient(&http.Client{Transport: st}))
+	c := newClient(t, dev.Endpoints(), client.WithTransport(st))
 	const ttl = 3 * time.Second
 	s := newSession(t, c, client.WithTTL(ttl))
 	if s.SafetyMargin() != ttl/5 {

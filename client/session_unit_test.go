@@ -107,13 +107,13 @@ func TestSessionReportsServerExpiry(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Done not closed after session_not_found")
 	}
-	if !errors.Is(s.Err(), client.ErrSessionExpired) || errors.Is(s.Err(), client.ErrSessionDeadline) {
-		t.Fatalf("Err = %v, want ErrSessionExpired", s.Err())
+	if !errors.Is(s.Err(), client.ErrSessionNotFound) || errors.Is(s.Err(), client.ErrSessionDeadline) {
+		t.Fatalf("Err = %v, want ErrSessionNotFound", s.Err())
 	}
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if !errors.Is(s.Err(), client.ErrSessionExpired) {
+	if !errors.Is(s.Err(), client.ErrSessionNotFound) {
 		t.Fatalf("Close replaced the reason: %v", s.Err())
 	}
 }

@@ -39,7 +39,7 @@ func newBootstrapCmd() *cobra.Command {
   export RAFTLOCK_TOKEN=$(raftlock acl bootstrap -o json | jq -r .secret_id)`,
 		Args: cobra.NoArgs,
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
-		b, err := c.ACLBootstrap(ctx)
+		b, err := c.Raw().ACLBootstrap(ctx)
 		if err != nil {
 			return failure("bootstrapping the ACLs", err)
 		}
@@ -80,9 +80,9 @@ cluster: read for GET /v1/cluster and every session, write for members and leade
 			}
 			p.Locks = append(p.Locks, api.LockRule{Prefix: prefix, Access: access})
 		}
-		create := c.CreatePolicy
+		create := c.Raw().CreatePolicy
 		if replace {
-			create = c.PutPolicy
+			create = c.Raw().PutPolicy
 		}
 		out, err := create(ctx, p)
 		if err != nil {
@@ -101,7 +101,7 @@ func newPolicyListCmd() *cobra.Command {
 	return inspectCmd(&cobra.Command{
 		Use: "list", Short: "List the policies", Args: cobra.NoArgs,
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
-		ps, err := c.Policies(ctx, f.readOpts()...)
+		ps, err := c.Raw().Policies(ctx, f.readOpts()...)
 		if err != nil {
 			return failure("listing policies", err)
 		}
@@ -114,7 +114,7 @@ func newPolicyGetCmd() *cobra.Command {
 	return inspectCmd(&cobra.Command{
 		Use: "get NAME", Short: "Show one policy", Args: cobra.ExactArgs(1),
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, args []string) error {
-		p, err := c.Policy(ctx, args[0], f.readOpts()...)
+		p, err := c.Raw().Policy(ctx, args[0], f.readOpts()...)
 		if err != nil {
 			return failure("reading the policy", err)
 		}
@@ -127,7 +127,7 @@ func newPolicyDeleteCmd() *cobra.Command {
 	return inspectCmd(&cobra.Command{
 		Use: "delete NAME", Short: "Delete a policy; tokens that had it lose it", Args: cobra.ExactArgs(1),
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, args []string) error {
-		if err := c.DeletePolicy(ctx, args[0]); err != nil {
+		if err := c.Raw().DeletePolicy(ctx, args[0]); err != nil {
 			return failure("deleting the policy", err)
 		}
 		if f.json() {
@@ -170,7 +170,7 @@ func newTokenCreateCmd() *cobra.Command {
   raftlock acl token create -o json | jq -r .secret_id`,
 		Args: cobra.NoArgs,
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
-		t, err := c.CreateToken(ctx, api.CreateTokenRequest{Description: description, Policies: policies})
+		t, err := c.Raw().CreateToken(ctx, api.CreateTokenRequest{Description: description, Policies: policies})
 		if err != nil {
 			return failure("creating the token", err)
 		}
@@ -192,7 +192,7 @@ func newTokenListCmd() *cobra.Command {
 	return inspectCmd(&cobra.Command{
 		Use: "list", Short: "List the tokens (never their secrets)", Args: cobra.NoArgs,
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
-		ts, err := c.Tokens(ctx, f.readOpts()...)
+		ts, err := c.Raw().Tokens(ctx, f.readOpts()...)
 		if err != nil {
 			return failure("listing tokens", err)
 		}
@@ -207,9 +207,9 @@ func newTokenGetCmd() *cobra.Command {
 		Short: "Show one token (never its secret); self is the token of --token",
 		Args:  cobra.ExactArgs(1),
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, args []string) error {
-		get := func() (*api.Token, error) { return c.Token(ctx, args[0], f.readOpts()...) }
+		get := func() (*api.Token, error) { return c.Raw().Token(ctx, args[0], f.readOpts()...) }
 		if args[0] == "self" {
-			get = func() (*api.Token, error) { return c.TokenSelf(ctx, f.readOpts()...) }
+			get = func() (*api.Token, error) { return c.Raw().TokenSelf(ctx, f.readOpts()...) }
 		}
 		t, err := get()
 		if err != nil {
@@ -224,7 +224,7 @@ func newTokenDeleteCmd() *cobra.Command {
 	return inspectCmd(&cobra.Command{
 		Use: "delete ACCESSOR_ID", Short: "Delete a token; every node refuses it from then on", Args: cobra.ExactArgs(1),
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, args []string) error {
-		if err := c.DeleteToken(ctx, args[0]); err != nil {
+		if err := c.Raw().DeleteToken(ctx, args[0]); err != nil {
 			return failure("deleting the token", err)
 		}
 		if f.json() {

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -42,14 +40,10 @@ func runChild(spec childSpec, hold context.Context) (childResult, error) {
 	defer signal.Stop(sigCh)
 
 	if err := hold.Err(); err != nil {
-		return childResult{}, &exitError{code: exitLockLost, msg: fmt.Sprintf("lock lost before the command started: %v", context.Cause(hold))}
+		return childResult{}, &exitError{code: exitLockLost, msg: fmt.Sprintf("lock lost before the command started: %s", errText(context.Cause(hold)))}
 	}
 	if err := cmd.Start(); err != nil {
-		code := exitCannotExec
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			code = exitNotFound
-		}
-		return childResult{}, &exitError{code: code, msg: fmt.Sprintf("cannot run %s: %v", spec.argv[0], err)}
+		return childResult{}, &exitError{code: execExitCode(err), msg: fmt.Sprintf("cannot run %s: %v", spec.argv[0], err)}
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

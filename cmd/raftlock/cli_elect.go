@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,7 +20,7 @@ type electFlags struct {
 func newElectCmd() *cobra.Command {
 	var f electFlags
 	cmd := &cobra.Command{
-		Use:   "elect [flags] NAME -- COMMAND [ARGS...]",
+		Use:   "elect [flags] NAME [flags] -- COMMAND [ARGS...]",
 		Short: "Run a command only while this process is the elected leader",
 		Long: `Campaign in the election NAME and run COMMAND only while this process leads.
 
@@ -37,7 +38,9 @@ another candidate can be elected: --grace (default half the margin) may be at mo
 margin - TTL/1000 - max(margin/10, 100ms), which leaves room for clock-rate error and the kill
 itself ("raftlock lock --help" explains the arithmetic). When COMMAND exits by itself,
 raftlock resigns (the next candidate is elected) and exits with COMMAND's exit code.
-` + exitCodesHelp,
+
+Flags may come before or after NAME, up to "--".
+` + exitCodesHelp(false),
 		Example: `  # three machines run this; exactly one runs the scheduler at any time
   raftlock elect --value "$(hostname):8080" services/scheduler -- ./scheduler --port 8080
 
@@ -45,7 +48,10 @@ raftlock resigns (the next candidate is elected) and exits with COMMAND's exit c
   raftlock lock-info services/scheduler`,
 		ValidArgsFunction: completeLockNames(&f.clientFlags, cobra.ShellCompDirectiveDefault),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, argv, err := splitCommand(args)
+			name, argv, err := splitCommand(cmd, args)
+			if errors.Is(err, errHelp) {
+				return cmd.Help()
+			}
 			if err != nil {
 				return err
 			}
@@ -64,6 +70,9 @@ func runElect(cmd *cobra.Command, f *electFlags, name string, argv []string) err
 	if err := f.validate(); err != nil {
 		return err
 	}
+	if err := checkRunnable(argv[0]); err != nil {
+		return err
+	}
 	c, err := f.newClient()
 	if err != nil {
 		return err
@@ -78,7 +87,7 @@ func runElect(cmd *cobra.Command, f *electFlags, name string, argv []string) err
 			if attempt == 0 {
 				return failure("creating a session", err)
 			}
-			fmt.Fprintf(stderr, "raftlock: creating a session: %v; trying again\n", err)
+			fmt.Fprintf(stderr, "raftlock: creating a session: %s; trying again\n", errText(err))
 			if !pause(ctx, time.Second) {
 				return &exitError{code: exitFailure, msg: "interrupted while campaigning"}
 			}
@@ -90,8 +99,8 @@ func runElect(cmd *cobra.Command, f *electFlags, name string, argv []string) err
 			return err
 		}
 		if res.lost != nil {
-			fmt.Fprintf(stderr, "raftlock: lost the leadership of %q (%v); the command was stopped (exit status %d); campaigning again\n",
-				name, res.lost, res.code)
+			fmt.Fprintf(stderr, "raftlock: lost the leadership of %q: %s; the command was stopped (exit status %d); campaigning again\n",
+				name, lossCause(sess, res.lost), res.code)
 		}
 	}
 }
@@ -107,7 +116,7 @@ func leadOnce(ctx context.Context, f *electFlags, sess *client.Session, name str
 		case ctx.Err() != nil:
 			return childResult{}, false, &exitError{code: exitFailure, msg: "interrupted while campaigning"}
 		case sess.Err() != nil:
-			fmt.Fprintf(stderr, "raftlock: session lost while campaigning (%v); campaigning again\n", sess.Err())
+			fmt.Fprintf(stderr, "raftlock: session lost while campaigning: %s; campaigning again\n", errText(sess.Err()))
 			return childResult{}, true, nil
 		}
 		return childResult{}, false, failure("campaigning", err)
@@ -121,7 +130,7 @@ func leadOnce(ctx context.Context, f *electFlags, sess *client.Session, name str
 	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if rerr := e.Resign(rctx); rerr != nil {
-		fmt.Fprintf(stderr, "raftlock: warning: resigning: %v (the session is destroyed next)\n", rerr)
+		fmt.Fprintf(stderr, "raftlock: warning: resigning: %s (the session is destroyed next)\n", errText(rerr))
 	}
 	switch {
 	case err != nil:
@@ -130,7 +139,7 @@ func leadOnce(ctx context.Context, f *electFlags, sess *client.Session, name str
 		return res, true, nil
 	case res.lost != nil:
 		return res, false, &exitError{code: exitLockLost, msg: fmt.Sprintf(
-			"lost the leadership of %q while the command ran (%v)", name, res.lost)}
+			"lost the leadership of %q while the command ran: %s", name, lossCause(sess, res.lost))}
 	case res.code != 0:
 		return res, false, &exitError{code: res.code}
 	}

@@ -65,7 +65,7 @@ func newLocksCmd() *cobra.Command {
   raftlock locks --prefix jobs/ -o json`,
 		Args: cobra.NoArgs,
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
-		locks, err := c.Locks(ctx, prefix, f.readOpts()...)
+		locks, err := c.Raw().Locks(ctx, prefix, f.readOpts()...)
 		if err != nil {
 			return failure("listing locks", err)
 		}
@@ -103,7 +103,7 @@ func newLockInfoCmd() *cobra.Command {
 		holder := "-"
 		if l.Held {
 			holder = l.Session
-			if s, err := c.GetSession(ctx, l.Session, f.readOpts()...); err == nil && s.Name != "" {
+			if s, err := c.Raw().GetSession(ctx, l.Session, f.readOpts()...); err == nil && s.Name != "" {
 				holder += " (" + s.Name + ")"
 			}
 		}
@@ -129,7 +129,7 @@ func newSessionsCmd() *cobra.Command {
 		Example: `  raftlock sessions -o json`,
 		Args:    cobra.NoArgs,
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
-		sessions, err := c.Sessions(ctx, f.readOpts()...)
+		sessions, err := c.Raw().Sessions(ctx, f.readOpts()...)
 		if err != nil {
 			return failure("listing sessions", err)
 		}
@@ -154,7 +154,7 @@ func newMembersCmd() *cobra.Command {
 		Example: `  raftlock members --endpoints http://10.0.0.1:7001`,
 		Args:    cobra.NoArgs,
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
-		cl, err := c.Cluster(ctx, f.readOpts()...)
+		cl, err := c.Raw().Cluster(ctx, f.readOpts()...)
 		if err != nil {
 			return failure("reading the cluster", err)
 		}
@@ -198,7 +198,7 @@ member directly for its health, readiness and applied index.`,
   raftlock status -o json`,
 		Args: cobra.NoArgs,
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
-		cl, err := c.Cluster(ctx, f.readOpts()...)
+		cl, err := c.Raw().Cluster(ctx, f.readOpts()...)
 		if err != nil {
 			return failure("reading the cluster", err)
 		}
@@ -239,15 +239,15 @@ func probeMembers(ctx context.Context, c *client.Client, members []api.Member) [
 				return
 			}
 			ep := scheme + ms.HTTPAddr
-			if err := c.Health(pctx, ep); err != nil {
+			if err := c.Raw().Health(pctx, ep); err != nil {
 				ms.Health, ms.Error = "unreachable", err.Error()
 				return
 			}
 			ms.Health = "ready"
-			if err := c.Ready(pctx, ep); err != nil {
+			if err := c.Raw().Ready(pctx, ep); err != nil {
 				ms.Health = "not ready"
 			}
-			if cl, err := c.Cluster(pctx, client.AtEndpoint(ep), client.Stale()); err == nil {
+			if cl, err := c.Raw().Cluster(pctx, client.AtEndpoint(ep), client.Stale()); err == nil {
 				ms.AppliedIndex = cl.AppliedIndex
 			}
 		}(&out[i])

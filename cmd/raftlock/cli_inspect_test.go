@@ -64,7 +64,7 @@ func TestInspectionCommands(t *testing.T) {
 	}
 	// Members publish their HTTP addresses through the log shortly after the cluster starts.
 	waitFor(t, 10*time.Second, "every member's HTTP address", func() bool {
-		cl, err := c.Cluster(ctx)
+		cl, err := c.Raw().Cluster(ctx)
 		if err != nil {
 			return false
 		}
@@ -178,13 +178,14 @@ while :; do sleep 0.05; done`
 	session := waitForFile(t, filepath.Join(dir, "session"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := c.DestroySession(ctx, session); err != nil {
+	if _, err := c.Raw().DestroySession(ctx, session); err != nil {
 		t.Fatal(err)
 	}
 	r := finish(t, cmd, stdout, stderr, 20*time.Second)
-	if r.code != 0 || !strings.Contains(r.stderr, "campaigning again") {
+	if r.code != 0 || !strings.Contains(r.stderr, "campaigning again") || !strings.Contains(r.stderr, "session "+session+" was destroyed") {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
+	onePrefixPerLine(t, r.stderr)
 	f := strings.Fields(r.stdout)
 	if len(f) != 2 || f[0] != "again" || f[1] == session {
 		t.Fatalf("second run printed %q; want a new session", r.stdout)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -33,7 +35,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 		"time between SIGTERM and SIGKILL when the lock is lost (default half the safety margin); at most the margin less TTL/1000 (clock-rate error) and a tenth of the margin, at least 100ms (the kill itself), since the server may hand the lock on once the margin has run out")
 	cmd.Flags().DurationVar(&f.lockDelay, "lock-delay", 0,
 		"if this process dies or loses the cluster, keep the lock from everyone else this long after the TTL runs out, for commands whose writes cannot be fenced (0 to 60s)")
-	// Everything after NAME belongs to the command, even without "--".
+	// Parsing stops at NAME; splitCommand parses the flags that follow it.
 	cmd.Flags().SetInterspersed(false)
 }
 
@@ -124,23 +126,59 @@ func closeSession(s *client.Session, stderr io.Writer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.Close(ctx); err != nil {
-		fmt.Fprintf(stderr, "raftlock: warning: %v (the session expires after its TTL)\n", err)
+		fmt.Fprintf(stderr, "raftlock: warning: %s (the session expires after its TTL)\n", errText(err))
 	}
 }
 
-// splitCommand splits "NAME [--] COMMAND [ARGS...]".
-func splitCommand(args []string) (string, []string, error) {
+// lossCause says why a hold of the session ended: the session's own loss (destroyed, past its
+// deadline), or err when the session lives.
+func lossCause(s *client.Session, err error) string {
+	if serr := s.Err(); serr != nil {
+		return errText(serr)
+	}
+	return errText(err)
+}
+
+// splitCommand splits "NAME [FLAGS] [--] COMMAND [ARGS...]" (cobra has parsed the flags before
+// NAME) and parses the flags between NAME and "--" or the first word that is not a flag, so
+// that flags may come before or after NAME. Without "--", COMMAND starts at the first word
+// after NAME that is not a flag, and everything from there on is its own.
+func splitCommand(cmd *cobra.Command, args []string) (string, []string, error) {
 	if len(args) == 0 || args[0] == "" || args[0] == "--" {
 		return "", nil, &exitError{code: exitFailure, msg: "missing lock NAME (usage: NAME -- COMMAND [ARGS...])"}
 	}
-	rest := args[1:]
-	if len(rest) > 0 && rest[0] == "--" {
-		rest = rest[1:]
+	if err := cmd.Flags().Parse(args[1:]); err != nil {
+		return "", nil, &exitError{code: exitFailure, msg: err.Error()}
 	}
+	if help, _ := cmd.Flags().GetBool("help"); help {
+		return "", nil, errHelp
+	}
+	rest := cmd.Flags().Args()
 	if len(rest) == 0 {
 		return "", nil, &exitError{code: exitFailure, msg: "missing COMMAND (usage: NAME -- COMMAND [ARGS...])"}
 	}
 	return args[0], rest, nil
+}
+
+// errHelp asks for the command's help instead of a run.
+var errHelp = errors.New("help requested")
+
+// checkRunnable fails, with the exit code a shell would give, when COMMAND cannot be run, so
+// that nothing is acquired or campaigned for only to fail then.
+func checkRunnable(argv0 string) error {
+	if _, err := exec.LookPath(argv0); err != nil {
+		return &exitError{code: execExitCode(err), msg: fmt.Sprintf("cannot run %s: %v", argv0, err)}
+	}
+	return nil
+}
+
+// execExitCode is the exit code for a command that could not be started: 127 when it was not
+// found, 126 when it was found but cannot be executed.
+func execExitCode(err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return exitNotFound
+	}
+	return exitCannotExec
 }
 
 // childEnv is what the command learns about its lock. RAFTLOCK_TOKEN names the ACL token
@@ -169,7 +207,7 @@ type lockFlags struct {
 func newLockCmd() *cobra.Command {
 	var f lockFlags
 	cmd := &cobra.Command{
-		Use:   "lock [flags] NAME -- COMMAND [ARGS...]",
+		Use:   "lock [flags] NAME [flags] -- COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock",
 		Long: `Take the lock NAME, run COMMAND while holding it, and release it when COMMAND exits.
 
@@ -195,7 +233,9 @@ With --wait 0 (the default) raftlock does not wait: if another session holds the
 exits at once with code 75, which makes "run the nightly job on exactly one machine" a
 one-liner in every crontab. With --wait 30s it waits in the lock's FIFO queue for up to 30s;
 a negative --wait waits without limit.
-` + exitCodesHelp,
+
+Flags may come before or after NAME, up to "--".
+` + exitCodesHelp(true),
 		Example: `  # run the nightly job on exactly one of the machines whose crontab has this line
   raftlock lock jobs/nightly -- /usr/local/bin/nightly.sh
 
@@ -206,7 +246,10 @@ a negative --wait waits without limit.
   RAFTLOCK_ENDPOINTS=http://10.0.0.1:7001,http://10.0.0.2:7001 raftlock lock --ttl 30s backup -- ./backup.sh`,
 		ValidArgsFunction: completeLockNames(&f.clientFlags, cobra.ShellCompDirectiveDefault),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, argv, err := splitCommand(args)
+			name, argv, err := splitCommand(cmd, args)
+			if errors.Is(err, errHelp) {
+				return cmd.Help()
+			}
 			if err != nil {
 				return err
 			}
@@ -223,6 +266,9 @@ func runLock(cmd *cobra.Command, f *lockFlags, hasValue bool, name string, argv 
 	ctx := cmd.Context()
 	stderr := cmd.ErrOrStderr()
 	if err := f.validate(); err != nil {
+		return err
+	}
+	if err := checkRunnable(argv[0]); err != nil {
 		return err
 	}
 	c, err := f.newClient()
@@ -258,12 +304,13 @@ func runLock(cmd *cobra.Command, f *lockFlags, hasValue bool, name string, argv 
 		return err
 	case res.lost != nil:
 		return &exitError{code: exitLockLost, msg: fmt.Sprintf(
-			"lost lock %q while the command ran (%v); the command was stopped (exit status %d)", name, res.lost, res.code)}
+			"lost lock %q while the command ran: %s; the command was stopped (exit status %d)",
+			name, lossCause(sess, res.lost), res.code)}
 	case errors.Is(uerr, client.ErrLockLost):
 		return &exitError{code: exitLockLost, msg: fmt.Sprintf(
-			"lock %q was lost before the command finished: %v", name, uerr)}
+			"lock %q was lost before the command finished: %s", name, lossCause(sess, uerr))}
 	case uerr != nil:
-		fmt.Fprintf(stderr, "raftlock: warning: releasing %q: %v (it is released when the session ends)\n", name, uerr)
+		fmt.Fprintf(stderr, "raftlock: warning: releasing %q: %s (it is released when the session ends)\n", name, errText(uerr))
 	}
 	if res.code != 0 {
 		return &exitError{code: res.code}
@@ -301,7 +348,7 @@ func takeLock(ctx context.Context, c *client.Client, m *client.Mutex, wait time.
 	case errors.Is(err, client.ErrLockHeld):
 		return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is held by another session", m.Key())}
 	case errors.Is(err, client.ErrLockDelayed):
-		return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is in its lock-delay: %v", m.Key(), err)}
+		return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is in its lock-delay: %s", m.Key(), errText(err))}
 	case ctx.Err() != nil:
 		return &exitError{code: exitFailure, msg: fmt.Sprintf("interrupted while waiting for lock %q", m.Key())}
 	}

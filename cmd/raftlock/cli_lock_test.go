@@ -65,7 +65,7 @@ func TestConcurrentLockRunsSurviveLeaderCrash(t *testing.T) {
 			c := testClient(t)
 			ep := dev.Endpoints()[leader]
 			waitFor(t, 15*time.Second, "the restarted node to be ready", func() bool {
-				return c.Ready(ctx, ep) == nil
+				return c.Raw().Ready(ctx, ep) == nil
 			})
 		})
 	})
@@ -211,15 +211,69 @@ while :; do sleep 0.05; done`
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := c.DestroySession(ctx, session); err != nil {
+	if _, err := c.Raw().DestroySession(ctx, session); err != nil {
 		t.Fatal(err)
 	}
 	r := finish(t, cmd, stdout, stderr, 20*time.Second)
 	if r.code != exitLockLost || !strings.Contains(r.stderr, "lost lock") {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
+	// One prefix, and the cause: destroyed, which the session could not have been by expiry.
+	t.Logf("stderr: %s", r.stderr)
+	onePrefixPerLine(t, r.stderr)
+	if !strings.Contains(r.stderr, "session "+session+" was destroyed") {
+		t.Fatalf("the message does not say that the session was destroyed:\n%s", r.stderr)
+	}
 	if got := waitForFile(t, filepath.Join(dir, "out")); got != "terminated" {
 		t.Fatalf("the command did not get SIGTERM: %q", got)
+	}
+}
+
+// onePrefixPerLine fails the test if a line of stderr says "raftlock:" more than once.
+func onePrefixPerLine(t *testing.T, stderr string) {
+	t.Helper()
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.Count(line, "raftlock:") > 1 {
+			t.Errorf("more than one \"raftlock:\" in %q", line)
+		}
+	}
+}
+
+// A session that expired, because raftlock was stopped for longer than its TTL, is reported
+// as such, not as destroyed.
+func TestExpiredSessionIsReportedAsExpired(t *testing.T) {
+	c := testClient(t)
+	name := testLock(t)
+	dir := t.TempDir()
+	t.Setenv("DIR", dir)
+	script := `trap 'exit 0' TERM
+echo "$RAFTLOCK_SESSION" > "$DIR/session.tmp"; mv "$DIR/session.tmp" "$DIR/session"
+while :; do sleep 0.05; done`
+	cmd, stdout, stderr := startCLI(t, "lock", "--ttl", "2s", name, "--", "sh", "-c", script)
+	waitForFile(t, filepath.Join(dir, "session"))
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	continued := false
+	defer func() {
+		if !continued {
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	// Stopped, raftlock renews nothing: the server lets the session expire.
+	waitFor(t, 15*time.Second, "the lock to be freed by the expiry", func() bool { return lockIsFree(t, c, name) })
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	continued = true
+	r := finish(t, cmd, stdout, stderr, 20*time.Second)
+	if r.code != exitLockLost {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", r.code, exitLockLost, r.stderr)
+	}
+	t.Logf("stderr: %s", r.stderr)
+	onePrefixPerLine(t, r.stderr)
+	if !strings.Contains(r.stderr, "expired") || strings.Contains(r.stderr, "was destroyed") {
+		t.Fatalf("the message does not say that the session expired:\n%s", r.stderr)
 	}
 }
 
@@ -240,7 +294,7 @@ while :; do sleep 0.05; done`
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := c.DestroySession(ctx, info[0]); err != nil {
+	if _, err := c.Raw().DestroySession(ctx, info[0]); err != nil {
 		t.Fatal(err)
 	}
 	r := finish(t, cmd, stdout, stderr, 20*time.Second)
@@ -264,7 +318,7 @@ while [ ! -e "$DIR/done" ]; do sleep 0.05; done`
 	session := waitForFile(t, filepath.Join(dir, "session"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	info, err := c.GetSession(ctx, session)
+	info, err := c.Raw().GetSession(ctx, session)
 	if err := os.WriteFile(filepath.Join(dir, "done"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

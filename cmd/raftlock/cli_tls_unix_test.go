@@ -153,7 +153,7 @@ func TestTLSCommandsMakeCertificatesAClusterAccepts(t *testing.T) {
 	waitFor(t, 30*time.Second, "a leader with every member published", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		cl, err := c.Cluster(ctx)
+		cl, err := c.Raw().Cluster(ctx)
 		if err != nil || cl.Leader == "" || len(cl.Members) != 3 {
 			return false
 		}

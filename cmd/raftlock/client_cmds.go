@@ -33,17 +33,24 @@ const endpointsEnv = "RAFTLOCK_ENDPOINTS"
 // tokenEnv names the environment variable read when --token is not given.
 const tokenEnv = "RAFTLOCK_TOKEN"
 
-// exitCodesHelp is appended to the help of the commands that run a child.
-const exitCodesHelp = `
+// exitCodesHelp is appended to the help of the commands that run a child; held says whether
+// the command gives up on a lock held by someone else (lock does, elect waits to be elected).
+func exitCodesHelp(held bool) string {
+	help := `
 Exit codes:
   0-255  the command's own exit code, passed through (128+N if it was killed by signal N)
   1      raftlock failed before or around running the command (cluster unreachable,
          bad arguments, interrupted while waiting)
   3      the lock was lost while the command ran; the command got SIGTERM, then SIGKILL
-         after the grace period
-  75     the lock is held by another session and --wait was 0 or elapsed (EX_TEMPFAIL)
-  126    the command could not be executed
-  127    the command was not found`
+         after the grace period`
+	if held {
+		help += `
+  75     the lock is held by another session and --wait was 0 or elapsed (EX_TEMPFAIL)`
+	}
+	return help + `
+  126    the command cannot be executed (checked before anything is asked of the cluster)
+  127    the command was not found (checked before anything is asked of the cluster)`
+}
 
 // addClientCommands registers the client-side commands (lock, elect, inspection).
 func addClientCommands(root *cobra.Command) {
@@ -231,7 +238,7 @@ func completeLockNames(f *clientFlags, after cobra.ShellCompDirective) cobra.Com
 		defer c.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		locks, err := c.Locks(ctx, toComplete, client.Stale())
+		locks, err := c.Raw().Locks(ctx, toComplete, client.Stale())
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
@@ -245,5 +252,9 @@ func completeLockNames(f *clientFlags, after cobra.ShellCompDirective) cobra.Com
 
 // failure turns an error of a client call into an exit with code 1 and a plain message.
 func failure(what string, err error) error {
-	return &exitError{code: exitFailure, msg: fmt.Sprintf("%s: %s", what, strings.TrimPrefix(err.Error(), "raftlock: "))}
+	return &exitError{code: exitFailure, msg: fmt.Sprintf("%s: %s", what, errText(err))}
 }
+
+// errText is the message of an error of the client without the "raftlock: " in front, which
+// the client's errors carry once and raftlock's own messages carry already.
+func errText(err error) string { return strings.TrimPrefix(err.Error(), "raftlock: ") }

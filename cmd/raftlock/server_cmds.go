@@ -23,13 +23,15 @@ func addServerCommands(root *cobra.Command) {
 	root.AddCommand(newAgentCmd(), newDevCmd(), newHealthCmd())
 }
 
+// newLogger returns the logger of the server commands, which logs the messages a healthy start
+// and stop of raft give at debug level (see quietLogger).
 func newLogger(w io.Writer, level, format string) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{
+	return quietRaftNoise(hclog.New(&hclog.LoggerOptions{
 		Name:       "raftlock",
 		Level:      hclog.LevelFromString(level),
 		JSONFormat: format == "json",
 		Output:     w,
-	})
+	}))
 }
 
 func newAgentCmd() *cobra.Command {

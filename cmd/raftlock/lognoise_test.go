@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// The messages of a healthy start and stop go to debug; the same messages when something went
+// wrong keep their level.
+func TestQuietLoggerLowersOnlyExpectedRaftNoise(t *testing.T) {
+	var buf bytes.Buffer
+	log := newLogger(&buf, "info", "text").Named("n1")
+	closed := &net.OpError{Op: "read", Net: "tcp", Err: net.ErrClosed}
+	log.Named("raft-net").Error("failed to decode incoming command", "error", closed)
+	log.Named("raft").Warn("heartbeat timeout reached, starting election",
+		"last-leader-addr", raft.ServerAddress(""), "last-leader-id", raft.ServerID(""))
+	log.With("k", "v").Named("raft-net").Log(hclog.Error, "failed to decode incoming command", "error", closed)
+	if buf.Len() != 0 {
+		t.Fatalf("expected messages logged above debug:\n%s", &buf)
+	}
+	log.Named("raft-net").Error("failed to decode incoming command", "error", io.ErrUnexpectedEOF)
+	log.Named("raft").Warn("heartbeat timeout reached, starting election",
+		"last-leader-addr", raft.ServerAddress("127.0.0.1:7101"), "last-leader-id", raft.ServerID("n2"))
+	log.Named("http").Error("failed to decode incoming command", "error", closed)
+	out := buf.String()
+	for _, want := range []string{
+		`[ERROR] raftlock.n1.raft-net: failed to decode incoming command: error="unexpected EOF"`,
+		`[WARN]  raftlock.n1.raft: heartbeat timeout reached, starting election: last-leader-addr=127.0.0.1:7101`,
+		`[ERROR] raftlock.n1.http: failed to decode incoming command`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("a message that is not the expected noise lost its level: want %q in\n%s", want, out)
+		}
+	}
+	debug := newLogger(&buf, "debug", "text").Named("raft-net")
+	debug.Error("failed to decode incoming command", "error", closed)
+	if !strings.Contains(buf.String(), "[DEBUG] raftlock.raft-net: failed to decode incoming command") {
+		t.Errorf("the lowered message is not logged at debug:\n%s", &buf)
+	}
+}
+
+// A dev cluster that starts and stops cleanly logs neither an election "heartbeat timeout"
+// (no leader was lost) nor connections it closed itself as it stopped.
+func TestDevStartAndStopLogNoExpectedNoiseAsFaults(t *testing.T) {
+	cmd := exec.Command(cliEnv.bin, "dev", "--base-port", "0")
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	waitFor(t, 30*time.Second, "the dev cluster's banner", func() bool {
+		return strings.Contains(stdout.String(), "dev cluster is up")
+	})
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("raftlock dev: %v; stderr:\n%s", err, &stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("raftlock dev did not stop on SIGINT; stderr:\n%s", &stderr)
+	}
+	for _, noise := range []string{"failed to decode incoming command", "heartbeat timeout reached, starting election: last-leader-addr= "} {
+		if strings.Contains(stderr.String(), noise) {
+			t.Errorf("a clean start and stop logged %q:\n%s", noise, &stderr)
+		}
+	}
+}
