@@ -16,6 +16,8 @@ func CheckHistory(ops []history.Op, cfg Config) ([]Result, *Linearizability) {
 		CheckBelief(ops, cfg),
 		CheckHeldByNobody(ops, cfg),
 		CheckDisk(ops, cfg),
+		CheckSemaphores(ops, cfg),
+		CheckRWLocks(ops, cfg),
 	}, lin
 }
 

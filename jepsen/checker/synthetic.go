@@ -161,6 +161,7 @@ func SyntheticCases() []Case {
 	cases = append(cases, beliefCases()...)
 	cases = append(cases, heldByNobodyCases()...)
 	cases = append(cases, powerCases()...)
+	cases = append(cases, kindCases()...)
 	return cases
 }
 
