@@ -80,7 +80,9 @@ type kindMonitor struct {
 	violations []string
 }
 
-func newKindMonitor(limit int) *kindMonitor { return &kindMonitor{limit: limit, tokens: map[uint64]bool{}} }
+func newKindMonitor(limit int) *kindMonitor {
+	return &kindMonitor{limit: limit, tokens: map[uint64]bool{}}
+}
 
 func (m *kindMonitor) grant(client int, token uint64, exclusive bool) {
 	m.mu.Lock()
