@@ -91,10 +91,13 @@ func (d *decoder) bool() bool {
 func readLock(d *decoder, st *state, version byte, hasPrev bool, prev string) (string, error) {
 	name := d.string()
 	l := st.newLock(name)
-	var grants []HolderInfo
-	x := &lockExt{}
+	// Most locks have one grant and no extension: neither allocates here (restore reads a
+	// million of them).
+	var one [1]HolderInfo
+	grants := one[:0]
+	var x lockExt
 	if version < 6 {
-		grants, x.delays = readOldLock(d, l, version)
+		grants, x.delays = readOldLock(d, l, version, grants)
 	} else {
 		for n := d.count(); n > 0 && d.err == nil; n-- {
 			grants = append(grants, HolderInfo{Session: d.sessionID(), Token: d.uvarint(), Value: d.string()})
@@ -119,11 +122,12 @@ func readLock(d *decoder, st *state, version byte, hasPrev bool, prev string) (s
 	if hasPrev && name <= prev {
 		return "", fmt.Errorf("%w: lock %q out of order", ErrSnapshotCorrupt, name)
 	}
-	if err := checkLockRecord(l, grants, x); err != nil {
+	if err := checkLockRecord(l, grants, &x); err != nil {
 		return "", fmt.Errorf("%w: lock %q %w", ErrSnapshotCorrupt, name, err)
 	}
 	if !x.empty() {
-		l.x = x
+		ext := x
+		l.x = &ext
 	}
 	if err := linkLock(st, l, grants); err != nil {
 		return "", fmt.Errorf("%w: lock %q %w", ErrSnapshotCorrupt, name, err)
@@ -132,10 +136,9 @@ func readLock(d *decoder, st *state, version byte, hasPrev bool, prev string) (s
 	return name, nil
 }
 
-// readOldLock reads the rest of a lock record of version 5 or older, and returns its grant
-// and delay, if any, in the form of version 6.
-func readOldLock(d *decoder, l *lock, version byte) ([]HolderInfo, []lockDelay) {
-	var grants []HolderInfo
+// readOldLock reads the rest of a lock record of version 5 or older, and returns its grant,
+// appended to grants, and its delay, if any, in the form of version 6.
+func readOldLock(d *decoder, l *lock, version byte, grants []HolderInfo) ([]HolderInfo, []lockDelay) {
 	var delays []lockDelay
 	switch d.byte() {
 	case 0:
