@@ -204,6 +204,12 @@ func (a *applier) acquire(c *Command) Result {
 		a.changed(c.Lock, l)
 		return Result{Token: a.index, Value: c.Value}
 	}
+	return a.queueOrRefuse(c, ss, l)
+}
+
+// queueOrRefuse ends an acquire that cannot be granted now: refused, or with Queue, queued
+// (or kept in its place in the queue).
+func (a *applier) queueOrRefuse(c *Command, ss *session, l *lock) Result {
 	_, queued := ss.waits[c.Lock]
 	w := -1
 	if queued {

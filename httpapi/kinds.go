@@ -4,8 +4,36 @@ import (
 	"net/http"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
 )
+
+// acquireRequest checks an acquire body's wait, value, attempt, limit and mode, and returns
+// them as the cluster takes them (the handler fills in the session and the lock).
+func (s *Server) acquireRequest(req *api.AcquireRequest) (cluster.AcquireRequest, error) {
+	var a cluster.AcquireRequest
+	lim := &s.cfg.Limits
+	wait, err := duration("wait", req.Wait, 0, lim.MaxWait)
+	if err != nil {
+		return a, err
+	}
+	if req.Value != nil {
+		if err := lim.value(*req.Value); err != nil {
+			return a, err
+		}
+		a.Value, a.SetValue = *req.Value, true
+	}
+	try, err := numberedAttempt(req.Attempt, req.AttemptSeq, req.AttemptFloor, true)
+	if err != nil {
+		return a, err
+	}
+	limit, shared, err := acquireKind(req)
+	if err != nil {
+		return a, err
+	}
+	a.Wait, a.Attempt, a.Limit, a.Shared = wait, try, limit, shared
+	return a, nil
+}
 
 // acquireKind reads the limit and mode of an acquire body. A limit of 1 is a lock's, as no
 // limit is, so that it needs no feature.

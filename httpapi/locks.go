@@ -10,7 +10,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
 )
 
@@ -80,22 +79,7 @@ func (s *Server) acquire(c echo.Context, name string) error {
 		return err
 	}
 	lim := &s.cfg.Limits
-	wait, err := duration("wait", req.Wait, 0, lim.MaxWait)
-	if err != nil {
-		return err
-	}
-	var value string
-	if req.Value != nil {
-		value = *req.Value
-		if err := lim.value(value); err != nil {
-			return err
-		}
-	}
-	try, err := numberedAttempt(req.Attempt, req.AttemptSeq, req.AttemptFloor, true)
-	if err != nil {
-		return err
-	}
-	limit, shared, err := acquireKind(&req)
+	args, err := s.acquireRequest(&req)
 	if err != nil {
 		return err
 	}
@@ -128,6 +112,7 @@ func (s *Server) acquire(c echo.Context, name string) error {
 				return err
 			}
 		}
+		wait := args.Wait
 		if max := lim.MaxWaitersPerLock; max > 0 && wait > 0 && s.queueFull(name, id, max) {
 			return tooMany("lock %q has %d waiters, the configured maximum", name, max)
 		}
@@ -141,8 +126,8 @@ func (s *Server) acquire(c echo.Context, name string) error {
 		}
 		ctx, cancel := s.commandContext(c, wait)
 		defer cancel()
-		res, err := s.node.Acquire(ctx, cluster.AcquireRequest{Session: id, Lock: name, Value: value, SetValue: req.Value != nil,
-			Wait: wait, Attempt: try, Limit: limit, Shared: shared})
+		args.Session, args.Lock = id, name
+		res, err := s.node.Acquire(ctx, args)
 		if created && (err != nil || res.Status != fsm.StatusOK) {
 			// The caller never learned the session's id: do not leave it holding a place.
 			dctx, dcancel := s.commandContext(c, 0)
