@@ -176,6 +176,8 @@ func (s *Server) acquireResult(c echo.Context, caller *identity, name string, id
 		return limitMismatch(name, res.Limit)
 	case fsm.StatusModeMismatch:
 		return modeMismatch(name)
+	case fsm.StatusInvalid: // acquireKind refuses these first
+		return invalid("the limit or mode of this acquire of lock %q is not valid", name)
 	}
 	e := newError(http.StatusConflict, api.CodeLockHeld, "lock %q is held by another session", name)
 	if !res.Holder.IsZero() {
