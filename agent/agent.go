@@ -76,6 +76,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 	apiCfg := httpapi.Config{
 		Version:           version.Version,
 		MaxBodyBytes:      cfg.MaxBodyBytes,
+		MaxSnapshotBytes:  cfg.MaxSnapshotBytes,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		MaxConnections:    cfg.MaxConnections,
 		HeaderReadTimeout: cfg.HeaderReadTimeout,
@@ -162,6 +163,9 @@ const ExitStorageFailure = 3
 // fails (the node has logged why): nothing more may be written or acknowledged, and a crash
 // is what the rest of the cluster and the node's own restart are built to handle.
 func exitOnStorageFailure(error) { os.Exit(ExitStorageFailure) }
+
+// Removed returns a channel closed once the node has been removed from its cluster.
+func (a *Agent) Removed() <-chan struct{} { return a.node.Removed() }
 
 // Node returns the agent's cluster node.
 func (a *Agent) Node() *cluster.Node { return a.node }

@@ -35,6 +35,12 @@ const (
 	// CodeIncompatible refuses to add a member that lacks a feature the cluster has enabled
 	// (an addition to v1, HTTP 409).
 	CodeIncompatible = "incompatible"
+	// CodeNotCaughtUp refuses to promote a non-voter that has not caught up with the leader's
+	// log yet (an addition to v1).
+	CodeNotCaughtUp = "not_caught_up"
+	// CodeRemoved is the answer of /v1/health and /v1/ready on a node that was removed from
+	// its cluster (an addition to v1).
+	CodeRemoved = "removed"
 	// CodeLimitMismatch refuses an acquire whose limit is not the one the lock is used with
 	// while it has holders, waiters or lock-delays (an addition to v1, HTTP 409; the body adds
 	// "limit").
@@ -237,6 +243,11 @@ type Member struct {
 	// /v1/health); absent when the answering node has no report (an addition to v1).
 	Version  string   `json:"version,omitempty"`
 	Features []string `json:"features,omitempty"`
+	// AppliedIndex is the last log index the member reported applying, and Lag how far that
+	// was behind the leader's last index when the leader read it; absent without a report
+	// (additions to v1).
+	AppliedIndex *uint64 `json:"applied_index,omitempty"`
+	Lag          *uint64 `json:"lag,omitempty"`
 }
 
 // Cluster is the body of GET /v1/cluster.
@@ -265,6 +276,11 @@ type Health struct {
 	ClusterFeatures []string `json:"cluster_features"`
 	// AppliedIndex is the last log index this node applied.
 	AppliedIndex uint64 `json:"applied_index"`
+	// Suffrage is "voter" or "nonvoter" as this node's own latest Raft configuration has it,
+	// or absent when that configuration does not name it (it was not added yet, or removed):
+	// a node that names itself has received the log up to its own addition (an addition to
+	// v1).
+	Suffrage string `json:"suffrage,omitempty"`
 }
 
 // AddMemberRequest is the body of POST /v1/cluster/members.
@@ -272,11 +288,39 @@ type AddMemberRequest struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
+	// Suffrage is "voter" (the default) or "nonvoter": a non-voter replicates the log but
+	// does not vote, until promoted (an addition to v1). A member that exists keeps its
+	// suffrage.
+	Suffrage string `json:"suffrage,omitempty"`
 }
+
+// Suffrages of AddMemberRequest and Member.
+const (
+	SuffrageVoter    = "voter"
+	SuffrageNonvoter = "nonvoter"
+)
 
 // MembersResponse is the body of a successful membership change.
 type MembersResponse struct {
 	Members []Member `json:"members"`
+	// Warning, if set, says what the new membership costs (an even number of voters; an
+	// addition to v1).
+	Warning string `json:"warning,omitempty"`
+}
+
+// RestoreResponse is the body of a successful PUT /v1/snapshot (an addition to v1).
+type RestoreResponse struct {
+	// Index is the log index of the restored state: every fencing token issued from now on
+	// is greater.
+	Index uint64 `json:"index"`
+	// BackupIndex, BackupNode and BackupCreated come from the backup file's header.
+	BackupIndex   uint64 `json:"backup_index"`
+	BackupNode    string `json:"backup_node"`
+	BackupCreated string `json:"backup_created"`
+	// Sessions, Locks and ACLTokens count what was restored.
+	Sessions  int `json:"sessions"`
+	Locks     int `json:"locks"`
+	ACLTokens int `json:"acl_tokens"`
 }
 
 // TransferRequest is the optional body of POST /v1/cluster/leadership-transfer.

@@ -38,7 +38,24 @@ type call struct {
 	// noRetryUnknown returns 503 timeout to the caller instead of asking again, for requests
 	// that are not safe to repeat blindly (release).
 	noRetryUnknown bool
+	// upload, if set, gives the request body afresh for each attempt, sent as is (a backup
+	// file) instead of body's JSON.
+	upload func() (io.Reader, error)
+	// download, if set, receives the body of a successful answer as is, however long; an
+	// answer cut off while it is copied is not asked again.
+	download io.Writer
 }
+
+// streamError is a failure of a streamed body: reading call.upload for a request, or copying
+// an answer to call.download, part of which may be written. The request is not retried.
+type streamError struct {
+	what string
+	err  error
+}
+
+func (e *streamError) Error() string { return "raftlock: " + e.what + ": " + e.err.Error() }
+
+func (e *streamError) Unwrap() error { return e.err }
 
 // outcome tells the caller what happened on the way to the answer.
 type outcome struct {
@@ -180,6 +197,12 @@ func (c *Client) attempt(ctx context.Context, ep string, cl *call, body []byte) 
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
+	if cl.upload != nil {
+		var err error
+		if rd, err = cl.upload(); err != nil {
+			return &streamError{what: "reading the request body", err: err}
+		}
+	}
 	req, err := http.NewRequestWithContext(actx, cl.method, u, rd)
 	if err != nil {
 		return errorf("%w: %v", ErrInvalidArgument, err)
@@ -188,8 +211,11 @@ func (c *Client) attempt(ctx context.Context, ep string, cl *call, body []byte) 
 	if c.token != "" {
 		req.Header.Set(api.HeaderToken, c.token)
 	}
-	if body != nil {
+	switch {
+	case body != nil:
 		req.Header.Set("Content-Type", "application/json")
+	case cl.upload != nil:
+		req.Header.Set("Content-Type", "application/octet-stream")
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -198,6 +224,12 @@ func (c *Client) attempt(ctx context.Context, ep string, cl *call, body []byte) 
 	defer resp.Body.Close()
 	if id := resp.Header.Get(api.HeaderLeader); id != "" && c.router != nil && knowsLeader(cl, resp.StatusCode) {
 		c.router.saw(id)
+	}
+	if cl.download != nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if _, err := io.Copy(cl.download, resp.Body); err != nil {
+			return &streamError{what: "reading the answer", err: err}
+		}
+		return nil
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {

@@ -72,6 +72,10 @@ type Config struct {
 	// FeatureCheckInterval is how often the leader asks the members which features they
 	// support, to enable those that all of them do; default DefaultFeatureCheckInterval.
 	FeatureCheckInterval time.Duration
+	// RemovalGrace is how long the node must be missing from its own configuration, or hear
+	// no leader, before it counts as removed or asks the others whether it still is a member;
+	// default the larger of 5 s and ten election timeouts.
+	RemovalGrace time.Duration
 
 	// Logger receives the node's and raft's logs; default discards.
 	Logger hclog.Logger
@@ -130,6 +134,7 @@ func (c *Config) setDefaults() {
 	def(&c.SnapshotInterval, DefaultSnapshotInterval)
 	def(&c.ApplyTimeout, DefaultApplyTimeout)
 	def(&c.FeatureCheckInterval, DefaultFeatureCheckInterval)
+	def(&c.RemovalGrace, max(5*time.Second, 10*c.ElectionTimeout))
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = DefaultSnapshotThreshold
 	}

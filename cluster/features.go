@@ -31,9 +31,18 @@ type MemberReport struct {
 	Version      string
 	Features     []fsm.Feature
 	AppliedIndex uint64
+	// Suffrage is the member's own view of its suffrage (api.SuffrageVoter or
+	// api.SuffrageNonvoter), "" when its latest configuration does not name it.
+	Suffrage string
+	// LeaderIndex is the leader's last log index when it read the report: the member's lag
+	// is LeaderIndex - AppliedIndex.
+	LeaderIndex uint64
 	// At is when the report was read.
 	At time.Time
 }
+
+// Lag returns how many entries the member was behind the leader's last index.
+func (r MemberReport) Lag() uint64 { return r.LeaderIndex - min(r.LeaderIndex, r.AppliedIndex) }
 
 // featureGate is the leader's side of rolling upgrades: it asks every member of the Raft
 // configuration which features it supports (GET /v1/health of its published HTTP address)
@@ -95,26 +104,7 @@ func (g *featureGate) run(ctx context.Context) {
 
 // check reads every member's report and enables the features all of them support.
 func (g *featureGate) check(ctx context.Context) {
-	f := g.n.raft.GetConfiguration()
-	if f.Error() != nil {
-		return
-	}
-	servers := f.Configuration().Servers
-	var common []fsm.Feature
-	complete := true
-	for i, s := range servers {
-		rep, err := g.report(ctx, s)
-		if err != nil {
-			g.n.log.Debug("feature check: no report from a member", "member", s.ID, "error", err)
-			complete = false
-			continue
-		}
-		if i == 0 {
-			common = slices.Clone(rep.Features)
-		} else {
-			common = slices.DeleteFunc(slices.Clone(common), func(f fsm.Feature) bool { return !slices.Contains(rep.Features, f) })
-		}
-	}
+	common, complete := g.common(ctx)
 	enabled := g.n.fsm.Features()
 	missing := slices.DeleteFunc(common, func(f fsm.Feature) bool { return slices.Contains(enabled, f) })
 	if !complete || len(missing) == 0 || !g.n.IsLeader() {
@@ -128,6 +118,30 @@ func (g *featureGate) check(ctx context.Context) {
 		return
 	}
 	g.n.log.Info("enabled features that every member supports", "features", missing)
+}
+
+// common asks every member of the Raft configuration for its report now and returns the
+// features all of them support; complete is false if a member did not answer.
+func (g *featureGate) common(ctx context.Context) (common []fsm.Feature, complete bool) {
+	f := g.n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil, false
+	}
+	complete = true
+	for i, s := range f.Configuration().Servers {
+		rep, err := g.report(ctx, s)
+		if err != nil {
+			g.n.log.Debug("feature check: no report from a member", "member", s.ID, "error", err)
+			complete = false
+			continue
+		}
+		if i == 0 {
+			common = slices.Clone(rep.Features)
+		} else {
+			common = slices.DeleteFunc(slices.Clone(common), func(f fsm.Feature) bool { return !slices.Contains(rep.Features, f) })
+		}
+	}
+	return common, complete
 }
 
 // report returns the member's report, reading it from the member unless it is this node.
@@ -145,10 +159,17 @@ func (g *featureGate) report(ctx context.Context, s raft.Server) (MemberReport, 
 			return rep, err
 		}
 	}
+	return g.record(string(s.ID), rep), nil
+}
+
+// record keeps rep, just read, as member id's last report, and returns it with the leader's
+// last index.
+func (g *featureGate) record(id string, rep MemberReport) MemberReport {
+	rep.LeaderIndex = g.n.raft.LastIndex()
 	g.mu.Lock()
-	g.reports[string(s.ID)] = rep
+	g.reports[id] = rep
 	g.mu.Unlock()
-	return rep, nil
+	return rep
 }
 
 // lastReport returns the member's last report, if the gate has one.
@@ -161,7 +182,8 @@ func (g *featureGate) lastReport(id string) (MemberReport, bool) {
 
 // selfReport is this node's own report.
 func (n *Node) selfReport() MemberReport {
-	return MemberReport{Version: n.cfg.Version, Features: n.fsm.KnownFeatures(), AppliedIndex: n.fsm.AppliedIndex(), At: time.Now()}
+	return MemberReport{Version: n.cfg.Version, Features: n.fsm.KnownFeatures(), AppliedIndex: n.fsm.AppliedIndex(),
+		Suffrage: n.OwnSuffrage(), At: time.Now()}
 }
 
 // SupportedFeatures returns the features this node can apply, sorted.
@@ -196,7 +218,7 @@ func (n *Node) fetchReport(ctx context.Context, endpoint string) (MemberReport, 
 	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 64<<10)).Decode(&h); err != nil {
 		return MemberReport{}, fmt.Errorf("%s: %w", req.URL, err)
 	}
-	rep := MemberReport{Version: h.Version, AppliedIndex: h.AppliedIndex, At: time.Now()}
+	rep := MemberReport{Version: h.Version, AppliedIndex: h.AppliedIndex, Suffrage: h.Suffrage, At: time.Now()}
 	for _, f := range h.Features {
 		rep.Features = append(rep.Features, fsm.Feature(f))
 	}

@@ -78,6 +78,7 @@ func (n *Node) establishLeadership(ctx context.Context) {
 	n.readyTerm.Store(term)
 	n.log.Info("leading", "term", term, "applied_index", n.raft.AppliedIndex())
 	n.publishSelf(ctx)
+	n.pruneMembers(ctx)
 	n.gate.poke()
 }
 

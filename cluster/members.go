@@ -94,8 +94,21 @@ func (n *Node) Members() ([]MemberInfo, error) {
 }
 
 // AddMember adds a voter, or only records its HTTP address when a member with that id and Raft
-// address already exists. A different member under an existing id is replaced.
+// address already exists (whatever its suffrage: a non-voter stays one until promoted). A
+// different member under an existing id is replaced. A new voter counts towards the quorum at
+// once, even while it catches up: AddNonvoter, then PromoteMember, does not risk that.
 func (n *Node) AddMember(ctx context.Context, id, raftAddr, httpAddr string) error {
+	return n.addMember(ctx, id, raftAddr, httpAddr, true)
+}
+
+// AddNonvoter adds a non-voter, which replicates the log but does not vote until promoted
+// (PromoteMember), or only records its HTTP address when a member with that id and Raft
+// address already exists.
+func (n *Node) AddNonvoter(ctx context.Context, id, raftAddr, httpAddr string) error {
+	return n.addMember(ctx, id, raftAddr, httpAddr, false)
+}
+
+func (n *Node) addMember(ctx context.Context, id, raftAddr, httpAddr string, voter bool) error {
 	if err := n.leaderOnly(); err != nil {
 		return err
 	}
@@ -105,7 +118,7 @@ func (n *Node) AddMember(ctx context.Context, id, raftAddr, httpAddr string) err
 	}
 	present := false
 	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == id && string(s.Address) == raftAddr && s.Suffrage == raft.Voter {
+		if string(s.ID) == id && string(s.Address) == raftAddr {
 			present = true
 		}
 	}
@@ -113,9 +126,15 @@ func (n *Node) AddMember(ctx context.Context, id, raftAddr, httpAddr string) err
 		if err := n.checkCompatible(ctx, id, httpAddr); err != nil {
 			return err
 		}
-		if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+		change := n.raft.AddNonvoter
+		if voter {
+			change = n.raft.AddVoter
+		}
+		if err := change(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
 			return applyError(err)
 		}
+		n.log.Info("added a member", "member", id, "raft_addr", raftAddr, "voter", voter)
+		n.warnEvenVoters()
 	}
 	m := fsm.Member{ID: id, RaftAddr: raftAddr, HTTPAddr: httpAddr}
 	if have, ok := n.fsm.Member(id); ok && have == m {
@@ -185,17 +204,32 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 	return nil
 }
 
-// Join asks a running cluster, through any member's HTTP API, to add this node as a voter, and
-// retries until it succeeds or ctx ends.
+// Join asks a running cluster, through any member's HTTP API, to add this node as a
+// non-voter, and retries until it succeeds or ctx ends. Once added, the node asks the leader
+// in the background to promote it to a voter, which the leader does once the node has caught
+// up with the log (PromoteMember): a new, empty or slow node never counts towards the quorum
+// before it could vote usefully. A cluster of a version without non-voters adds it as a voter
+// at once.
 func (n *Node) Join(ctx context.Context, endpoints []string) error {
-	return n.announce(ctx, endpoints)
+	err := n.announce(ctx, endpoints, api.SuffrageNonvoter)
+	if errors.Is(err, errNoSuffrage) {
+		n.log.Warn("the cluster does not know non-voters (an older version): joining as a voter at once")
+		return n.announce(ctx, endpoints, "")
+	}
+	if err != nil {
+		return err
+	}
+	n.wg.Add(1)
+	go n.promoteLoop(endpoints)
+	return nil
 }
 
-// announce posts this node's id and addresses to the cluster (which adds it as a voter, or just
-// records its HTTP address when it is already one), trying each endpoint in turn until one
-// accepts or ctx ends.
-func (n *Node) announce(ctx context.Context, endpoints []string) error {
-	body, err := json.Marshal(api.AddMemberRequest{ID: n.cfg.ID, RaftAddr: string(n.trans.LocalAddr()), HTTPAddr: n.cfg.AdvertiseHTTP})
+// announce posts this node's id and addresses to the cluster (which adds it with suffrage,
+// voter when empty, or just records its HTTP address when it is already a member), trying
+// each endpoint in turn until one accepts or ctx ends.
+func (n *Node) announce(ctx context.Context, endpoints []string, suffrage string) error {
+	body, err := json.Marshal(api.AddMemberRequest{ID: n.cfg.ID, RaftAddr: string(n.trans.LocalAddr()),
+		HTTPAddr: n.cfg.AdvertiseHTTP, Suffrage: suffrage})
 	if err != nil {
 		return err
 	}
@@ -204,7 +238,7 @@ func (n *Node) announce(ctx context.Context, endpoints []string) error {
 		for _, ep := range endpoints {
 			if last = n.postMember(ctx, ep, body); last == nil {
 				return nil
-			} else if errors.Is(last, errRefused) {
+			} else if errors.Is(last, errRefused) || errors.Is(last, errNoSuffrage) {
 				return fmt.Errorf("cluster: join: %w", last) // asking again will not help
 			}
 		}
@@ -226,6 +260,12 @@ func newHTTPClient(tlsConfig *tls.Config) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = tlsConfig
 	t.ForceAttemptHTTP2 = false
+	// One connection per member: these requests are few and short. With more, two requests
+	// at once (the feature gate's and a promotion check's) make the transport dial a second
+	// connection that the first one's return leaves unused; the member's server counts a
+	// connection that never sent a request as busy for 5 s, which held its graceful
+	// shutdown past its deadline.
+	t.MaxConnsPerHost = 1
 	return &http.Client{Timeout: 10 * time.Second, Transport: t}
 }
 
@@ -259,13 +299,19 @@ func (n *Node) postMember(ctx context.Context, endpoint string, body []byte) err
 	if resp.StatusCode != http.StatusOK {
 		var eb api.ErrorBody
 		_ = json.NewDecoder(resp.Body).Decode(&eb)
-		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		switch {
+		case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 			return fmt.Errorf("%s: %w: %s %s", url, errRefused, resp.Status, eb.Error.Message)
+		case resp.StatusCode == http.StatusBadRequest && strings.Contains(eb.Error.Message, "suffrage"):
+			return fmt.Errorf("%s: %w: %s", url, errNoSuffrage, eb.Error.Message)
 		}
 		return fmt.Errorf("%s: %s %s", url, resp.Status, eb.Error.Message)
 	}
 	return nil
 }
+
+// errNoSuffrage marks a cluster that refused the suffrage field: a version without non-voters.
+var errNoSuffrage = errors.New("the cluster does not know the suffrage field")
 
 // setToken adds the agent's ACL token, if it has one, to a request to another member.
 func setToken(req *http.Request, token string) {
@@ -286,10 +332,10 @@ func (n *Node) publishLoop(ctx context.Context) {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if !n.isPublished() {
+		if !n.isPublished() && n.inConfiguration() && !n.IsRemoved() {
 			if id, addr := n.Leader(); id != "" && id != n.cfg.ID && addr != "" {
 				actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				err := n.announce(actx, []string{addr})
+				err := n.announce(actx, []string{addr}, "")
 				cancel()
 				if err != nil && !errors.Is(err, context.Canceled) {
 					n.log.Debug("publishing own address failed", "error", err)

@@ -20,18 +20,19 @@ import (
 
 // Node is one member of a raftlock cluster.
 type Node struct {
-	cfg    Config
-	log    hclog.Logger
-	raft   *raft.Raft
-	fsm    *fsm.FSM
-	store  logStore
-	trans  *raft.NetworkTransport
-	acks   *ackTransport // trans, recording what each peer accepted (see confirmer)
-	events *notifier
-	timers *leaderTimers
-	verify *confirmer
-	gate   *featureGate
-	stats  counters
+	cfg     Config
+	log     hclog.Logger
+	dirLock *dataDirLock // held from New until the node is closed
+	raft    *raft.Raft
+	fsm     *fsm.FSM
+	store   logStore
+	trans   *raft.NetworkTransport
+	acks    *ackTransport // trans, recording what each peer accepted (see confirmer)
+	events  *notifier
+	timers  *leaderTimers
+	verify  *confirmer
+	gate    *featureGate
+	stats   counters
 	// refusals logs refused Raft handshakes (with TLS).
 	refusals *tlsutil.RefusalLog
 	// httpc makes the node's own requests to other members' APIs (join, publish, leave).
@@ -45,8 +46,15 @@ type Node struct {
 	// hook that stalls a request between its admission and its confirmation. Nil outside tests.
 	admitted func(term uint64)
 
+	// removed is set while this node counts as removed from the cluster; removedCh closes
+	// the first time it does (see Removed).
+	removed     atomic.Bool
+	removedCh   chan struct{}
+	removedOnce sync.Once
+
 	leaderCh    chan bool
 	stop        chan struct{}
+	loops       context.Context // ends when the node closes; the background loops run in it
 	cancelLoops context.CancelFunc
 	wg          sync.WaitGroup
 	closed      atomic.Bool
@@ -62,17 +70,25 @@ func New(cfg Config) (*Node, error) {
 	if err := mkdirAllDurable(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
-	kind, err := resolveLogStore(cfg.LogStore, cfg.DataDir)
+	dirLock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
+	kind, err := resolveLogStore(cfg.LogStore, cfg.DataDir)
+	if err != nil {
+		dirLock.release()
+		return nil, err
+	}
 	cfg.LogStore = kind
+	removeTransferFiles(cfg.DataDir)
 	n := &Node{
-		cfg:      cfg,
-		log:      cfg.Logger.Named("cluster"),
-		events:   newNotifier(),
-		leaderCh: make(chan bool, 16),
-		stop:     make(chan struct{}),
+		cfg:       cfg,
+		dirLock:   dirLock,
+		log:       cfg.Logger.Named("cluster"),
+		events:    newNotifier(),
+		leaderCh:  make(chan bool, 16),
+		stop:      make(chan struct{}),
+		removedCh: make(chan struct{}),
 	}
 	var opts []fsm.Option
 	if cfg.Features != nil {
@@ -89,11 +105,12 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.verify = newConfirmer(n.raft, raft.ServerID(cfg.ID), n.acks, n.stop)
 	ctx, cancel := context.WithCancel(context.Background())
-	n.cancelLoops = cancel
-	n.wg.Add(3)
+	n.loops, n.cancelLoops = ctx, cancel
+	n.wg.Add(4)
 	go n.monitorLeadership()
 	go n.publishLoop(ctx)
 	go n.gate.run(ctx)
+	go n.watchRemoval(ctx)
 	return n, nil
 }
 
@@ -239,6 +256,7 @@ func (n *Node) closeResources() {
 		n.store.Close()
 	}
 	n.httpc.CloseIdleConnections()
+	n.dirLock.release()
 }
 
 // refusedPeer counts an incoming Raft connection whose TLS handshake failed, and logs it,
@@ -382,6 +400,9 @@ const readyWait = time.Second
 // or until ctx ends) for the state machine to reach the commit index it read: a node that keeps
 // up is ready, one still restoring a snapshot or replaying its log is not.
 func (n *Node) Ready(ctx context.Context) bool {
+	if n.removed.Load() {
+		return false
+	}
 	if id, _ := n.Leader(); id == "" {
 		return false
 	}

@@ -117,7 +117,8 @@ func openLogStore(kind, dataDir string, walSegmentSize int, noSync bool, logger 
 }
 
 // sizedSnapshots is the snapshot store whose readers tell their size (fsm.Sizer), so that the
-// state machine reads a snapshot into one buffer instead of growing one while it restores.
+// state machine reads a snapshot into one buffer instead of growing one while it restores,
+// and their log position (fsm.Positioned), so that its applied index stays true.
 type sizedSnapshots struct {
 	raft.SnapshotStore
 }
@@ -128,15 +129,21 @@ func (s sizedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	return meta, sizedReader{ReadCloser: rc, size: meta.Size}, nil
+	return meta, sizedReader{ReadCloser: rc, size: meta.Size, index: meta.Index, term: meta.Term}, nil
 }
 
-// sizedReader is a snapshot reader that tells the size its metadata records.
+// sizedReader is a snapshot reader that tells the size and log position its metadata records.
 type sizedReader struct {
 	io.ReadCloser
-	size int64
+	size        int64
+	index, term uint64
 }
 
-var _ fsm.Sizer = sizedReader{}
+var (
+	_ fsm.Sizer      = sizedReader{}
+	_ fsm.Positioned = sizedReader{}
+)
 
 func (r sizedReader) Size() int64 { return r.size }
+
+func (r sizedReader) SnapshotPosition() (index, term uint64) { return r.index, r.term }

@@ -84,11 +84,22 @@ func newTestCluster(t testing.TB, size int, tune func(*cluster.Config)) *testClu
 	return c
 }
 
-// memberHandler serves POST /v1/cluster/members for node i, as httpapi would.
+// memberHandler serves POST /v1/cluster/members, GET /v1/health, GET /v1/ready and GET
+// /v1/cluster for node i, as httpapi would.
 func (c *testCluster) memberHandler(i int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && r.URL.Path == "/v1/health" {
 			c.health(i, w)
+			return
+		}
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/cluster" {
+			c.clusterView(i, w)
+			return
+		}
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/ready" {
+			if n := c.node(i); n == nil || !n.Ready(r.Context()) {
+				http.Error(w, "not ready", http.StatusServiceUnavailable)
+			}
 			return
 		}
 		var req api.AddMemberRequest
@@ -122,12 +133,33 @@ func (c *testCluster) health(i int, w http.ResponseWriter) {
 		http.Error(w, "stopped", http.StatusServiceUnavailable)
 		return
 	}
-	h := api.Health{Status: "ok", ID: n.ID(), Version: n.Version(), AppliedIndex: n.FSM().AppliedIndex()}
+	h := api.Health{Status: "ok", ID: n.ID(), Version: n.Version(), AppliedIndex: n.FSM().AppliedIndex(), Suffrage: n.OwnSuffrage()}
 	for _, f := range n.SupportedFeatures() {
 		h.Features = append(h.Features, string(f))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(h)
+}
+
+// clusterView answers GET /v1/cluster for node i with the leader's view, as the API does by
+// forwarding to the leader; a node that does not lead answers 503 here.
+func (c *testCluster) clusterView(i int, w http.ResponseWriter) {
+	n := c.node(i)
+	if n == nil || !n.IsLeader() {
+		http.Error(w, "not the leader", http.StatusServiceUnavailable)
+		return
+	}
+	ms, err := n.Members()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	out := api.Cluster{Leader: n.ID()}
+	for _, m := range ms {
+		out.Members = append(out.Members, api.Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 func (c *testCluster) config(i int, ln net.Listener) cluster.Config {
@@ -148,6 +180,8 @@ func (c *testCluster) config(i int, ln net.Listener) cluster.Config {
 		Logger:             testLogger(c.ids[i]),
 		// Check often: tests wait for the features every member supports to be enabled.
 		FeatureCheckInterval: 100 * time.Millisecond,
+		// Removed nodes find out sooner than by default (5 s).
+		RemovalGrace: time.Second,
 		// Empty is the default store; CI also runs these tests with boltdb.
 		LogStore: os.Getenv("RAFTLOCK_TEST_LOG_STORE"),
 	}

@@ -44,6 +44,8 @@ type Config struct {
 	TrailingLogs       uint64
 
 	MaxBodyBytes int64
+	// MaxSnapshotBytes bounds a backup file sent to restore (PUT /v1/snapshot).
+	MaxSnapshotBytes int64
 	// MaxHeaderBytes bounds a request's line and headers (the HTTP server allows 4 KiB over it).
 	MaxHeaderBytes int
 	// MaxConnections bounds the API connections open at once (handshaking, reading, waiting or
@@ -76,6 +78,9 @@ type Config struct {
 	// AgentToken is the token this agent sends when it joins, publishes its HTTP address to
 	// the leader or leaves; under ACL it needs operator:write.
 	AgentToken string
+	// WaitWhenRemoved keeps the agent running, not ready, once it has been removed from the
+	// cluster, instead of stopping it.
+	WaitWhenRemoved bool
 
 	// TLSCertFile and TLSKeyFile are this node's certificate and key (PEM); with them the API is
 	// HTTPS only and Raft, forwarding and join use mutual TLS.
@@ -104,6 +109,7 @@ func Default() Config {
 		SnapshotInterval:   5 * time.Second,
 		TrailingLogs:       10240,
 		MaxBodyBytes:       64 << 10,
+		MaxSnapshotBytes:   1 << 30,
 		MaxHeaderBytes:     8 << 10,
 		MaxConnections:     4096,
 		HeaderReadTimeout:  10 * time.Second,
@@ -146,6 +152,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Duration("snapshot-interval", d.SnapshotInterval, "how often to check whether to snapshot")
 	fs.Uint64("trailing-logs", d.TrailingLogs, "log entries kept after a snapshot, for slow followers")
 	fs.Int64("max-body-bytes", d.MaxBodyBytes, "largest accepted request body; a larger one is refused (413) before it is read")
+	fs.Int64("max-snapshot-bytes", d.MaxSnapshotBytes, "largest backup file a restore (PUT /v1/snapshot) accepts; it streams to the leader, never held whole")
 	fs.Int("max-header-bytes", d.MaxHeaderBytes, "largest request line and headers the API reads (the server allows 4 KiB over it); a larger request is answered 431 and its connection closed")
 	fs.Int("max-connections", d.MaxConnections, "most API connections open at once (handshaking, reading, waiting or idle); more wait in the kernel's accept queue until one closes (0: no limit)")
 	fs.Duration("header-read-timeout", d.HeaderReadTimeout, "how long an API client may take to send a request's headers (and, with TLS, to finish its handshake) before its connection is closed")
@@ -166,6 +173,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Bool("acl", false, "require a token on every /v1 request but health, ready and the ACL bootstrap, and check its policies; all nodes must agree")
 	fs.Int("max-sessions-per-token", 0, "with --acl, most sessions one token may own at once; beyond it 429 (0: unlimited)")
 	fs.String("agent-token", "", "with --acl, the token (operator:write) this agent sends to join, publish its HTTP address and leave")
+	fs.Bool("wait-when-removed", false, "once removed from the cluster, keep running (not ready) instead of stopping")
 }
 
 // Load reads the settings from fs (after parsing), RAFTLOCK_* environment variables and the
@@ -208,6 +216,7 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		DisableFeatures:     splitList(v.GetStringSlice("disable-features")),
 		UnsafeNoLogFsync:    v.GetBool("unsafe-no-log-fsync"),
 		MaxBodyBytes:        v.GetInt64("max-body-bytes"),
+		MaxSnapshotBytes:    v.GetInt64("max-snapshot-bytes"),
 		MaxHeaderBytes:      v.GetInt("max-header-bytes"),
 		MaxConnections:      v.GetInt("max-connections"),
 		HeaderReadTimeout:   v.GetDuration("header-read-timeout"),
@@ -228,6 +237,7 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		ACL:                 v.GetBool("acl"),
 		MaxSessionsPerToken: v.GetInt("max-sessions-per-token"),
 		AgentToken:          v.GetString("agent-token"),
+		WaitWhenRemoved:     v.GetBool("wait-when-removed"),
 	}
 	var err error
 	if c.InitialCluster, err = ParseMembers("initial-cluster", v.GetString("initial-cluster")); err != nil {
@@ -351,6 +361,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SnapshotThreshold == 0 {
 		bad("--snapshot-threshold must be positive")
+	}
+	if c.MaxSnapshotBytes < 1<<20 {
+		bad("--max-snapshot-bytes %d is below 1 MiB", c.MaxSnapshotBytes)
 	}
 	if c.MaxBodyBytes < 1024 {
 		bad("--max-body-bytes %d is below 1024", c.MaxBodyBytes)

@@ -22,9 +22,14 @@ type FSM struct {
 	mu     sync.RWMutex
 	st     *state
 	events []Event // reused between applies; only touched by the applying goroutine
-	// applied is the index of the last entry ApplyBatch was given. It is local bookkeeping,
-	// never part of the replicated state or of snapshots.
-	applied atomic.Uint64
+	// applied is the index of the last entry ApplyBatch was given, or of the snapshot Restore
+	// installed (when its reader tells it, see Positioned). It is local bookkeeping, never
+	// part of the replicated state or of snapshots. appliedTerm is that entry's term; it is
+	// only touched under mu.
+	applied     atomic.Uint64
+	appliedTerm uint64
+	// restores counts the snapshots Restore installed (local bookkeeping, like applied).
+	restores atomic.Uint64
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -79,6 +84,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	f.events = a.events
 	if n := len(logs); n > 0 {
 		f.applied.Store(logs[n-1].Index)
+		f.appliedTerm = logs[n-1].Term
 	}
 	f.mu.Unlock()
 	if f.observer != nil && len(a.events) > 0 {
@@ -235,6 +241,11 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.st = st
+	if index, term, ok := positionOf(rc); ok {
+		f.applied.Store(index)
+		f.appliedTerm = term
+	}
+	f.restores.Add(1)
 	f.mu.Unlock()
 	if f.observer != nil {
 		f.observer.Observe([]Event{{Kind: EventRestored}})

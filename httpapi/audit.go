@@ -166,7 +166,7 @@ func (l *AuditLog) Close() error {
 func (s *Server) audit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
-		if req.Method == http.MethodGet || req.Method == http.MethodHead || req.Method == http.MethodOptions ||
+		if (req.Method == http.MethodGet || req.Method == http.MethodHead || req.Method == http.MethodOptions) && !auditedRead(req) ||
 			req.Header.Get(api.HeaderForwarded) != "" {
 			return next(c)
 		}

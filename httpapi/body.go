@@ -45,6 +45,18 @@ func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 		if !hasBody(req) {
 			return next(c)
 		}
+		if unlimitedBody(c) {
+			// A backup to restore: larger than any other body, read as it streams (to the
+			// leader, or on to it by a follower) and never held whole, within its own limit.
+			// It may take longer than a small body to arrive, so no read deadline; under ACL
+			// the token is judged before it is read.
+			if req.ContentLength > s.cfg.MaxSnapshotBytes {
+				s.dropBody(c)
+				return newError(http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge, "the backup is larger than %d bytes (--max-snapshot-bytes)", s.cfg.MaxSnapshotBytes)
+			}
+			req.Body = http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxSnapshotBytes)
+			return next(c)
+		}
 		_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
 		if req.ContentLength > s.cfg.MaxBodyBytes {
 			s.dropBody(c)

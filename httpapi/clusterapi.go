@@ -51,6 +51,10 @@ func (s *Server) addMember(c echo.Context) error {
 	case !hostPort(req.HTTPAddr):
 		return invalid("http_addr %q is not a host:port address", req.HTTPAddr)
 	}
+	voter, err := suffrageVoter(req.Suffrage)
+	if err != nil {
+		return err
+	}
 	return s.atLeader(c, func() error {
 		publication := false
 		if err := s.callerOperator(c, fsm.AccessWrite); err != nil {
@@ -61,7 +65,11 @@ func (s *Server) addMember(c echo.Context) error {
 		}
 		ctx, cancel := s.commandContext(c, 0)
 		defer cancel()
-		if err := s.node.AddMember(ctx, req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
+		add := s.node.AddMember
+		if !voter {
+			add = s.node.AddNonvoter
+		}
+		if err := add(ctx, req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
 			return fromClusterError(err)
 		}
 		if publication {
@@ -92,7 +100,7 @@ func (s *Server) membersResponse(c echo.Context) error {
 	if err != nil {
 		return fromClusterError(err)
 	}
-	return c.JSON(http.StatusOK, api.MembersResponse{Members: membersBody(st.Members)})
+	return c.JSON(http.StatusOK, api.MembersResponse{Members: membersBody(st.Members), Warning: s.node.VoterWarning()})
 }
 
 func (s *Server) transferLeadership(c echo.Context) error {
@@ -160,7 +168,7 @@ func membersBody(ms []cluster.MemberInfo) []api.Member {
 		}
 		out[i] = api.Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Suffrage: suffrage, Leader: m.Leader}
 		if m.Report != nil {
-			out[i].Version, out[i].Features = m.Report.Version, featureNames(m.Report.Features)
+			memberReport(&out[i], m.Report)
 		}
 	}
 	return out

@@ -69,7 +69,10 @@ func (f *forwarder) forward(c echo.Context, id, addr string) error {
 		}
 	}
 	var body io.Reader = http.NoBody
-	if hasBody(in) {
+	switch {
+	case hasBody(in) && unlimitedBody(c):
+		body = in.Body // a backup streams on, within its own limit (limitBody)
+	case hasBody(in):
 		data, err := f.s.readBody(c)
 		if err != nil {
 			return err
@@ -79,6 +82,9 @@ func (f *forwarder) forward(c echo.Context, id, addr string) error {
 	out, err := http.NewRequestWithContext(in.Context(), in.Method, target+in.URL.RequestURI(), body)
 	if err != nil {
 		return fmt.Errorf("forwarding to the leader at %q: %w", addr, err)
+	}
+	if body == in.Body {
+		out.ContentLength = in.ContentLength
 	}
 	out.Header = in.Header.Clone()
 	for _, h := range hopHeaders {

@@ -310,16 +310,19 @@ func (s *Server) getLock(c echo.Context, name string) error {
 }
 
 // waitLockChange holds a blocking query until the lock's modify index exceeds q.index, the
-// wait elapses or the client leaves, and returns the lock's state then.
+// whole state is replaced (a snapshot restore, after which the lock's modify index may stay
+// below q.index for good), the wait elapses or the client leaves, and returns the lock's
+// state then.
 func (s *Server) waitLockChange(c echo.Context, name string, q query) fsm.LockInfo {
 	s.metrics.blocking.Inc()
 	defer s.metrics.blocking.Dec()
 	timer := time.NewTimer(q.wait)
 	defer timer.Stop()
+	restores := s.node.FSM().Restores()
 	for {
 		changed := s.node.WatchLock(name) // taken before the read, so no change is missed
 		info := s.node.FSM().Lock(name)
-		if info.ModifyIndex > q.index {
+		if info.ModifyIndex > q.index || s.node.FSM().Restores() != restores {
 			return info
 		}
 		select {

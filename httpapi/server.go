@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/tlsutil"
@@ -43,8 +45,15 @@ type Node interface {
 	ReadBarrier(ctx context.Context) error
 	WatchLock(name string) <-chan struct{}
 	AddMember(ctx context.Context, id, raftAddr, httpAddr string) error
+	AddNonvoter(ctx context.Context, id, raftAddr, httpAddr string) error
+	PromoteMember(ctx context.Context, id string) error
+	VoterWarning() string
 	RemoveMember(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) error
+	IsRemoved() bool
+	OwnSuffrage() string
+	WriteBackup(ctx context.Context, w io.Writer) (backup.Header, error)
+	RestoreBackup(ctx context.Context, r io.Reader, opts cluster.RestoreOptions) (cluster.RestoreResult, error)
 
 	ResolveToken(secret string) (fsm.ACLToken, fsm.Authorizer, bool)
 	ACLBootstrap(ctx context.Context) (cluster.NewACLToken, error)
@@ -62,6 +71,9 @@ type Config struct {
 	Version string
 	// MaxBodyBytes bounds request bodies; default 64 KiB.
 	MaxBodyBytes int64
+	// MaxSnapshotBytes bounds the body of a restore (PUT /v1/snapshot), a backup file, which
+	// streams through to the leader instead of being read first; default 1 GiB.
+	MaxSnapshotBytes int64
 	// MaxHeaderBytes bounds a request's line and headers; default 8 KiB (net/http reads up to
 	// 4 KiB more before it answers 431).
 	MaxHeaderBytes int
@@ -131,6 +143,9 @@ type Server struct {
 func New(node Node, cfg Config) *Server {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 64 << 10
+	}
+	if cfg.MaxSnapshotBytes == 0 {
+		cfg.MaxSnapshotBytes = 1 << 30
 	}
 	if cfg.MaxHeaderBytes == 0 {
 		cfg.MaxHeaderBytes = 8 << 10
@@ -262,7 +277,10 @@ func (s *Server) routes() *echo.Echo {
 	v1.GET("/cluster", s.getCluster)
 	v1.POST("/cluster/members", s.addMember)
 	v1.DELETE("/cluster/members/:id", s.removeMember)
+	v1.POST("/cluster/members/:id/promote", s.promoteMember)
 	v1.POST("/cluster/leadership-transfer", s.transferLeadership)
+	v1.GET(snapshotPath[len("/v1"):], s.saveSnapshot)
+	v1.PUT(snapshotPath[len("/v1"):], s.restoreSnapshot)
 	v1.GET("/health", s.health)
 	v1.GET("/ready", s.ready)
 	if s.cfg.ACL {
@@ -363,9 +381,13 @@ func (s *Server) commandContext(c echo.Context, extra time.Duration) (context.Co
 }
 
 func (s *Server) health(c echo.Context) error {
+	if s.node.IsRemoved() {
+		return removedError()
+	}
 	f := s.node.FSM()
 	return c.JSON(http.StatusOK, api.Health{Status: "ok", ID: s.node.ID(), Version: s.cfg.Version,
-		Features: featureNames(f.KnownFeatures()), ClusterFeatures: featureNames(f.Features()), AppliedIndex: f.AppliedIndex()})
+		Features: featureNames(f.KnownFeatures()), ClusterFeatures: featureNames(f.Features()), AppliedIndex: f.AppliedIndex(),
+		Suffrage: s.node.OwnSuffrage()})
 }
 
 // featureNames returns the features' names; an empty list, not null, when there are none.
@@ -378,6 +400,9 @@ func featureNames(fs []fsm.Feature) []string {
 }
 
 func (s *Server) ready(c echo.Context) error {
+	if s.node.IsRemoved() {
+		return removedError()
+	}
 	if !s.node.Ready(c.Request().Context()) {
 		return noLeader("not ready: no known leader, or the log is not applied up to the commit index yet")
 	}

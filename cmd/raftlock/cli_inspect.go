@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -152,30 +153,6 @@ func newSessionsCmd() *cobra.Command {
 	})
 }
 
-func newMembersCmd() *cobra.Command {
-	var f inspectFlags
-	return inspectCmd(&cobra.Command{
-		Use:     "members",
-		Short:   "List the members of the cluster",
-		Example: `  raftlock members --endpoints http://10.0.0.1:7001`,
-		Args:    cobra.NoArgs,
-	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
-		cl, err := c.Raw().Cluster(ctx, f.readOpts()...)
-		if err != nil {
-			return failure("reading the cluster", err)
-		}
-		if f.json() {
-			return writeJSON(w, api.MembersResponse{Members: nonNil(cl.Members)})
-		}
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tHTTP ADDR\tRAFT ADDR\tSUFFRAGE\tLEADER")
-		for _, m := range cl.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\n", m.ID, m.HTTPAddr, m.RaftAddr, m.Suffrage, m.Leader)
-		}
-		return tw.Flush()
-	})
-}
-
 // memberStatus is one member's line of `raftlock status`.
 type memberStatus struct {
 	api.Member
@@ -190,6 +167,7 @@ type statusOutput struct {
 	Leader      string         `json:"leader"`
 	Term        uint64         `json:"term"`
 	CommitIndex uint64         `json:"commit_index"`
+	Features    []string       `json:"features"`
 	Members     []memberStatus `json:"members"`
 }
 
@@ -209,17 +187,17 @@ member directly for its health, readiness and applied index.`,
 			return failure("reading the cluster", err)
 		}
 		out := statusOutput{Version: cl.Version, Leader: cl.Leader, Term: cl.Term,
-			CommitIndex: cl.CommitIndex, Members: probeMembers(ctx, c, cl.Members)}
+			CommitIndex: cl.CommitIndex, Features: nonNil(cl.Features), Members: probeMembers(ctx, c, cl.Members)}
 		if f.json() {
 			return writeJSON(w, out)
 		}
-		fmt.Fprintf(w, "version: %s  leader: %s  term: %d  commit index: %d\n\n",
-			out.Version, orDash(out.Leader), out.Term, out.CommitIndex)
+		fmt.Fprintf(w, "version: %s  leader: %s  term: %d  commit index: %d\nfeatures: %s\n\n",
+			out.Version, orDash(out.Leader), out.Term, out.CommitIndex, orDash(strings.Join(out.Features, ",")))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tHTTP ADDR\tRAFT ADDR\tSUFFRAGE\tLEADER\tHEALTH\tAPPLIED INDEX")
+		fmt.Fprintln(tw, "ID\tHTTP ADDR\tRAFT ADDR\tSUFFRAGE\tLEADER\tHEALTH\tAPPLIED INDEX\tVERSION")
 		for _, m := range out.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%d\n", m.ID, m.HTTPAddr, m.RaftAddr, m.Suffrage,
-				m.Leader, m.Health, m.AppliedIndex)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%d\t%s\n", m.ID, m.HTTPAddr, m.RaftAddr, m.Suffrage,
+				m.Leader, m.Health, m.AppliedIndex, orDash(m.Version))
 		}
 		return tw.Flush()
 	})
@@ -247,6 +225,9 @@ func probeMembers(ctx context.Context, c *client.Client, members []api.Member) [
 			ep := scheme + ms.HTTPAddr
 			if err := c.Raw().Health(pctx, ep); err != nil {
 				ms.Health, ms.Error = "unreachable", err.Error()
+				if ae := (*client.APIError)(nil); errors.As(err, &ae) && ae.Code == api.CodeRemoved {
+					ms.Health = "removed"
+				}
 				return
 			}
 			ms.Health = "ready"

@@ -167,12 +167,18 @@ func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 // or chunked, and returns the status it was answered (0 if none came).
 func sendHuge(t *testing.T, addr string, size int64, chunked bool, token string) int {
 	t.Helper()
+	return sendHugeTo(t, addr, "POST /v1/sessions", size, chunked, token)
+}
+
+// sendHugeTo is sendHuge with another request line's method and path.
+func sendHugeTo(t *testing.T, addr, request string, size int64, chunked bool, token string) int {
+	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	head := "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+	head := request + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 	if token != "" {
 		head += api.HeaderToken + ": " + token + "\r\n"
 	}
@@ -266,6 +272,29 @@ func TestHugeBodyThroughAFollowerKeepsItsMemory(t *testing.T) {
 				t.Fatalf("600 MB and 1.5 GB bodies through the follower raised its peak memory by %d MB", (after-before)>>10)
 			}
 		})
+	}
+}
+
+// A restore's body, a backup file, is exempt from --max-body-bytes but not from its own limit,
+// and streams through a follower to the leader: neither holds it whole. 600 MB of garbage, the
+// most a backup may be here, is refused (it is no backup) without raising either node's peak
+// memory; 1.5 GB declared is refused before it is read.
+func TestHugeRestoreBodyStreamsThroughAFollower(t *testing.T) {
+	procs := startAgents(t, 3, "--max-snapshot-bytes", strconv.Itoa(700<<20))
+	l, f := leaderAndFollower(t, procs, nil)
+	before := []int64{procKB(t, procs[l].cmd.Process.Pid, "VmHWM"), procKB(t, procs[f].cmd.Process.Pid, "VmHWM")}
+	if status := sendHugeTo(t, procs[f].addr, "PUT /v1/snapshot", 600<<20, true, ""); status != http.StatusBadRequest && status != http.StatusRequestEntityTooLarge {
+		t.Errorf("600 MB of garbage to restore: answered %d, want 400 (not a backup)", status)
+	}
+	if status := sendHugeTo(t, procs[f].addr, "PUT /v1/snapshot", 1536<<20, false, ""); status != http.StatusRequestEntityTooLarge {
+		t.Errorf("1.5 GB declared to restore: answered %d, want 413", status)
+	}
+	for i, p := range []int{l, f} {
+		after := procKB(t, procs[p].cmd.Process.Pid, "VmHWM")
+		t.Logf("%s: VmHWM %d kB before, %d kB after", procs[p].id, before[i], after)
+		if after-before[i] > 64<<10 {
+			t.Errorf("%s: a restore body raised its peak memory by %d MB", procs[p].id, (after-before[i])>>10)
+		}
 	}
 }
 

@@ -51,6 +51,7 @@ func newRootCmd() *cobra.Command {
 	addClientCommands(root)
 	root.AddCommand(newBenchCmd())
 	root.AddCommand(newTLSCmd())
+	root.AddCommand(newSnapshotCmd(), newRecoverCmd(), newLeaderCmd())
 	return root
 }
 

@@ -95,6 +95,7 @@ func runAgent(ctx context.Context, cfg config.Config, log hclog.Logger) error {
 	if err != nil {
 		return err
 	}
+	removed := a.Removed()
 wait:
 	for {
 		select {
@@ -103,6 +104,14 @@ wait:
 			break wait
 		case err := <-a.Errors():
 			log.Error("http server failed", "error", err)
+			break wait
+		case <-removed:
+			if cfg.WaitWhenRemoved {
+				log.Warn("removed from the cluster: staying up, not ready (--wait-when-removed)")
+				removed = nil
+				continue
+			}
+			log.Warn("removed from the cluster: stopping (--wait-when-removed keeps it running)")
 			break wait
 		case <-hup:
 			if err := a.Reload(); err != nil {

@@ -1,0 +1,265 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/backup"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// ErrInvalidBackup means a backup file to restore is not one, is damaged, or holds a snapshot
+// this node cannot read; nothing was changed.
+var ErrInvalidBackup = errors.New("cluster: invalid backup file")
+
+// DefaultIndexGap is how far a restore (and `raftlock recover`) moves the log index past every
+// index known to have been used, so that every fencing token issued afterwards is greater
+// than any issued before: also than the tokens a lost cluster issued after the backup was
+// taken (or that a recovered survivor never received), up to this many entries of them.
+const DefaultIndexGap = 1_000_000_000
+
+// transferPattern names the temporary files of backups and restores in the data directory.
+const transferPattern = ".transfer-*.tmp"
+
+// removeTransferFiles removes what a backup or restore cut off by a crash left behind.
+func removeTransferFiles(dir string) {
+	if names, err := filepath.Glob(filepath.Join(dir, transferPattern)); err == nil {
+		for _, n := range names {
+			_ = os.Remove(n)
+		}
+	}
+}
+
+// tempFile creates a temporary file in the data directory, removed by the returned function.
+func (n *Node) tempFile() (*os.File, func(), error) {
+	f, err := os.CreateTemp(n.cfg.DataDir, transferPattern)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster: temporary file: %w", err)
+	}
+	return f, func() { f.Close(); os.Remove(f.Name()) }, nil
+}
+
+// WriteBackup captures the state this node has applied and writes it to w as a backup file
+// (package backup). For a backup of everything acknowledged so far, call it on the leader
+// after a read barrier. The state is written to a temporary file in the data directory
+// first, so that the header can give its size; w gets the whole file.
+func (n *Node) WriteBackup(ctx context.Context, w io.Writer) (backup.Header, error) {
+	capture := n.fsm.Capture()
+	created := time.Now().UTC()
+	tmp, done, err := n.tempFile()
+	if err != nil {
+		return backup.Header{}, err
+	}
+	defer done()
+	bw := bufio.NewWriterSize(tmp, 256<<10)
+	size, err := capture.WriteTo(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		return backup.Header{}, fmt.Errorf("cluster: write snapshot: %w", err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return backup.Header{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return backup.Header{}, err
+	}
+	h := backup.Header{Index: capture.Index, Term: capture.Term, Size: size, Node: n.cfg.ID,
+		RaftlockVersion: n.cfg.Version, Created: created}
+	if _, err := backup.Write(w, h, bufio.NewReaderSize(tmp, 256<<10)); err != nil {
+		return h, err
+	}
+	n.log.Info("backup written", "index", h.Index, "term", h.Term, "bytes", size)
+	return h, nil
+}
+
+// RestoreOptions tune RestoreBackup.
+type RestoreOptions struct {
+	// IndexGap is added to the highest log index known (the backup's, any token in it, and
+	// this cluster's last), to give the restored state's index; see DefaultIndexGap. 0 adds
+	// nothing beyond the one raft adds.
+	IndexGap uint64
+}
+
+// RestoreResult says what a restore installed.
+type RestoreResult struct {
+	// Header is the backup file's header.
+	Header backup.Header
+	// Index is the log index of the restored state: every token issued after the restore is
+	// greater.
+	Index uint64
+	// State describes the restored state (with this cluster's members and features).
+	State fsm.SnapshotSummary
+}
+
+// restoreWait bounds how long a restore may wait for the followers to install it.
+const restoreWait = 10 * time.Minute
+
+// RestoreBackup replaces the cluster's whole state with the backup file read from r, through
+// raft's user-snapshot restore, on the leader. The file is read and checked completely first
+// (checksum, format, every record), so a bad file changes nothing. What is installed is the
+// backup's state with this cluster's member metadata and every feature this cluster enabled
+// (a feature is never turned off); the backup's features must be ones every member supports.
+// Its log index is at least the highest index known plus opts.IndexGap, so fencing tokens go
+// on growing. Sessions of the backup get a full TTL from the restore, lock-delays run again
+// in full. Requests in flight when it runs end with an unknown outcome.
+func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptions) (RestoreResult, error) {
+	if err := n.leaderOnly(); err != nil {
+		return RestoreResult{}, err
+	}
+	body, doneBody, h, err := n.receiveBackup(r)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	defer doneBody()
+	state, doneState, err := n.tempFile()
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	defer doneState()
+	bw := bufio.NewWriterSize(state, 256<<10)
+	sum, err := fsm.RewriteSnapshot(bufio.NewReader(body), bw, n.fsm.Members(), n.fsm.Features())
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		return RestoreResult{}, fmt.Errorf("%w: the snapshot in it does not read: %w", ErrInvalidBackup, err)
+	}
+	if err := n.checkRestoredFeatures(ctx, sum.Features); err != nil {
+		return RestoreResult{}, err
+	}
+	size, err := state.Seek(0, io.SeekEnd)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	if _, err := state.Seek(0, io.SeekStart); err != nil {
+		return RestoreResult{}, err
+	}
+	index, err := restoredIndex(h.Index, sum.MaxIndex, n.raft.LastIndex(), opts.IndexGap)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: index, Term: h.Term, Size: size}
+	if err := n.installRestore(ctx, meta, state); err != nil {
+		return RestoreResult{}, err
+	}
+	res := RestoreResult{Header: h, Index: n.lastSnapshotIndex(), State: sum}
+	n.log.Info("restored a backup", "backup_index", h.Index, "backup_node", h.Node, "index", res.Index,
+		"sessions", sum.Sessions, "locks", sum.Locks)
+	return res, nil
+}
+
+// receiveBackup reads the backup file r into a temporary file and checks it, returning the
+// body (at its start) and the header.
+func (n *Node) receiveBackup(r io.Reader) (*os.File, func(), backup.Header, error) {
+	rd, err := backup.NewReader(r)
+	if err != nil {
+		return nil, nil, backup.Header{}, fmt.Errorf("%w: %w", ErrInvalidBackup, err)
+	}
+	f, done, err := n.tempFile()
+	if err != nil {
+		return nil, nil, backup.Header{}, err
+	}
+	bw := bufio.NewWriterSize(f, 256<<10)
+	_, err = io.Copy(bw, rd.Body())
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		if err = rd.Verify(); err != nil {
+			err = fmt.Errorf("%w: %w", ErrInvalidBackup, err)
+		}
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		done()
+		return nil, nil, backup.Header{}, err
+	}
+	return f, done, rd.Header(), nil
+}
+
+// restoredIndex is the index a restored state must get: past the backup's own, every index in
+// it (the header might understate it), and this cluster's log, by gap.
+func restoredIndex(backupIndex, maxInState, last, gap uint64) (uint64, error) {
+	top := max(backupIndex, maxInState, last)
+	if top > math.MaxUint64-gap-2 {
+		return 0, fmt.Errorf("%w: index %d plus a gap of %d overflows", ErrInvalidBackup, top, gap)
+	}
+	return top + gap, nil
+}
+
+// checkRestoredFeatures refuses a restored state whose features some member may not support:
+// it could not install the snapshot. Features the cluster enabled are supported by all; for
+// others, every member is asked now.
+func (n *Node) checkRestoredFeatures(ctx context.Context, features []fsm.Feature) error {
+	enabled := n.fsm.Features()
+	extra := slices.DeleteFunc(slices.Clone(features), func(f fsm.Feature) bool { return slices.Contains(enabled, f) })
+	if len(extra) == 0 {
+		return nil
+	}
+	if unknown := n.fsm.UnknownFeatures(extra); len(unknown) > 0 {
+		return fmt.Errorf("%w: the backup uses features %v that this node (version %q) does not know: upgrade the cluster first",
+			ErrFeatureNotEnabled, unknown, n.cfg.Version)
+	}
+	common, complete := n.gate.common(ctx)
+	for _, f := range extra {
+		if !complete || !slices.Contains(common, f) {
+			return fmt.Errorf("%w: the backup uses feature %q, which not every member supports yet (or a member did not answer): upgrade every member first",
+				ErrFeatureNotEnabled, f)
+		}
+	}
+	return nil
+}
+
+// installRestore hands the state to raft and waits for the followers to install it too.
+// The leader's timers stop meanwhile (renewals are refused as by a node that does not lead,
+// and clients retry), and restart from the restored state: every session gets a full TTL
+// from now, every lock-delay its full length.
+func (n *Node) installRestore(ctx context.Context, meta *raft.SnapshotMeta, state io.Reader) error {
+	term := n.readyTerm.Load()
+	if term == 0 {
+		return ErrNotLeader
+	}
+	n.timers.deactivate()
+	defer func() {
+		if n.readyTerm.Load() == term && n.raft.State() == raft.Leader && n.raft.CurrentTerm() == term {
+			n.timers.activate(term)
+		}
+	}()
+	ch := make(chan error, 1)
+	go func() { ch <- n.raft.Restore(meta, state, n.cfg.ApplyTimeout) }()
+	wait, cancel := context.WithTimeout(ctx, restoreWait)
+	defer cancel()
+	select {
+	case err := <-ch:
+		if err != nil {
+			return fmt.Errorf("cluster: restore: %w", applyError(err))
+		}
+		return nil
+	case <-wait.Done():
+		return fmt.Errorf("%w: the restore did not finish in time: %w", ErrUnknownOutcome, wait.Err())
+	case <-n.stop:
+		return fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrShutdown)
+	}
+}
+
+// lastSnapshotIndex is the index of raft's newest snapshot: right after a restore, the
+// restored state's (or a later one's).
+func (n *Node) lastSnapshotIndex() uint64 {
+	i, _ := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
+	return i
+}

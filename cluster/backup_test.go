@@ -1,0 +1,220 @@
+package cluster_test
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/backup"
+	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// saveBackup writes a backup of n's state into memory.
+func saveBackup(t *testing.T, n *cluster.Node) []byte {
+	t.Helper()
+	if err := n.ReadBarrier(opContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := n.WriteBackup(opContext(t), &buf); err != nil {
+		t.Fatalf("backup of %s: %v", n.ID(), err)
+	}
+	return buf.Bytes()
+}
+
+// restore restores file at the current leader of c with gap.
+func restore(t *testing.T, c *testCluster, file []byte, gap uint64) cluster.RestoreResult {
+	t.Helper()
+	_, leader := c.waitLeader()
+	res, err := leader.RestoreBackup(opContext(t), bytes.NewReader(file), cluster.RestoreOptions{IndexGap: gap})
+	if err != nil {
+		t.Fatalf("restore at %s: %v", leader.ID(), err)
+	}
+	return res
+}
+
+// withHeader rewrites a backup file's header by fn, with a valid checksum: what a file
+// written by a broken or older tool could hold.
+func withHeader(t *testing.T, file []byte, fn func(*backup.Header)) []byte {
+	t.Helper()
+	rd, err := backup.NewReader(bytes.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := rd.Header()
+	fn(&h)
+	var out bytes.Buffer
+	if _, err := backup.Write(&out, h, rd.Body()); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// A backup restored into a new cluster, whose log is much shorter than the one the backup
+// came from, brings back its locks, and the next token is greater than every token in it,
+// even with no gap and a header that understates where the backup was taken: the restored
+// state's index is at least the highest index the state holds.
+func TestRestoreIntoANewClusterKeepsTokensGrowing(t *testing.T) {
+	src := newTestCluster(t, 1, nil)
+	_, old := src.waitLeader()
+	s := createSession(t, old, "holder", longTTL, 0)
+	var top uint64
+	for range 60 { // a log longer than the new cluster's
+		tok := mustAcquire(t, old, s, "churn", "")
+		mustRelease(t, old, s, "churn", tok)
+		top = max(top, tok)
+	}
+	held := mustAcquire(t, old, s, "jobs/held", "v1")
+	file := saveBackup(t, old)
+
+	dst := newTestCluster(t, 3, nil)
+	_, leader := dst.waitLeader()
+	dst.waitPublished(leader)
+	if last := leader.Raft().LastIndex(); last >= held {
+		t.Fatalf("the new cluster's log (%d) is not shorter than the backup's tokens (%d): the test proves nothing", last, held)
+	}
+	lying := withHeader(t, file, func(h *backup.Header) { h.Index = 1 })
+	res := restore(t, dst, lying, 0)
+	if res.Index <= held {
+		t.Fatalf("restored at index %d, not above the backup's token %d", res.Index, held)
+	}
+	_, leader = dst.waitLeader()
+	l := leader.FSM().Lock("jobs/held")
+	if !l.Held || l.Holder != s || l.Token != held || l.Value != "v1" {
+		t.Fatalf("restored lock %+v, want held by %v with token %d", l, s, held)
+	}
+	other := createSession(t, leader, "next", longTTL, 0)
+	next := mustAcquire(t, leader, other, "churn", "")
+	if next <= held || next <= top {
+		t.Fatalf("first token after the restore %d, not above the backup's %d", next, held)
+	}
+	dst.waitConverged()
+}
+
+// The default gap moves the log well past the backup, and past the cluster's own log when a
+// cluster restores a backup older than its state: tokens issued before the restore, by
+// either, stay below every token issued after.
+func TestRestoreMovesPastTheClustersOwnTokens(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	_, leader := c.waitLeader()
+	s := createSession(t, leader, "a", longTTL, 0)
+	old := saveBackup(t, leader)
+	var last uint64
+	for range 20 {
+		tok := mustAcquire(t, leader, s, "x", "")
+		mustRelease(t, leader, s, "x", tok)
+		last = tok
+	}
+	res := restore(t, c, old, 1000)
+	if res.Index < last+1000 {
+		t.Fatalf("restored at %d, want at least the last token %d plus the gap", res.Index, last)
+	}
+	_, leader = c.waitLeader()
+	if tok := mustAcquire(t, leader, s, "x", ""); tok <= res.Index {
+		t.Fatalf("token after the restore %d, not above the restored index %d", tok, res.Index)
+	}
+}
+
+// Restored sessions get a full TTL from the restore (not from when the backup was taken, and
+// not never: the leader's timers are re-armed), and a lock-delay in the backup runs again in
+// full before the lock is free.
+func TestRestoreGivesSessionsAFullTTLAndDelaysTheirFullLength(t *testing.T) {
+	const ttl, delay = 3 * time.Second, 3 * time.Second
+	src := newTestCluster(t, 1, nil)
+	_, old := src.waitLeader()
+	s := createSession(t, old, "short", ttl, 0)
+	mustAcquire(t, old, s, "kept", "")
+	d := createSession(t, old, "delayed", 2*time.Second, delay)
+	mustAcquire(t, old, d, "delayed", "")
+	waitSessionGone(t, old, d, 10*time.Second) // its lock is now under a lock-delay
+	if old.FSM().Lock("delayed").DelayUntil == 0 {
+		t.Fatal("no lock-delay after the expiry")
+	}
+	file := saveBackup(t, old)
+	src.kill(0)
+
+	dst := newTestCluster(t, 3, nil)
+	_, leader := dst.waitLeader()
+	dst.waitPublished(leader)
+	restore(t, dst, file, 0)
+	restored := time.Now()
+	_, leader = dst.waitLeader()
+	if _, ok := leader.FSM().Session(s); !ok {
+		t.Fatal("session not restored")
+	}
+	// Free at the earliest a full delay after the restore, and the session alive until a
+	// full TTL after it (a check at 80 % of each: the machine may be slow, never fast).
+	waitFor(t, 3*delay, "the lock-delay to end", func() bool {
+		return leader.FSM().Lock("delayed").DelayUntil == 0
+	})
+	if took := time.Since(restored); took < delay*8/10 {
+		t.Fatalf("the restored lock-delay ended %v after the restore, before its length %v", took, delay)
+	}
+	gone := waitSessionGone(t, leader, s, 3*ttl)
+	if lived := gone.Sub(restored); lived < ttl*8/10 {
+		t.Fatalf("the restored session expired %v after the restore, before its TTL %v", lived, ttl)
+	}
+	if l := leader.FSM().Lock("kept"); l.Held {
+		t.Fatalf("lock of the expired session still held: %+v", l)
+	}
+}
+
+// A restore never turns a feature off: the cluster's enabled features stay enabled when the
+// backup was taken by a cluster that had none.
+func TestRestoreKeepsTheClustersFeatures(t *testing.T) {
+	src := newTestCluster(t, 1, func(cfg *cluster.Config) { cfg.Features = []fsm.Feature{} })
+	_, old := src.waitLeader()
+	createSession(t, old, "a", longTTL, 0)
+	file := saveBackup(t, old)
+	if sum, err := backup.Inspect(bytes.NewReader(file)); err != nil || len(sum.State.Features) != 0 {
+		t.Fatalf("backup of a cluster without features: %+v, %v", sum.State, err)
+	}
+	dst := newTestCluster(t, 3, nil)
+	_, leader := dst.waitLeader()
+	dst.waitPublished(leader)
+	before := leader.FSM().Features()
+	if len(before) == 0 {
+		t.Fatal("the new cluster enabled no feature: the test proves nothing")
+	}
+	restore(t, dst, file, 0)
+	snap := dst.waitConverged()
+	for _, i := range dst.running() {
+		if got := dst.node(i).FSM().Features(); !slices.Equal(got, before) {
+			t.Fatalf("%s has features %v after the restore, had %v", dst.ids[i], got, before)
+		}
+	}
+	if len(snap) == 0 {
+		t.Fatal("no state")
+	}
+}
+
+// A damaged file, or one whose snapshot does not read, changes nothing.
+func TestRestoreOfABadFileChangesNothing(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	_, leader := c.waitLeader()
+	s := createSession(t, leader, "a", longTTL, 0)
+	tok := mustAcquire(t, leader, s, "x", "")
+	file := saveBackup(t, leader)
+	flipped := slices.Clone(file)
+	flipped[len(flipped)/2] ^= 1
+	for name, bad := range map[string][]byte{
+		"flipped byte": flipped,
+		"truncated":    file[:len(file)-10],
+		"not a backup": []byte("hello\n"),
+	} {
+		before := leader.Raft().LastIndex()
+		_, err := leader.RestoreBackup(opContext(t), bytes.NewReader(bad), cluster.RestoreOptions{})
+		if !errors.Is(err, cluster.ErrInvalidBackup) {
+			t.Fatalf("%s: %v, want ErrInvalidBackup", name, err)
+		}
+		if after := leader.Raft().LastIndex(); after != before {
+			t.Fatalf("%s: the log moved from %d to %d", name, before, after)
+		}
+	}
+	if l := leader.FSM().Lock("x"); !l.Held || l.Token != tok {
+		t.Fatalf("lock after refused restores: %+v", l)
+	}
+}

@@ -1,0 +1,62 @@
+package cluster_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/raftlock/raftlock/cluster"
+)
+
+// A cluster that lost two of its three nodes for good starts again from the third: recover
+// rewrites its configuration to itself alone, and it elects itself, serves the locks it had,
+// and issues tokens past its old log by the gap.
+func TestRecoverRestartsASurvivorAlone(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	li, leader := c.waitLeader()
+	c.waitPublished(leader)
+	s := createSession(t, leader, "holder", longTTL, 0)
+	tok := mustAcquire(t, leader, s, "jobs/kept", "v")
+	c.waitConverged()
+	last := leader.Raft().LastIndex()
+	survivor := c.followers(li)[0]
+	for _, i := range c.running() {
+		c.kill(i)
+	}
+	if _, err := cluster.Recover(c.dirs[survivor], nil, 0, nil); err == nil {
+		t.Fatal("recover without members succeeded")
+	}
+	const gap = 100
+	res, err := cluster.Recover(c.dirs[survivor], map[string]string{c.ids[survivor]: c.addrs[survivor]}, gap, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Index < last+gap || res.Stats.Held != 1 {
+		t.Fatalf("recovered %+v, want index at least %d and one held lock", res, last+gap)
+	}
+	c.restart(survivor)
+	_, leader = c.waitLeader()
+	if leader.ID() != c.ids[survivor] {
+		t.Fatalf("leader %s, want the survivor %s", leader.ID(), c.ids[survivor])
+	}
+	if l := leader.FSM().Lock("jobs/kept"); !l.Held || l.Holder != s || l.Token != tok {
+		t.Fatalf("recovered lock %+v", l)
+	}
+	next := mustAcquire(t, leader, s, "jobs/new", "")
+	if next <= res.Index {
+		t.Fatalf("token after recovery %d, not past the recovered index %d", next, res.Index)
+	}
+	ms, err := leader.Members()
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("members after recovery %+v, %v", ms, err)
+	}
+	// The lost members' addresses are forgotten once the survivor leads.
+	waitFor(t, leaderTimeout, "the lost members' metadata to go", func() bool { return len(leader.FSM().Members()) == 1 })
+}
+
+// Recover refuses a directory that holds no Raft state.
+func TestRecoverRefusesAnEmptyDir(t *testing.T) {
+	_, err := cluster.Recover(t.TempDir(), map[string]string{"n1": "127.0.0.1:1"}, 0, nil)
+	if err == nil || errors.Is(err, cluster.ErrDataDirInUse) {
+		t.Fatalf("recover of an empty dir: %v", err)
+	}
+}

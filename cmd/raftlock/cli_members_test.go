@@ -1,0 +1,42 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+)
+
+// raftlock leader transfer moves the leadership to the member named, and members list shows
+// the new leader with every member's suffrage and lag.
+func TestLeaderTransferAndMembersList(t *testing.T) {
+	var before api.MembersResponse
+	decodeRun(t, &before, "members", "list", "-o", "json")
+	target := ""
+	for _, m := range before.Members {
+		if !m.Leader {
+			target = m.ID
+		}
+	}
+	if target == "" {
+		t.Fatalf("no follower in %+v", before.Members)
+	}
+	out := mustRun(t, "leader", "transfer", target)
+	if strings.TrimSpace(out) != "leader: "+target {
+		t.Fatalf("leader transfer printed %q, want the leader %s", out, target)
+	}
+	waitFor(t, 20*time.Second, "the members list to show the new leader with every lag", func() bool {
+		var after api.MembersResponse
+		decodeRun(t, &after, "members", "-o", "json")
+		for _, m := range after.Members {
+			if m.Suffrage != api.SuffrageVoter || m.Leader != (m.ID == target) || m.Lag == nil {
+				return false
+			}
+		}
+		return len(after.Members) == 3
+	})
+	if r := runCLI(t, "members", "promote", "nobody"); r.code != 1 || !strings.Contains(r.stderr, "not_found") {
+		t.Fatalf("promote of an unknown member: exit %d, %s", r.code, r.stderr)
+	}
+}

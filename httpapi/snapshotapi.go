@@ -1,0 +1,92 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster"
+)
+
+// snapshotPath is the backup endpoint: GET saves, PUT restores (docs/api.md).
+const snapshotPath = "/v1/snapshot"
+
+// saveSnapshot streams a backup file of the cluster's state (GET /v1/snapshot): the leader's
+// state after a read barrier, so that it holds everything acknowledged before the request;
+// with ?consistency=stale, the answering node's. It needs the management policy under ACL:
+// the file holds every session id and every token's secret hash.
+func (s *Server) saveSnapshot(c echo.Context) error {
+	q, err := s.cfg.Limits.readQuery(c)
+	if err != nil {
+		return err
+	}
+	return s.read(c, q, func() error {
+		if err := s.callerManagement(c); err != nil {
+			return err
+		}
+		res := c.Response()
+		res.Header().Set(echo.HeaderContentType, echo.MIMEOctetStream)
+		res.Header().Set(echo.HeaderContentDisposition, `attachment; filename="raftlock.snap"`)
+		if _, err := s.node.WriteBackup(c.Request().Context(), res); err != nil {
+			if res.Committed {
+				// Part of the file is out: the client finds it short of its trailer.
+				s.log.Warn("backup cut off", "error", err)
+				return nil
+			}
+			return fromClusterError(err)
+		}
+		return nil
+	})
+}
+
+// restoreSnapshot replaces the cluster's state with the backup file in the body (PUT
+// /v1/snapshot), on the leader; ?index_gap=N sets how far past every known index the log
+// moves (default cluster.DefaultIndexGap). It needs the management policy under ACL.
+func (s *Server) restoreSnapshot(c echo.Context) error {
+	gap := uint64(cluster.DefaultIndexGap)
+	if v := c.QueryParam("index_gap"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n > 1<<62 {
+			return invalid("index_gap %q is not a whole number from 0 to 2^62", v)
+		}
+		gap = n
+	}
+	return s.atLeader(c, func() error {
+		if err := s.callerManagement(c); err != nil {
+			return err
+		}
+		res, err := s.node.RestoreBackup(c.Request().Context(), c.Request().Body, cluster.RestoreOptions{IndexGap: gap})
+		switch {
+		case errors.Is(err, cluster.ErrInvalidBackup):
+			return invalid("%v; nothing was changed", err)
+		case err != nil:
+			return fromClusterError(err)
+		}
+		return c.JSON(http.StatusOK, api.RestoreResponse{
+			Index:         res.Index,
+			BackupIndex:   res.Header.Index,
+			BackupNode:    res.Header.Node,
+			BackupCreated: res.Header.Created.Format(time.RFC3339),
+			Sessions:      res.State.Sessions,
+			Locks:         res.State.Locks,
+			ACLTokens:     res.State.ACLTokens,
+		})
+	})
+}
+
+// unlimitedBody says whether a request's body is exempt from the body limit: a backup file
+// to restore, which streams to disk on the leader.
+func unlimitedBody(c echo.Context) bool {
+	r := c.Request()
+	return r.Method == http.MethodPut && r.URL.Path == snapshotPath
+}
+
+// auditedRead says whether a read is audited like a state-changing request: a backup, which
+// carries every session id and token hash out of the cluster.
+func auditedRead(r *http.Request) bool {
+	return r.Method == http.MethodGet && r.URL.Path == snapshotPath
+}
