@@ -11,6 +11,7 @@ import (
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/config"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // members reads GET /v1/cluster from endpoint.
@@ -32,17 +33,6 @@ func members(t *testing.T, endpoint string) map[string]api.Member {
 	return out
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestJoinThenLeaveOnShutdown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -62,7 +52,7 @@ func TestJoinThenLeaveOnShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatalf("join: %v", err)
 	}
-	waitFor(t, "n4 to be a voter with its HTTP address", func() bool {
+	testkit.Eventually(t, 15*time.Second, "n4 to be a voter with its HTTP address", func() bool {
 		m, ok := members(t, dev.Endpoints()[0])["n4"]
 		return ok && m.Suffrage == "voter" && m.HTTPAddr == n4.HTTPAddr()
 	})
@@ -79,7 +69,7 @@ func TestJoinThenLeaveOnShutdown(t *testing.T) {
 	if err := n4.Shutdown(ctx); err != nil {
 		t.Fatalf("shutdown with leave: %v", err)
 	}
-	waitFor(t, "n4 to leave the configuration", func() bool {
+	testkit.Eventually(t, 15*time.Second, "n4 to leave the configuration", func() bool {
 		_, ok := members(t, dev.Endpoints()[0])["n4"]
 		return !ok
 	})

@@ -3,5 +3,6 @@
 // in order. It also runs the in-process development cluster of `raftlock dev`, which the tests
 // of the other packages use too.
 //
-// It imports config, cluster and httpapi; nothing imports it but cmd/raftlock and tests.
+// It imports config, cluster, httpapi, fsm, tlsutil and internal/version; cmd/raftlock, bench
+// (for in-process clusters) and the tests' internal/devtest import it.
 package agent

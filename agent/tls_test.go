@@ -19,6 +19,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/config"
+	"github.com/raftlock/raftlock/internal/testkit"
 	"github.com/raftlock/raftlock/tlsutil"
 )
 
@@ -320,7 +321,7 @@ func TestJoinOverHTTPS(t *testing.T) {
 		}
 		return api.Member{}, false
 	}
-	waitFor(t, "n4 to be a voter with its HTTP address", func() bool {
+	testkit.Eventually(t, 15*time.Second, "n4 to be a voter with its HTTP address", func() bool {
 		m, _ := member()
 		return m.Suffrage == "voter" && m.HTTPAddr == n4.HTTPAddr()
 	})
@@ -331,7 +332,7 @@ func TestJoinOverHTTPS(t *testing.T) {
 	if err := n4.Shutdown(ctx); err != nil {
 		t.Fatalf("shutdown with leave: %v", err)
 	}
-	waitFor(t, "n4 to leave the configuration", func() bool {
+	testkit.Eventually(t, 15*time.Second, "n4 to leave the configuration", func() bool {
 		_, present := member()
 		return !present
 	})

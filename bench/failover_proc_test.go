@@ -21,6 +21,7 @@ import (
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/bench"
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
 	jcluster "github.com/raftlock/raftlock/jepsen/cluster"
 )
 
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(devChildEnv) != "" {
 		os.Exit(serveDevChild())
 	}
-	os.Exit(m.Run())
+	os.Exit(testkit.Main(m))
 }
 
 // serveDevChild starts a dev cluster, prints its endpoints on a line, and serves until its

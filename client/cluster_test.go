@@ -18,12 +18,13 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/internal/devtest"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // shared is one in-process cluster used by the tests that do not hurt it.
 var shared devtest.Shared
 
-func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testkit.Main(m, shared.Close)) }
 
 // sharedCluster returns the shared three-node cluster, starting it on first use.
 func sharedCluster(t *testing.T) *agent.Dev { return shared.Get(t) }

@@ -10,6 +10,7 @@ import (
 	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // saveBackup writes a backup of n's state into memory.
@@ -147,7 +148,7 @@ func TestRestoreGivesSessionsAFullTTLAndDelaysTheirFullLength(t *testing.T) {
 	}
 	// Free at the earliest a full delay after the restore, and the session alive until a
 	// full TTL after it (a check at 80 % of each: the machine may be slow, never fast).
-	waitFor(t, 3*delay, "the lock-delay to end", func() bool {
+	testkit.Eventually(t, 3*delay, "the lock-delay to end", func() bool {
 		return leader.FSM().Lock("delayed").DelayUntil == 0
 	})
 	if took := time.Since(restored); took < delay*8/10 {

@@ -1,6 +1,7 @@
-// Package cluster runs one raftlock node: hashicorp/raft over TCP with a bbolt log and stable
-// store (raft-boltdb/v2, fsync on) and file snapshots, replicating the fsm package's lock state
-// machine.
+// Package cluster runs one raftlock node: hashicorp/raft over TCP with a log and stable store
+// on disk, fsynced before an entry counts (raft-wal by default, raft-boltdb/v2 with
+// Config.LogStore "boltdb"; both keep their metadata in bbolt), and file snapshots whose
+// directories are fsynced too, replicating the fsm package's lock state machine.
 //
 // A Node proposes commands and reports an Apply whose outcome is unknown as ErrUnknownOutcome,
 // never as a failure. On the leader it keeps one expiry timer per session (armed only after a
@@ -16,7 +17,7 @@
 // snapshot is read from the store once. A graceful Shutdown snapshots the applied state, so the
 // next start replays no log.
 //
-// It imports fsm, api (for the join request) and tlsutil (for its handshaking listener); it
-// never imports httpapi. With Config.TLS, Raft runs over mutual TLS and the node's own API calls
+// It imports fsm, api (for the join request), backup (for snapshot files) and tlsutil (for its
+// handshaking listener); it never imports httpapi. With Config.TLS, Raft runs over mutual TLS and the node's own API calls
 // over HTTPS; the agent builds the configurations.
 package cluster

@@ -12,6 +12,7 @@ import (
 
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // failoverBudget is how soon after a leader crash acquires must work again.
@@ -213,7 +214,7 @@ func hammer(t *testing.T, n *cluster.Node, s fsm.SessionID, prefix string, cut f
 			}
 		}()
 	}
-	waitFor(t, opTimeout, "some writes to succeed", func() bool { return wins.Load() >= 3*workers })
+	testkit.Eventually(t, opTimeout, "some writes to succeed", func() bool { return wins.Load() >= 3*workers })
 	cut()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -331,7 +332,7 @@ func TestWaitOutlivingALeaderChangeLeavesTheQueueEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	var second *cluster.Node
-	waitFor(t, leaderTimeout, "another leader", func() bool {
+	testkit.Eventually(t, leaderTimeout, "another leader", func() bool {
 		second = c.currentLeader()
 		return second != nil && second != first
 	})
@@ -343,7 +344,7 @@ func TestWaitOutlivingALeaderChangeLeavesTheQueueEntry(t *testing.T) {
 	if err := second.TransferLeadership(opContext(t), first.ID()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, leaderTimeout, "the first leader to lead again", first.IsLeader)
+	testkit.Eventually(t, leaderTimeout, "the first leader to lead again", first.IsLeader)
 	notYet(t, old, "the old request (the machine is too slow for this test)")
 
 	if r := receive(t, old, oldWait+opTimeout); !errors.Is(r.err, cluster.ErrUnknownOutcome) {

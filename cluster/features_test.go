@@ -8,6 +8,7 @@ import (
 
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // A cluster enables a feature only once every member supports it: while one member runs "an
@@ -27,7 +28,7 @@ func TestFeatureEnabledOnlyOnceEveryMemberSupportsIt(t *testing.T) {
 	_, leader := c.waitLeader()
 	c.waitPublished(leader)
 	// The features all members share are enabled; the one n3 lacks is not.
-	waitFor(t, leaderTimeout, "the shared features enabled", func() bool {
+	testkit.Eventually(t, leaderTimeout, "the shared features enabled", func() bool {
 		n := c.currentLeader()
 		return n != nil && n.FeatureEnabled(fsm.FeatureExpiryTerm) && n.FeatureEnabled(fsm.FeatureTokenDeleteDropsWaits)
 	})
@@ -57,7 +58,7 @@ func TestFeatureEnabledOnlyOnceEveryMemberSupportsIt(t *testing.T) {
 	older["n3"] = false
 	mu.Unlock()
 	c.restart(2)
-	waitFor(t, leaderTimeout, "attempt-numbers enabled after the upgrade", func() bool {
+	testkit.Eventually(t, leaderTimeout, "attempt-numbers enabled after the upgrade", func() bool {
 		n := c.currentLeader()
 		return n != nil && n.FeatureEnabled(fsm.FeatureAttemptNumbers)
 	})
@@ -83,7 +84,7 @@ func TestFeatureEnabledOnlyOnceEveryMemberSupportsIt(t *testing.T) {
 func TestJoinOfANodeLackingAnEnabledFeatureIsRefused(t *testing.T) {
 	c := newTestCluster(t, 1, nil)
 	_, leader := c.waitLeader()
-	waitFor(t, leaderTimeout, "features enabled", func() bool { return len(leader.FSM().Features()) == len(fsm.AllFeatures()) })
+	testkit.Eventually(t, leaderTimeout, "features enabled", func() bool { return len(leader.FSM().Features()) == len(fsm.AllFeatures()) })
 	old := newTestCluster(t, 1, func(cfg *cluster.Config) { cfg.Features = []fsm.Feature{} })
 	old.waitLeader()
 	err := leader.AddMember(opContext(t), "old", "127.0.0.1:1", old.https[0].Listener.Addr().String())

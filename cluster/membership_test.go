@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // A second node on a data directory in use is refused with a clear error, and so is a
@@ -85,7 +86,7 @@ func TestCaughtUpNonvoterIsPromoted(t *testing.T) {
 	if err := leader.AddNonvoter(opContext(t), "n4", spare.raftAddr, spare.httpAddr); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, leaderTimeout, "n4 to be promoted", func() bool {
+	testkit.Eventually(t, leaderTimeout, "n4 to be promoted", func() bool {
 		_, leader = c.waitLeader()
 		return leader.PromoteMember(opContext(t), "n4") == nil
 	})
@@ -233,7 +234,7 @@ func TestNodeRemovedRightAfterItWasAddedKnowsIt(t *testing.T) {
 	if err := leader.AddNonvoter(opContext(t), "n4", spare.raftAddr, spare.httpAddr); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, leaderTimeout, "n4 to be promoted", func() bool {
+	testkit.Eventually(t, leaderTimeout, "n4 to be promoted", func() bool {
 		return leader.PromoteMember(opContext(t), "n4") == nil
 	})
 	if err := leader.RemoveMember(opContext(t), "n4"); err != nil {

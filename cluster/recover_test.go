@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // A cluster that lost two of its three nodes for good starts again from the third: recover
@@ -50,7 +51,7 @@ func TestRecoverRestartsASurvivorAlone(t *testing.T) {
 		t.Fatalf("members after recovery %+v, %v", ms, err)
 	}
 	// The lost members' addresses are forgotten once the survivor leads.
-	waitFor(t, leaderTimeout, "the lost members' metadata to go", func() bool { return len(leader.FSM().Members()) == 1 })
+	testkit.Eventually(t, leaderTimeout, "the lost members' metadata to go", func() bool { return len(leader.FSM().Members()) == 1 })
 }
 
 // Recover refuses a directory that holds no Raft state.

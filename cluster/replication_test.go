@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // A grant made through the leader is visible at once to a linearizable read on the leader, and
@@ -38,7 +39,7 @@ func TestLockIsVisibleOnEveryNode(t *testing.T) {
 	for _, fi := range c.followers(li) {
 		// A follower's state machine is a stale copy: it shows the grant once it has applied it.
 		f := c.node(fi)
-		waitFor(t, opTimeout, f.ID()+" to apply the grant", func() bool { return f.FSM().Lock("jobs/nightly").ModifyIndex >= token })
+		testkit.Eventually(t, opTimeout, f.ID()+" to apply the grant", func() bool { return f.FSM().Lock("jobs/nightly").ModifyIndex >= token })
 		if got := f.FSM().Lock("jobs/nightly"); got != want {
 			t.Errorf("%s reads %+v, want %+v", f.ID(), got, want)
 		}
@@ -70,7 +71,7 @@ func TestLockIsVisibleOnEveryNode(t *testing.T) {
 	}
 	for _, fi := range c.followers(li) {
 		f := c.node(fi)
-		waitFor(t, opTimeout, f.ID()+" to apply the release", func() bool { return f.FSM().Lock("jobs/nightly").ModifyIndex >= rel.Index })
+		testkit.Eventually(t, opTimeout, f.ID()+" to apply the release", func() bool { return f.FSM().Lock("jobs/nightly").ModifyIndex >= rel.Index })
 		if l := f.FSM().Lock("jobs/nightly"); l.Held {
 			t.Errorf("%s still reads the lock held after release: %+v", f.ID(), l)
 		}
@@ -140,7 +141,7 @@ func testRestartAllNodesRestoresState(t *testing.T, store string) {
 	for _, i := range c.running() {
 		// Each node replays its own log (the threshold is far away, so there is no snapshot).
 		n := c.node(i)
-		waitFor(t, leaderTimeout, n.ID()+" to restore the state from its data dir", func() bool {
+		testkit.Eventually(t, leaderTimeout, n.ID()+" to restore the state from its data dir", func() bool {
 			return bytes.Equal(snapshotBytes(t, n), snap)
 		})
 		if got := n.FSM().Locks(""); !reflect.DeepEqual(got, locks) {
@@ -249,7 +250,7 @@ func testLaggingFollowerCatchesUpThroughSnapshot(t *testing.T, store string) {
 
 	// The leader must have dropped the entries the follower lacks, or the test proves nothing:
 	// after a snapshot at index s, raft keeps the log from about s-trailing on.
-	waitFor(t, leaderTimeout, "the leader to compact its log", func() bool {
+	testkit.Eventually(t, leaderTimeout, "the leader to compact its log", func() bool {
 		return raftStat(t, leader, "last_snapshot_index") > stoppedAt+trailing+1
 	})
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // BenchmarkRestartWith1MLocks restarts a whole three-node cluster that holds 1,000,000 locks:
@@ -91,7 +92,7 @@ func benchRestart(b *testing.B, store string, locks int, graceful bool, tune fun
 		b.Fatal(err)
 	}
 	want := leader.AppliedIndex()
-	waitFor(b, time.Minute, "every node to apply the last grant", func() bool {
+	testkit.Eventually(b, time.Minute, "every node to apply the last grant", func() bool {
 		for _, i := range c.running() {
 			if c.node(i).AppliedIndex() < want {
 				return false

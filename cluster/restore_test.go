@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // A node whose newest snapshot passes raft's checksum but not the state machine's refuses to
@@ -68,7 +69,7 @@ func TestStartFallsBackToTheOlderSnapshot(t *testing.T) {
 
 	c.restart(0)
 	_, n = c.waitLeader()
-	waitFor(t, leaderTimeout, "the restarted node to replay its log", func() bool {
+	testkit.Eventually(t, leaderTimeout, "the restarted node to replay its log", func() bool {
 		return bytes.Equal(snapshotBytes(t, n), want)
 	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // shortTTL is the TTL of sessions whose expiry a test measures.
@@ -295,7 +296,7 @@ func TestLockDelayIgnoresClockSkewAcrossLeaderChange(t *testing.T) {
 				if err := leader.TransferLeadership(opContext(t), "n1"); err != nil {
 					t.Fatal(err)
 				}
-				waitFor(t, leaderTimeout, "n1 to lead", func() bool { return c.node(0).IsLeader() })
+				testkit.Eventually(t, leaderTimeout, "n1 to lead", func() bool { return c.node(0).IsLeader() })
 				leader = c.node(0)
 			}
 			b, until := delayAfterExpiry(t, leader, delay)
@@ -305,7 +306,7 @@ func TestLockDelayIgnoresClockSkewAcrossLeaderChange(t *testing.T) {
 				t.Fatal(err)
 			}
 			var next *cluster.Node
-			waitFor(t, leaderTimeout, "a new leader", func() bool {
+			testkit.Eventually(t, leaderTimeout, "a new leader", func() bool {
 				next = c.currentLeader()
 				return next != nil && next.ID() != "n1"
 			})

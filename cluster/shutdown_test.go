@@ -7,6 +7,8 @@ import (
 	"weak"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // A node that closes just after it wins an election must still close. Raft buffers the
@@ -21,7 +23,7 @@ func TestCloseRightAfterWinningAnElection(t *testing.T) {
 			c.restart(0)
 		}
 		n := c.node(0)
-		waitFor(t, 10*time.Second, "the node to win its election", func() bool {
+		testkit.Eventually(t, 10*time.Second, "the node to win its election", func() bool {
 			return n.Raft().State() == raft.Leader
 		})
 		closed := make(chan error, 1)
@@ -53,18 +55,18 @@ func TestAClosedNodeCanBeCollectedWhileItsPeersRun(t *testing.T) {
 	if err := leader.TransferLeadership(ctx, c.ids[other]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, leaderTimeout, "the other node to lead", func() bool {
+	testkit.Eventually(t, leaderTimeout, "the other node to lead", func() bool {
 		return c.node(other).Raft().State() == raft.Leader
 	})
 	if err := c.node(other).TransferLeadership(ctx, c.ids[first]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, leaderTimeout, "the first leader to lead again", func() bool {
+	testkit.Eventually(t, leaderTimeout, "the first leader to lead again", func() bool {
 		return c.node(first).Raft().State() == raft.Leader
 	})
 	state := weak.Make(c.node(victim).FSM())
 	c.kill(victim)
-	waitFor(t, 10*time.Second, "the closed node's state to be collected", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the closed node's state to be collected", func() bool {
 		runtime.GC()
 		return state.Value() == nil
 	})

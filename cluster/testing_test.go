@@ -22,6 +22,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // Timing for tests: short enough that a dead leader is replaced in a second or two, long
@@ -260,7 +261,7 @@ func (c *testCluster) restart(i int) {
 func (c *testCluster) listen(i int) net.Listener {
 	c.t.Helper()
 	var ln net.Listener
-	waitFor(c.t, 10*time.Second, "listen on "+c.addrs[i], func() bool {
+	testkit.Eventually(c.t, 10*time.Second, "listen on "+c.addrs[i], func() bool {
 		var err error
 		ln, err = net.Listen("tcp", c.addrs[i])
 		return err == nil
@@ -341,7 +342,7 @@ func (c *testCluster) currentLeader() *cluster.Node {
 func (c *testCluster) waitLeader() (int, *cluster.Node) {
 	c.t.Helper()
 	var n *cluster.Node
-	waitFor(c.t, leaderTimeout, "a ready leader", func() bool {
+	testkit.Eventually(c.t, leaderTimeout, "a ready leader", func() bool {
 		n = c.currentLeader()
 		return n != nil
 	})
@@ -373,7 +374,7 @@ func (c *testCluster) followers(leader int) []int {
 // it can ask every member), so that no later change to the state comes from either.
 func (c *testCluster) waitPublished(leader *cluster.Node) {
 	c.t.Helper()
-	waitFor(c.t, leaderTimeout, "every member to publish its address", func() bool {
+	testkit.Eventually(c.t, leaderTimeout, "every member to publish its address", func() bool {
 		ms, err := leader.Members()
 		if err != nil || len(ms) != len(c.ids) {
 			return false
@@ -385,7 +386,7 @@ func (c *testCluster) waitPublished(leader *cluster.Node) {
 		}
 		return true
 	})
-	waitFor(c.t, leaderTimeout, "the features every member supports to be enabled", func() bool {
+	testkit.Eventually(c.t, leaderTimeout, "the features every member supports to be enabled", func() bool {
 		shared := fsm.AllFeatures()
 		for _, i := range c.running() {
 			if n := c.node(i); n != nil {
@@ -405,7 +406,7 @@ func (c *testCluster) waitPublished(leader *cluster.Node) {
 func (c *testCluster) waitConverged() []byte {
 	c.t.Helper()
 	var snap []byte
-	waitFor(c.t, leaderTimeout, "every node to reach the same state", func() bool {
+	testkit.Eventually(c.t, leaderTimeout, "every node to reach the same state", func() bool {
 		snap = nil
 		var index uint64
 		for k, i := range c.running() {
@@ -422,18 +423,6 @@ func (c *testCluster) waitConverged() []byte {
 		return true
 	})
 	return snap
-}
-
-// waitFor polls cond until it holds, and fails the test if it does not within timeout.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
-	}
 }
 
 // opContext returns a context for one Node call.
@@ -483,7 +472,7 @@ func mustRelease(t testing.TB, n *cluster.Node, session fsm.SessionID, lock stri
 func (c *testCluster) releaseAtLeader(session fsm.SessionID, lock string, token uint64) fsm.Result {
 	c.t.Helper()
 	var res fsm.Result
-	waitFor(c.t, leaderTimeout, "a leader that takes the release", func() bool {
+	testkit.Eventually(c.t, leaderTimeout, "a leader that takes the release", func() bool {
 		n := c.currentLeader()
 		if n == nil {
 			return false
@@ -527,7 +516,7 @@ func enqueue(t testing.TB, n *cluster.Node, session fsm.SessionID, lock string, 
 	t.Helper()
 	before := n.FSM().Lock(lock).Waiters
 	ch := acquireAsync(n, session, lock, wait)
-	waitFor(t, opTimeout, "the waiter to be queued on "+lock, func() bool {
+	testkit.Eventually(t, opTimeout, "the waiter to be queued on "+lock, func() bool {
 		select {
 		case r := <-ch:
 			t.Fatalf("acquire of %q returned before queueing: status %v, err %v", lock, r.res.Status, r.err)
@@ -564,7 +553,7 @@ func notYet(t testing.TB, ch <-chan acquireResult, what string) {
 // when that was first seen.
 func waitSessionGone(t testing.TB, n *cluster.Node, id fsm.SessionID, timeout time.Duration) time.Time {
 	t.Helper()
-	waitFor(t, timeout, "session "+id.String()+" to end", func() bool {
+	testkit.Eventually(t, timeout, "session "+id.String()+" to end", func() bool {
 		_, ok := n.FSM().Session(id)
 		return !ok
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/internal/testkit"
 	"github.com/raftlock/raftlock/tlsutil"
 )
 
@@ -126,7 +127,7 @@ func TestRaftRefusesPeersWithoutANodeCertificateOfTheCA(t *testing.T) {
 			}
 			rogue := startRogue(t, c, r.tls())
 			// Each campaign of the rogue dials every member; two refusals at each is two tries.
-			waitFor(t, leaderTimeout, "every member to refuse the rogue twice", func() bool {
+			testkit.Eventually(t, leaderTimeout, "every member to refuse the rogue twice", func() bool {
 				for _, i := range c.running() {
 					if c.node(i).Counters().RaftTLSRefused < before[i]+2 {
 						return false

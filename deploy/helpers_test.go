@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // bin is the raftlock binary, built by TestMain with the Dockerfile's own build command.
@@ -36,7 +38,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return m.Run()
+	return testkit.Main(m)
 }
 
 // buildLikeDockerfile runs the Dockerfile's `go build` (its flags, CGO_ENABLED=0, the host's

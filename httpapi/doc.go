@@ -7,6 +7,8 @@
 // /v1/ready and /metrics. With Config.TLS the API is HTTPS only (a plain-HTTP request gets no
 // answer at all), and with Config.ForwardTLS forwarding uses HTTPS too.
 //
-// It depends on the cluster node only through the Node interface defined here, and imports
-// fsm for the state's read types, api for the wire types and tlsutil for its listener.
+// It reaches the cluster node through the Node interface defined here (see its doc for why it
+// exists with one implementation), and imports cluster for that node's request and result
+// types, backup for snapshot headers, fsm for the state's read types, api for the wire types
+// and tlsutil for its listener.
 package httpapi

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // HTTP helpers: requests, answers and their checks.
@@ -206,17 +208,12 @@ func apiError(t *testing.T, r response, status int, code string, extra ...string
 // eventually polls cond until it returns "" or the deadline passes, then fails with its last reason.
 func eventually(t *testing.T, what string, cond func() string) {
 	t.Helper()
-	end := time.Now().Add(deadline)
-	for {
-		why := cond()
-		if why == "" {
-			return
+	testkit.Until(t, deadline, what, func() error {
+		if why := cond(); why != "" {
+			return errors.New(why)
 		}
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %v: %s", what, deadline, why)
-		}
-		time.Sleep(20 * time.Millisecond) // a poll interval, not a synchronisation
-	}
+		return nil
+	})
 }
 
 var nameSeq atomic.Uint64

@@ -16,6 +16,7 @@ import (
 	"github.com/raftlock/raftlock/config"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/devtest"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // These tests treat the server as a black box: they speak HTTP to a real in-process cluster and
@@ -28,9 +29,7 @@ const deadline = 10 * time.Second
 var shared = devtest.Shared{Options: func() agent.DevOptions { return devOptions(nil) }, Settle: settle}
 
 func TestMain(m *testing.M) {
-	code := shared.Main(m)
-	aclShared.Close()
-	os.Exit(code)
+	os.Exit(testkit.Main(m, shared.Close, aclShared.Close))
 }
 
 // sharedCluster returns the shared cluster, started (and settled) on first use.

@@ -22,7 +22,12 @@ import (
 	"github.com/raftlock/raftlock/tlsutil"
 )
 
-// Node is what the API needs from a cluster node; *cluster.Node implements it.
+// Node is what the API needs from a cluster node. *cluster.Node is its only implementation, and
+// the handlers are tested against real clusters on 127.0.0.1; the interface is here for the
+// few paths a real cluster cannot be made to take on demand (a leader deposed without knowing
+// it yet), which tests drive through a stand-in. It is one interface, not one per handler
+// group: every group needs the node's identity, leadership and ACLs, so the split would
+// repeat those methods in each.
 type Node interface {
 	ID() string
 	IsLeader() bool

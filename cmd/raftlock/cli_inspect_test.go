@@ -12,6 +12,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 func TestInspectionCommands(t *testing.T) {
@@ -46,7 +47,7 @@ func TestInspectionCommands(t *testing.T) {
 	}
 	// A stale read answers from the first endpoint, which may be a follower that has not
 	// applied the grant yet; it catches up.
-	waitFor(t, 5*time.Second, "lock-info --stale -o json to show the holder", func() bool {
+	testkit.Eventually(t, 5*time.Second, "lock-info --stale -o json to show the holder", func() bool {
 		var l api.Lock
 		decodeRun(t, &l, "lock-info", name, "-o", "json", "--stale")
 		return l.Session == s.ID() && l.Held
@@ -63,7 +64,7 @@ func TestInspectionCommands(t *testing.T) {
 		t.Fatalf("sessions -o json lacks our session with its lock: %+v", sessions)
 	}
 	// Members publish their HTTP addresses through the log shortly after the cluster starts.
-	waitFor(t, 10*time.Second, "every member's HTTP address", func() bool {
+	testkit.Eventually(t, 10*time.Second, "every member's HTTP address", func() bool {
 		cl, err := c.Raw().Cluster(ctx)
 		if err != nil {
 			return false
@@ -138,7 +139,7 @@ func TestElectRunsCommandWhileLeading(t *testing.T) {
 	// The command reads the election from inside: it leads, with its value and token.
 	cmd, stdout, stderr := startCLI(t, "elect", "--value", "second", name, "--", "sh", "-c",
 		`echo "$RAFTLOCK_FENCING_TOKEN $RAFTLOCK_VALUE"; "$RAFTLOCK_BIN" lock-info "$RAFTLOCK_LOCK" -o json`)
-	waitFor(t, 10*time.Second, "the candidate to queue", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the candidate to queue", func() bool {
 		l, err := c.GetLock(ctx, name)
 		return err == nil && l.Waiters == 1
 	})

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 func TestLockRunsCommandWithLockEnvironment(t *testing.T) {
@@ -64,7 +66,7 @@ func TestConcurrentLockRunsSurviveLeaderCrash(t *testing.T) {
 			// Leave the shared cluster whole for the tests that follow.
 			c := testClient(t)
 			ep := dev.Endpoints()[leader]
-			waitFor(t, 15*time.Second, "the restarted node to be ready", func() bool {
+			testkit.Eventually(t, 15*time.Second, "the restarted node to be ready", func() bool {
 				return c.Raw().Ready(ctx, ep) == nil
 			})
 		})
@@ -86,7 +88,7 @@ func runConcurrentLocks(t *testing.T, during func()) {
 		all = append(all, func() cliResult { return finish(t, cmd, stdout, stderr, 30*time.Second) })
 	}
 	if during != nil {
-		waitFor(t, 15*time.Second, "the first run to start", func() bool {
+		testkit.Eventually(t, 15*time.Second, "the first run to start", func() bool {
 			data, err := os.ReadFile(out)
 			return err == nil && len(data) > 0
 		})
@@ -177,7 +179,7 @@ func TestLockUnreachableClusterExitsWithFailure(t *testing.T) {
 func waitForFile(t *testing.T, path string) string {
 	t.Helper()
 	var data []byte
-	waitFor(t, 15*time.Second, path, func() bool {
+	testkit.Eventually(t, 15*time.Second, path, func() bool {
 		var err error
 		data, err = os.ReadFile(path)
 		return err == nil && strings.HasSuffix(string(data), "\n")
@@ -261,7 +263,7 @@ while :; do sleep 0.05; done`
 		}
 	}()
 	// Stopped, raftlock renews nothing: the server lets the session expire.
-	waitFor(t, 15*time.Second, "the lock to be freed by the expiry", func() bool { return lockIsFree(t, c, name) })
+	testkit.Eventually(t, 15*time.Second, "the lock to be freed by the expiry", func() bool { return lockIsFree(t, c, name) })
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +306,7 @@ while :; do sleep 0.05; done`
 	if !strings.Contains(r.stderr, "exit status 137") {
 		t.Fatalf("the command was not SIGKILLed: %s", r.stderr)
 	}
-	waitFor(t, 5*time.Second, "the command's child to die", func() bool { return processGone(grandchild) })
+	testkit.Eventually(t, 5*time.Second, "the command's child to die", func() bool { return processGone(grandchild) })
 }
 
 func TestLockDelayFlagReachesTheSession(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // cliEnv is what the CLI tests share: the raftlock binary, built once, and a cluster.
@@ -50,9 +51,8 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "starting the cluster:", err)
 		return 1
 	}
-	defer dev.Close()
 	cliEnv.dev = dev
-	return m.Run()
+	return testkit.Main(m, func() { dev.Close() })
 }
 
 // cliResult is how a run of the binary ended.
@@ -134,18 +134,6 @@ func holdLock(t *testing.T, c *client.Client, name string) *client.Mutex {
 		t.Fatal(err)
 	}
 	return m
-}
-
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // lockIsFree reports whether nobody holds name.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // raftlock leader transfer moves the leadership to the member named, and members list shows
@@ -26,7 +27,7 @@ func TestLeaderTransferAndMembersList(t *testing.T) {
 	if strings.TrimSpace(out) != "leader: "+target {
 		t.Fatalf("leader transfer printed %q, want the leader %s", out, target)
 	}
-	waitFor(t, 20*time.Second, "the members list to show the new leader with every lag", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the members list to show the new leader with every lag", func() bool {
 		var after api.MembersResponse
 		decodeRun(t, &after, "members", "-o", "json")
 		for _, m := range after.Members {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // runTLSCLI runs the binary with extra environment variables, without the shared cluster's
@@ -150,7 +151,7 @@ func TestTLSCommandsMakeCertificatesAClusterAccepts(t *testing.T) {
 	}
 	defer c.Close()
 	var leader string
-	waitFor(t, 30*time.Second, "a leader with every member published", func() bool {
+	testkit.Eventually(t, 30*time.Second, "a leader with every member published", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		cl, err := c.Raw().Cluster(ctx)
@@ -192,13 +193,13 @@ func TestTLSCommandsMakeCertificatesAClusterAccepts(t *testing.T) {
 	if err := procs[0].Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "n1 to serve its new certificate", func() bool {
+	testkit.Eventually(t, 15*time.Second, "n1 to serve its new certificate", func() bool {
 		s := servedSerial(t, n1, pool)
 		return s != before && !strings.HasPrefix(s, "unreachable")
 	})
 	// The node logs the reload just after it swaps the certificate, and its output reaches
 	// the buffer through a pipe: wait for the line rather than read it once.
-	waitFor(t, 15*time.Second, "n1 to log the reload", func() bool {
+	testkit.Eventually(t, 15*time.Second, "n1 to log the reload", func() bool {
 		return strings.Contains(logs[0].String(), "TLS files reloaded")
 	})
 	// n1 still works with the cluster after its rotation.

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // These tests run `raftlock agent` processes and measure what a client that is not
@@ -74,7 +75,7 @@ func startAgents(t *testing.T, n int, extra ...string) []*agentProc {
 	}
 	hc := &http.Client{Timeout: 2 * time.Second}
 	defer hc.CloseIdleConnections()
-	waitFor(t, 30*time.Second, "every agent ready", func() bool {
+	testkit.Eventually(t, 30*time.Second, "every agent ready", func() bool {
 		for _, p := range procs {
 			res, err := hc.Get(p.url() + "/v1/ready")
 			if err != nil {
@@ -96,7 +97,7 @@ func leaderAndFollower(t *testing.T, procs []*agentProc, hdr http.Header) (leade
 	t.Helper()
 	hc := &http.Client{Timeout: 5 * time.Second}
 	defer hc.CloseIdleConnections()
-	waitFor(t, 30*time.Second, "a follower that forwards to the leader", func() bool {
+	testkit.Eventually(t, 30*time.Second, "a follower that forwards to the leader", func() bool {
 		res, err := hc.Get(procs[0].url() + "/v1/health")
 		if err != nil {
 			return false

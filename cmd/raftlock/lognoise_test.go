@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // The messages of a healthy start and stop go to debug; the same messages when something went
@@ -65,7 +67,7 @@ func TestDevStartAndStopLogNoExpectedNoiseAsFaults(t *testing.T) {
 			<-done
 		}
 	})
-	waitFor(t, 30*time.Second, "the dev cluster's banner", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the dev cluster's banner", func() bool {
 		return strings.Contains(stdout.String(), "dev cluster is up")
 	})
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // loadResult is what a load's workers saw: the highest token granted to any of them.
@@ -142,11 +143,11 @@ func TestSnapshotOfALoadedClusterRestoresIntoANewOne(t *testing.T) {
 		}
 	}
 	stop, load := runLoad(t, old, 4, "load")
-	waitFor(t, 30*time.Second, "the load to get going", func() bool { load.mu.Lock(); defer load.mu.Unlock(); return load.grants >= 20 })
+	testkit.Eventually(t, 30*time.Second, "the load to get going", func() bool { load.mu.Lock(); defer load.mu.Unlock(); return load.grants >= 20 })
 
 	file := filepath.Join(t.TempDir(), "backup.snap")
 	out := c.mustCLI(oldIDs, "snapshot", "save", file)
-	waitFor(t, 30*time.Second, "more grants after the save", func() bool { load.mu.Lock(); defer load.mu.Unlock(); return load.grants >= 60 })
+	testkit.Eventually(t, 30*time.Second, "more grants after the save", func() bool { load.mu.Lock(); defer load.mu.Unlock(); return load.grants >= 60 })
 	stop()
 	if !strings.Contains(out, "saved "+file) {
 		t.Fatalf("snapshot save said %q", out)

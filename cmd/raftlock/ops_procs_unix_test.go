@@ -17,6 +17,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // procNode is one `raftlock agent` process of a test, which may run several times (restart,
@@ -208,7 +209,7 @@ func (c *procCluster) waitCluster(via string, ids ...string) api.Cluster {
 	c.t.Helper()
 	cl := c.client(via)
 	var got api.Cluster
-	waitFor(c.t, 60*time.Second, fmt.Sprintf("%s to see voters %v", via, ids), func() bool {
+	testkit.Eventually(c.t, 60*time.Second, fmt.Sprintf("%s to see voters %v", via, ids), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		r, err := cl.Raw().Cluster(ctx)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // A three-node cluster of agent processes loses two nodes for good (killed, data gone). The
@@ -47,7 +48,7 @@ func TestRecoverAfterLosingTwoOfThreeAndGrowBack(t *testing.T) {
 	}
 	before := lockTable(t, cl)
 	// Every node has applied it all before two of them go.
-	waitFor(t, 30*time.Second, "every node to hold the locks", func() bool {
+	testkit.Eventually(t, 30*time.Second, "every node to hold the locks", func() bool {
 		for _, ep := range c.endpoints() {
 			l, err := cl.GetLock(ctx, "kept/3", client.Stale(), client.AtEndpoint(ep))
 			if err != nil || !l.Held {
@@ -100,7 +101,7 @@ func TestRecoverAfterLosingTwoOfThreeAndGrowBack(t *testing.T) {
 	sameLocks(t, lockTable(t, all), append(before, api.Lock{Name: "after/recover", Held: true, Session: s.ID(), Token: m.Token()}))
 	for _, id := range []string{"n4", "n5"} {
 		// The leader's configuration names the voter before the node has logged its promotion.
-		waitFor(t, 10*time.Second, id+"'s log to say it was promoted", func() bool {
+		testkit.Eventually(t, 10*time.Second, id+"'s log to say it was promoted", func() bool {
 			return strings.Contains(c.nodes[id].log.String(), "promoted to a voter")
 		})
 	}

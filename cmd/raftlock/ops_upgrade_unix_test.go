@@ -17,6 +17,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // olderFeatures are the features the node standing in for the previous version lacks: the
@@ -143,7 +144,7 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 	if got := nodeFeatures(t, c.endpoints("n3")[0]); slices.Contains(got, string(fsm.FeatureAttemptNumbers)) {
 		t.Fatalf("the old node supports %v", got)
 	}
-	waitFor(t, 30*time.Second, "the features every node supports to be enabled", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the features every node supports to be enabled", func() bool {
 		return slices.Contains(clusterFeatures(t, cl), string(fsm.FeatureExpiryTerm))
 	})
 
@@ -152,7 +153,7 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 	defer stop()
 	progress := func(what string) {
 		n := l.grants()
-		waitFor(t, 60*time.Second, what, func() bool { return l.grants() >= n+10 })
+		testkit.Eventually(t, 60*time.Second, what, func() bool { return l.grants() >= n+10 })
 	}
 	progress("the load to get going")
 	for _, id := range ids {
@@ -166,7 +167,7 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 		c.waitCluster(id, ids...)
 		progress("the load to go on after " + id + "'s upgrade")
 	}
-	waitFor(t, 30*time.Second, "the newest features to be enabled", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the newest features to be enabled", func() bool {
 		got := clusterFeatures(t, cl)
 		for _, f := range olderFeatures {
 			if !slices.Contains(got, string(f)) {

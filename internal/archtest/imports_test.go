@@ -23,6 +23,7 @@ var allowed = map[string][]string{
 	"agent":             {"cluster", "config", "fsm", "httpapi", "internal/version", "tlsutil"},
 	"internal/devtest":  {"agent"},
 	"internal/archtest": nil,
+	"internal/testkit":  nil,
 	// The Go client speaks HTTP only: never a server package.
 	"client": {"api"},
 	"bench":  {"agent", "api", "client"},

@@ -14,7 +14,7 @@ import (
 const startTimeout = 30 * time.Second
 
 // Shared is one three-node cluster for the tests of a package that do not hurt it: started on
-// first use, closed by Main after the last test.
+// first use, closed by the package's TestMain after the last test.
 type Shared struct {
 	// Options returns the cluster's options; nil means the defaults.
 	Options func() agent.DevOptions
@@ -45,14 +45,6 @@ func (s *Shared) Get(t testing.TB) *agent.Dev {
 		t.Fatalf("starting the shared cluster: %v", s.err)
 	}
 	return s.dev
-}
-
-// Main runs the package's tests, then closes the shared cluster; TestMain passes its result
-// to os.Exit.
-func (s *Shared) Main(m *testing.M) int {
-	code := m.Run()
-	s.Close()
-	return code
 }
 
 // Close stops the shared cluster if it was started; for packages that share more than one.

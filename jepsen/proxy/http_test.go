@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // target is an HTTP server that records the requests it receives.
@@ -36,18 +38,6 @@ func (tg *target) requests() []seenRequest {
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
 	return append([]seenRequest(nil), tg.seen...)
-}
-
-// waitFor polls until cond holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func newHTTPProxy(t *testing.T, serverTLS, targetTLS *tls.Config, addr string) *HTTPProxy {
@@ -130,11 +120,11 @@ func TestHTTPProxyHoldsRequestsBack(t *testing.T) {
 	if n := len(tg.requests()); n != 2 {
 		t.Fatalf("the target saw %d requests before the delay ran out, want 2", n)
 	}
-	waitFor(t, 2*time.Second, "the held request", func() bool { return len(tg.requests()) == 3 })
+	testkit.Eventually(t, 2*time.Second, "the held request", func() bool { return len(tg.requests()) == 3 })
 	if got := tg.requests()[2].body; got != "late" {
 		t.Fatalf("late request body %q", got)
 	}
-	waitFor(t, time.Second, "the count", func() bool { return f.Counts().Late == 1 })
+	testkit.Eventually(t, time.Second, "the count", func() bool { return f.Counts().Late == 1 })
 	if c := f.Counts(); c.Delayed != 2 || c.Duplicated != 0 || c.Lost != 0 {
 		t.Fatalf("counts %+v", c)
 	}
@@ -156,19 +146,19 @@ func TestHTTPProxyDuplicatesRequests(t *testing.T) {
 	if n := len(tg.requests()); n != 1 {
 		t.Fatalf("the target saw %d requests, want the original", n)
 	}
-	waitFor(t, 2*time.Second, "the copy", func() bool { return len(tg.requests()) == 2 })
+	testkit.Eventually(t, 2*time.Second, "the copy", func() bool { return len(tg.requests()) == 2 })
 	seen := tg.requests()
 	if seen[1].body != "a" || seen[1].at.Sub(seen[0].at) < 150*time.Millisecond || seen[1].remote == seen[0].remote {
 		t.Fatalf("copy %+v after original %+v: want the same body, later, on another connection", seen[1], seen[0])
 	}
-	waitFor(t, time.Second, "the count", func() bool { return f.Counts().Late == 1 })
+	testkit.Eventually(t, time.Second, "the count", func() bool { return f.Counts().Late == 1 })
 
 	cut := NewRequestFault(FaultConfig{Duplicate: 1, Min: 300 * time.Millisecond, Max: 300 * time.Millisecond})
 	p.SetFault(cut)
 	post(context.Background(), hc, "http://"+p.Addr()+"/acquire", "b")
 	p.SetMode(Blackhole)
 	p.SetMode(Pass)
-	waitFor(t, 2*time.Second, "the copy's loss", func() bool { return cut.Counts().Lost == 1 })
+	testkit.Eventually(t, 2*time.Second, "the copy's loss", func() bool { return cut.Counts().Lost == 1 })
 	if n := len(tg.requests()); n != 3 {
 		t.Fatalf("the target saw %d requests, want 3: a cut must lose the copy in flight", n)
 	}
