@@ -10,6 +10,7 @@ import (
 
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // kindsCluster starts a cluster and waits until it has enabled semaphores-rwlocks.
@@ -18,7 +19,7 @@ func kindsCluster(t *testing.T, size int) (*testCluster, *cluster.Node) {
 	c := newTestCluster(t, size, nil)
 	_, leader := c.waitLeader()
 	c.waitPublished(leader)
-	waitFor(t, leaderTimeout, "semaphores-rwlocks enabled", func() bool {
+	testkit.Eventually(t, leaderTimeout, "semaphores-rwlocks enabled", func() bool {
 		n := c.currentLeader()
 		return n != nil && n.FeatureEnabled(fsm.FeatureSemaphoresRWLocks)
 	})
@@ -49,7 +50,7 @@ func TestReleasedWriterHandsTheLockToEveryWaitingReader(t *testing.T) {
 	for i := range 4 {
 		r := createSession(t, leader, "r", longTTL, 0)
 		readers = append(readers, waitShared(leader, r, "rw", 30*time.Second))
-		waitFor(t, opTimeout, "reader queued", func() bool { return leader.FSM().Lock("rw").Waiters == i+1 })
+		testkit.Eventually(t, opTimeout, "reader queued", func() bool { return leader.FSM().Lock("rw").Waiters == i+1 })
 	}
 	late := createSession(t, leader, "late writer", longTTL, 0)
 	lateCh := enqueue(t, leader, late, "rw", 30*time.Second)
@@ -127,7 +128,7 @@ func TestKindsWaitForEveryMember(t *testing.T) {
 	})
 	_, leader := c.waitLeader()
 	c.waitPublished(leader)
-	waitFor(t, leaderTimeout, "the shared features enabled", func() bool {
+	testkit.Eventually(t, leaderTimeout, "the shared features enabled", func() bool {
 		n := c.currentLeader()
 		return n != nil && n.FeatureEnabled(fsm.FeatureAttemptNumbers)
 	})
@@ -154,7 +155,7 @@ func TestKindsWaitForEveryMember(t *testing.T) {
 	older["n2"] = false
 	mu.Unlock()
 	c.restart(1)
-	waitFor(t, leaderTimeout, "semaphores-rwlocks enabled after the upgrade", func() bool {
+	testkit.Eventually(t, leaderTimeout, "semaphores-rwlocks enabled after the upgrade", func() bool {
 		n := c.currentLeader()
 		return n != nil && n.FeatureEnabled(fsm.FeatureSemaphoresRWLocks)
 	})
@@ -187,7 +188,7 @@ func TestSemaphoreDelaysEndOneByOne(t *testing.T) {
 			granted <- acquireResult{res, err, time.Now()}
 		}()
 	}
-	waitFor(t, opTimeout, "both sessions expired into delays", func() bool { return len(leader.FSM().DelayedLocks()) == 2 })
+	testkit.Eventually(t, opTimeout, "both sessions expired into delays", func() bool { return len(leader.FSM().DelayedLocks()) == 2 })
 	for i := range 2 {
 		if got := receive(t, granted, 20*time.Second); got.err != nil || got.res.Status != fsm.StatusOK {
 			t.Fatalf("waiter: %+v, %v", got.res, got.err)

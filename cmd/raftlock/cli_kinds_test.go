@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // holdScript records when COMMAND starts and ends, with its fencing token and a label ($0),
@@ -97,7 +99,7 @@ func TestLockLimitRunsAtMostNAtOnce(t *testing.T) {
 	// Another limit while it is held is refused, and so are limits out of range.
 	holder, stdout, stderr := startCLI(t, "lock", "--limit", "2", name, "--", "sleep", "3")
 	c := testClient(t)
-	waitFor(t, 15*time.Second, "the holder to start", func() bool { return !lockIsFree(t, c, name) })
+	testkit.Eventually(t, 15*time.Second, "the holder to start", func() bool { return !lockIsFree(t, c, name) })
 	if r := runCLI(t, "lock", "--limit", "3", name, "--", "true"); r.code != 1 || !strings.Contains(r.stderr, "limit") {
 		t.Fatalf("--limit 3 on a semaphore of 2: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
@@ -126,9 +128,9 @@ func TestLockSharedReadersOverlapAndAWriterOverlapsNone(t *testing.T) {
 	c := testClient(t)
 	start("reader", "--shared")
 	start("reader", "--shared")
-	waitFor(t, 15*time.Second, "a reader inside", func() bool { return !lockIsFree(t, c, name) })
+	testkit.Eventually(t, 15*time.Second, "a reader inside", func() bool { return !lockIsFree(t, c, name) })
 	start("writer")
-	waitFor(t, 15*time.Second, "the writer waiting", func() bool {
+	testkit.Eventually(t, 15*time.Second, "the writer waiting", func() bool {
 		l, err := c.GetLock(t.Context(), name)
 		return err == nil && l.Waiters >= 1
 	})
