@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // TestKubernetesPodsOnLoopback runs the pods of kubernetes/five as processes, as
@@ -140,24 +143,29 @@ func bootstrapThroughPod(t *testing.T, certs string, port int) (cli []string, ag
 // HTTP address it advertises (mapped by r).
 func checkFiveReady(t *testing.T, cli []string, r *strings.Replacer) {
 	t.Helper()
-	out, err := runBin(cli, "status", "-o", "json")
-	var st struct {
-		Members []struct {
-			ID, Health, Suffrage string
-			HTTPAddr             string `json:"http_addr"`
+	// A joined pod is ready as a non-voter first; the leader promotes it once it has caught
+	// up, asynchronously (its promotion loop asks every second), so wait for that.
+	testkit.Until(t, 30*time.Second, "five ready voters", func() error {
+		out, err := runBin(cli, "status", "-o", "json")
+		var st struct {
+			Members []struct {
+				ID, Health, Suffrage string
+				HTTPAddr             string `json:"http_addr"`
+			}
 		}
-	}
-	if err != nil || json.Unmarshal(out, &st) != nil {
-		t.Fatalf("status: %v\n%s", err, out)
-	}
-	if len(st.Members) != 5 {
-		t.Fatalf("members: %+v; want raftlock-0..4", st.Members)
-	}
-	for _, m := range st.Members {
-		if want := r.Replace(m.ID + ".ns1.svc:7001"); m.Suffrage != "voter" || m.Health != "ready" || m.HTTPAddr != want {
-			t.Errorf("member %+v: want a ready voter that published %s (its Service's address, here)", m, want)
+		if err != nil || json.Unmarshal(out, &st) != nil {
+			return fmt.Errorf("status: %v\n%s", err, out)
 		}
-	}
+		if len(st.Members) != 5 {
+			return fmt.Errorf("members: %+v; want raftlock-0..4", st.Members)
+		}
+		for _, m := range st.Members {
+			if want := r.Replace(m.ID + ".ns1.svc:7001"); m.Suffrage != "voter" || m.Health != "ready" || m.HTTPAddr != want {
+				return fmt.Errorf("member %+v: want a ready voter that published %s (its Service's address, here)", m, want)
+			}
+		}
+		return nil
+	})
 }
 
 // secretVar returns the name of the container's variable that comes from the Secret secret.
