@@ -41,6 +41,19 @@ const (
 	// CodeRemoved is the answer of /v1/health and /v1/ready on a node that was removed from
 	// its cluster (an addition to v1).
 	CodeRemoved = "removed"
+	// CodeLimitMismatch refuses an acquire whose limit is not the one the lock is used with
+	// while it has holders, waiters or lock-delays (an addition to v1, HTTP 409; the body adds
+	// "limit").
+	CodeLimitMismatch = "limit_mismatch"
+	// CodeModeMismatch refuses an acquire by a session that holds or awaits the lock in the
+	// other mode, shared or exclusive (an addition to v1, HTTP 409).
+	CodeModeMismatch = "mode_mismatch"
+)
+
+// Modes of an acquire and of a lock's holders (an addition to v1).
+const (
+	ModeExclusive = "exclusive"
+	ModeShared    = "shared"
 )
 
 // ErrorDetail is the inner object of an error body.
@@ -54,6 +67,8 @@ type ErrorBody struct {
 	Error       ErrorDetail `json:"error"`
 	Holder      *Holder     `json:"holder,omitempty"`
 	AvailableIn string      `json:"available_in,omitempty"`
+	// Limit is the lock's limit, with limit_mismatch (1 for a lock).
+	Limit int `json:"limit,omitempty"`
 }
 
 // Holder identifies the session holding a lock and its fencing token. Under ACLs, Session is
@@ -133,6 +148,13 @@ type AcquireRequest struct {
 	// AttemptFloor says that every try of the session numbered below it has ended (an
 	// addition to v1, feature attempt-numbers): they are refused on every lock.
 	AttemptFloor uint64 `json:"attempt_floor,omitempty"`
+	// Limit makes the lock a semaphore that up to Limit sessions (1 to 1000) hold at once (an
+	// addition to v1, feature semaphores-rwlocks for a limit above 1); nil for a lock, which
+	// is a semaphore of 1.
+	Limit *int `json:"limit,omitempty"`
+	// Mode is ModeShared for a shared (read) hold, ModeExclusive or "" for an exclusive one (an
+	// addition to v1, feature semaphores-rwlocks for shared).
+	Mode string `json:"mode,omitempty"`
 }
 
 // AcquireResponse is the body of a granted acquire.
@@ -170,7 +192,9 @@ type CancelAcquireResponse struct {
 	Token     uint64 `json:"token,omitempty"`
 }
 
-// Lock describes the state of one lock.
+// Lock describes the state of one lock. When several sessions hold it (a semaphore, or
+// shared holds), Session, Token and Value are those of the newest grant, and Holders lists
+// them all.
 type Lock struct {
 	Name        string `json:"name"`
 	Held        bool   `json:"held"`
@@ -179,6 +203,22 @@ type Lock struct {
 	Value       string `json:"value"`
 	Waiters     int    `json:"waiters"`
 	ModifyIndex uint64 `json:"modify_index"`
+	// Limit is a semaphore's limit; absent for a lock (an addition to v1).
+	Limit int `json:"limit,omitempty"`
+	// Holders are every grant of a semaphore or of a lock held shared, oldest first; absent
+	// for a lock held exclusively (described by the fields above) and for a free one (an
+	// addition to v1).
+	Holders []LockHolder `json:"holders,omitempty"`
+}
+
+// LockHolder is one grant of a lock (an addition to v1). Under ACLs, Session is left out for
+// a caller that neither owns the session nor has operator read access.
+type LockHolder struct {
+	Session string `json:"session,omitempty"`
+	Token   uint64 `json:"token"`
+	Value   string `json:"value"`
+	// Mode is ModeShared or ModeExclusive for a lock's holder; absent for a semaphore's.
+	Mode string `json:"mode,omitempty"`
 }
 
 // LockList is the body of GET /v1/locks.

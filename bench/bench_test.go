@@ -51,6 +51,15 @@ func TestRunAllWorkloads(t *testing.T) {
 	}
 	checkTable(t, rep, "uncontended", "contended", "fairness", "server CPU/op", "includes the load generator")
 
+	kinds := base
+	kinds.Workloads, kinds.KindClients = []string{bench.Semaphore, bench.RWLock}, []int{1, 8}
+	rep, err = bench.Run(ctx, kinds)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	checkKinds(t, rep)
+	checkTable(t, rep, "semaphore", "rwlock", "most readers", "writes/s")
+
 	sessions := base
 	sessions.Workloads = []string{bench.Sessions}
 	sessions.Sessions, sessions.SessionWorkers = 100, 8
@@ -126,6 +135,26 @@ func checkLocks(t *testing.T, rep *bench.Report) {
 	}
 }
 
+func checkKinds(t *testing.T, rep *bench.Report) {
+	t.Helper()
+	if len(rep.Semaphore) != 1 || len(rep.RWLock) != 1 {
+		t.Fatalf("semaphore and rwlock results: %d and %d, want 1 each (C=1 skipped)", len(rep.Semaphore), len(rep.RWLock))
+	}
+	s, rw := rep.Semaphore[0], rep.RWLock[0]
+	if s.Limit != 2 || s.Grants <= 0 || s.GrantsPerSec <= 0 || s.MostHolders < 1 || s.MostHolders > s.Limit || s.Wait.Count != int(s.Grants) {
+		t.Errorf("semaphore: insane figures %+v", s)
+	}
+	if s.Overflows != 0 || s.DuplicateTokens != 0 {
+		t.Errorf("semaphore: %d over the limit, %d duplicate tokens: %v", s.Overflows, s.DuplicateTokens, s.Violations)
+	}
+	if rw.Writers != 1 || rw.Reads <= 0 || rw.Writes <= 0 || rw.MostReaders < 1 || rw.WriteWait.Count != int(rw.Writes) {
+		t.Errorf("rwlock: insane figures %+v", rw)
+	}
+	if rw.Overlaps != 0 || rw.DuplicateTokens != 0 {
+		t.Errorf("rwlock: %d overlaps, %d duplicate tokens: %v", rw.Overlaps, rw.DuplicateTokens, rw.Violations)
+	}
+}
+
 // checkTable checks that the table mentions want and that the JSON round-trips.
 func checkTable(t *testing.T, rep *bench.Report, want ...string) {
 	t.Helper()
@@ -185,7 +214,7 @@ func TestOptionsAreChecked(t *testing.T) {
 
 func TestParseWorkloads(t *testing.T) {
 	got, err := bench.ParseWorkloads("all")
-	if err != nil || strings.Join(got, ",") != "uncontended,contended,sessions,failover" {
+	if err != nil || strings.Join(got, ",") != "uncontended,contended,semaphore,rwlock,sessions,failover" {
 		t.Errorf("all = %v, %v", got, err)
 	}
 	got, err = bench.ParseWorkloads("Sessions, contended")

@@ -1,7 +1,7 @@
 // Package bench measures a raftlock cluster from the outside, the way its users see it: over
 // HTTP, through the Go client. It is the engine of `raftlock bench`.
 //
-// Four workloads, each run for a fixed duration after a warm-up:
+// Six workloads, each run for a fixed duration after a warm-up:
 //
 //   - uncontended: C clients, each with its own session, loop acquire+release on their own lock.
 //     Figures: ops/s, the server processes' CPU time per op (from their /metrics), acquire and
@@ -10,6 +10,14 @@
 //     is granted. Figures: grants/s, handoff latency (release acknowledged → next holder's
 //     grant received), fairness (max/min grants per client), FIFO order. It also checks
 //     safety: no two holds overlap and tokens only grow. A violation fails the run.
+//   - semaphore: C clients on ONE semaphore of limit L ask for a permit (long polls) and give it
+//     back as soon as it is granted. Figures: grants/s, wait (acquire sent → grant), the most
+//     holders at once. It checks that no more than L hold at once and that no token is granted
+//     twice. A violation fails the run.
+//   - rwlock: C clients on ONE read/write lock, an eighth of them writers, the others readers,
+//     each giving it back as soon as it is granted. Figures: reads/s, writes/s, read and write
+//     wait, the most readers at once. It checks that a writer is always alone and that no token
+//     is granted twice. A violation fails the run.
 //   - sessions: N sessions kept alive at TTL/3 by a pool of workers (not one goroutine per
 //     session, so the bench's own footprint stays small). Figures: creation rate, renewals/s,
 //     lost sessions (must be 0), the leader's CPU and RSS from its /metrics process metrics.

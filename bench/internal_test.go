@@ -166,3 +166,35 @@ func TestTraceWriteRecordsTheFirstWrite(t *testing.T) {
 		t.Errorf("a second request moved the write from %d to %d", first, w)
 	}
 }
+
+// The semaphore and read/write monitors flag a grant over the limit, a writer beside another
+// holder, a reader beside a writer and a token granted twice, and nothing else.
+func TestKindMonitorFlagsWhatMustNotHappen(t *testing.T) {
+	sem := newKindMonitor(2)
+	sem.grant(0, 1, false)
+	sem.grant(1, 2, false)
+	sem.release(false)
+	sem.grant(2, 3, false)
+	if sem.bad != 0 || sem.dups != 0 || sem.most != 2 {
+		t.Fatalf("within the limit: %+v", sem)
+	}
+	sem.grant(3, 3, false)
+	if sem.bad != 1 || sem.dups != 1 || len(sem.violations) != 2 {
+		t.Fatalf("over the limit, a token twice: %+v", sem)
+	}
+	rw := newKindMonitor(0)
+	rw.grant(0, 1, false)
+	rw.grant(1, 2, false)
+	rw.release(false)
+	rw.release(false)
+	rw.grant(2, 3, true)
+	if rw.bad != 0 || rw.most != 2 {
+		t.Fatalf("readers, then a writer alone: %+v", rw)
+	}
+	rw.grant(3, 4, false)
+	rw.release(false)
+	rw.grant(4, 5, true)
+	if rw.bad != 2 {
+		t.Fatalf("a reader and a writer beside a writer: %+v", rw)
+	}
+}

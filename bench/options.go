@@ -16,6 +16,8 @@ import (
 const (
 	Uncontended = "uncontended"
 	Contended   = "contended"
+	Semaphore   = "semaphore"
+	RWLock      = "rwlock"
 	Sessions    = "sessions"
 	Failover    = "failover"
 	// Watch is not part of "all": its many watchers need the nodes' --max-connections raised.
@@ -43,7 +45,9 @@ var ErrViolation = errors.New("bench: violation")
 var ErrOptions = errors.New("bench: invalid options")
 
 // AllWorkloads returns every workload name, in the order Run runs them.
-func AllWorkloads() []string { return []string{Uncontended, Contended, Sessions, Failover} }
+func AllWorkloads() []string {
+	return []string{Uncontended, Contended, Semaphore, RWLock, Sessions, Failover}
+}
 
 // ParseWorkloads parses a comma-separated list of workload names, or "all".
 func ParseWorkloads(s string) ([]string, error) {
@@ -91,6 +95,12 @@ type Options struct {
 	// ContendedClients lists the client counts of the contended workload; default 8, 64.
 	// Counts below 2 are skipped: one client has no one to hand over to.
 	ContendedClients []int
+	// KindClients lists the client counts of the semaphore and rwlock workloads; default 8, 64.
+	// Counts below 2 are skipped.
+	KindClients []int
+	// SemaphoreLimit is the limit of the semaphore workload's semaphore; default a quarter of
+	// the clients, at least 2.
+	SemaphoreLimit int
 	// Sessions is the number of sessions of the sessions workload; default 10,000.
 	Sessions int
 	// SessionTTL is the TTL of those sessions; default 10s. They are renewed at TTL/3.
@@ -143,6 +153,9 @@ func (o Options) withDefaults() (Options, error) {
 	if len(o.ContendedClients) == 0 {
 		o.ContendedClients = []int{8, 64}
 	}
+	if len(o.KindClients) == 0 {
+		o.KindClients = []int{8, 64}
+	}
 	if o.Sessions == 0 {
 		o.Sessions = 10_000
 	}
@@ -168,13 +181,16 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Duration < 0 {
 		errs = append(errs, fmt.Errorf("%w: negative duration", ErrOptions))
 	}
-	for _, c := range append(slices.Clone(o.UncontendedClients), o.ContendedClients...) {
+	for _, c := range slices.Concat(o.UncontendedClients, o.ContendedClients, o.KindClients) {
 		if c < 1 || c > 10_000 {
 			errs = append(errs, fmt.Errorf("%w: client count %d (want 1 to 10000)", ErrOptions, c))
 		}
 	}
 	if o.Watchers < 1 || o.Watchers > 100_000 || o.WatchChanges < 1 {
 		errs = append(errs, fmt.Errorf("%w: watchers (1 to 100000) and watch changes must be positive", ErrOptions))
+	}
+	if o.SemaphoreLimit < 0 || o.SemaphoreLimit > 1000 {
+		errs = append(errs, fmt.Errorf("%w: semaphore limit %d (want 1 to 1000)", ErrOptions, o.SemaphoreLimit))
 	}
 	if o.Sessions < 1 || o.SessionWorkers < 1 || o.FailoverTrials < 1 {
 		errs = append(errs, fmt.Errorf("%w: sessions, session workers and failover trials must be positive", ErrOptions))

@@ -13,6 +13,8 @@ type Report struct {
 	Environment Environment         `json:"environment"`
 	Uncontended []UncontendedResult `json:"uncontended,omitempty"`
 	Contended   []ContendedResult   `json:"contended,omitempty"`
+	Semaphore   []SemaphoreResult   `json:"semaphore,omitempty"`
+	RWLock      []RWResult          `json:"rwlock,omitempty"`
 	Sessions    *SessionsResult     `json:"sessions,omitempty"`
 	Failover    *FailoverResult     `json:"failover,omitempty"`
 	Watch       *WatchResult        `json:"watch,omitempty"`
@@ -70,6 +72,18 @@ func (r *Report) Violations() []string {
 		if c.Overlaps > 0 || c.TokenRegressions > 0 {
 			out = append(out, fmt.Sprintf("contended C=%d: %d overlapping grants, %d token regressions (first: %s)",
 				c.Clients, c.Overlaps, c.TokenRegressions, strings.Join(c.Violations, "; ")))
+		}
+	}
+	for _, x := range r.Semaphore {
+		if x.Overflows > 0 || x.DuplicateTokens > 0 {
+			out = append(out, fmt.Sprintf("semaphore C=%d: %d grants over the limit %d, %d duplicate tokens (first: %s)",
+				x.Clients, x.Overflows, x.Limit, x.DuplicateTokens, strings.Join(x.Violations, "; ")))
+		}
+	}
+	for _, x := range r.RWLock {
+		if x.Overlaps > 0 || x.DuplicateTokens > 0 {
+			out = append(out, fmt.Sprintf("rwlock C=%d: %d overlapping grants, %d duplicate tokens (first: %s)",
+				x.Clients, x.Overlaps, x.DuplicateTokens, strings.Join(x.Violations, "; ")))
 		}
 	}
 	if s := r.Sessions; s != nil && (s.Lost > 0 || s.DeadlineMissed > 0 || s.ServerExpiries > 0) {
@@ -149,6 +163,23 @@ func (r *Report) WriteTable(out io.Writer) error {
 				fairness(c), c.FIFOInversions, c.Overlaps, c.TokenRegressions, c.Errors, pctStr(c.StealPercent))
 		}
 	}
+	if len(r.Semaphore) > 0 {
+		fmt.Fprintf(tw, "\nsemaphore\tclients\tlimit\tgrants/s\tserver CPU/op\twait p50\tp99\tmax\tmost holders\tover limit\tdup. tokens\terrors\tsteal\n")
+		for _, x := range r.Semaphore {
+			fmt.Fprintf(tw, "\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", x.Clients, x.Limit, x.GrantsPerSec,
+				usStr(x.ServerCPUMicros), msStr(x.Wait.P50), msStr(x.Wait.P99), msStr(x.Wait.Max), x.MostHolders,
+				x.Overflows, x.DuplicateTokens, x.Errors, pctStr(x.StealPercent))
+		}
+	}
+	if len(r.RWLock) > 0 {
+		fmt.Fprintf(tw, "\nrwlock\tclients\twriters\treads/s\twrites/s\tserver CPU/op\tread wait p50\tp99\twrite wait p50\tp99\tmax\tmost readers\toverlaps\tdup. tokens\terrors\tsteal\n")
+		for _, x := range r.RWLock {
+			fmt.Fprintf(tw, "\t%d\t%d\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", x.Clients, x.Writers,
+				x.ReadsPerSec, x.WritesPerSec, usStr(x.ServerCPUMicros), msStr(x.ReadWait.P50), msStr(x.ReadWait.P99),
+				msStr(x.WriteWait.P50), msStr(x.WriteWait.P99), msStr(x.WriteWait.Max), x.MostReaders, x.Overlaps,
+				x.DuplicateTokens, x.Errors, pctStr(x.StealPercent))
+		}
+	}
 	if s := r.Sessions; s != nil {
 		fmt.Fprintf(tw, "\nsessions\tsessions\tcreated/s\trenewals/s (need)\trenew p99\tlost\tlate\tleader CPU\tleader RSS\terrors\n")
 		fmt.Fprintf(tw, "\t%d\t%.0f\t%.0f (%.0f)\t%s\t%d\t%d\t%.1f%% (%.1fs)\t%.0f MB\t%d\n", s.Created,
@@ -175,7 +206,10 @@ func (r *Report) WriteTable(out io.Writer) error {
 // writeNotes explains the figures that need it and lists violations and error samples.
 func (r *Report) writeNotes(out io.Writer) {
 	var notes []string
-	if len(r.Uncontended) > 0 || len(r.Contended) > 0 {
+	if len(r.Semaphore) > 0 || len(r.RWLock) > 0 {
+		notes = append(notes, "semaphore, rwlock = clients on one semaphore (or read/write lock, an eighth of them writing), each giving it back as soon as it is granted; wait = acquire sent -> grant received; server CPU/op per grant")
+	}
+	if len(r.Uncontended) > 0 || len(r.Contended) > 0 || len(r.Semaphore) > 0 || len(r.RWLock) > 0 {
 		cpu := "server CPU/op = CPU time of all server processes (process_cpu_seconds_total of every member's /metrics) over the window, per acquire+release (per grant when contended)"
 		if r.Environment.Dev {
 			cpu += "; the in-process cluster shares this process, so it includes the load generator"
@@ -241,6 +275,16 @@ func (r *Report) errorSamples() []string {
 	for _, c := range r.Contended {
 		for _, s := range c.ErrorSamples {
 			out = append(out, fmt.Sprintf("contended C=%d: %s", c.Clients, s))
+		}
+	}
+	for _, x := range r.Semaphore {
+		for _, s := range x.ErrorSamples {
+			out = append(out, fmt.Sprintf("semaphore C=%d: %s", x.Clients, s))
+		}
+	}
+	for _, x := range r.RWLock {
+		for _, s := range x.ErrorSamples {
+			out = append(out, fmt.Sprintf("rwlock C=%d: %s", x.Clients, s))
 		}
 	}
 	if s := r.Sessions; s != nil {

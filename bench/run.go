@@ -15,7 +15,8 @@ import (
 	"github.com/raftlock/raftlock/client"
 )
 
-// Run runs the chosen workloads in order (uncontended, contended, sessions, failover) and
+// Run runs the chosen workloads in order (uncontended, contended, semaphore, rwlock, sessions,
+// failover) and
 // returns their figures. When a workload sees a violation, Run still finishes and returns the
 // report with an error that wraps ErrViolation; any other error ends it early and comes with
 // the figures gathered so far.
@@ -91,6 +92,15 @@ func (r *runner) runWorkload(ctx context.Context, w string, rep *Report) error {
 			res.StealPercent = steal
 			rep.Contended = append(rep.Contended, res)
 		}
+	case Semaphore, RWLock:
+		for _, c := range r.opts.KindClients {
+			if c < 2 {
+				continue
+			}
+			if err := r.runKindRow(ctx, w, c, rep); err != nil {
+				return err
+			}
+		}
 	case Sessions:
 		res, err := r.sessions(ctx)
 		if err != nil {
@@ -115,6 +125,34 @@ func (r *runner) runWorkload(ctx context.Context, w string, rep *Report) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// runKindRow runs one row of the semaphore or rwlock workload and adds it to rep.
+func (r *runner) runKindRow(ctx context.Context, w string, clients int, rep *Report) error {
+	if w == Semaphore {
+		var res SemaphoreResult
+		steal, err := stealDuring(func() (err error) {
+			res, err = r.semaphore(ctx, clients)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		res.StealPercent = steal
+		rep.Semaphore = append(rep.Semaphore, res)
+		return nil
+	}
+	var res RWResult
+	steal, err := stealDuring(func() (err error) {
+		res, err = r.rwlock(ctx, clients)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	res.StealPercent = steal
+	rep.RWLock = append(rep.RWLock, res)
 	return nil
 }
 

@@ -22,6 +22,10 @@
 //     server; an attempt that ends without a hold is withdrawn in the background, and Unlock
 //     fences the attempt that won, so no request delayed in the network can take the lock for a
 //     session that does not know it holds it.
+//   - [Semaphore] is a Mutex that up to N sessions hold at once, each under a token of its own:
+//     "at most N workers run this".
+//   - [RWMutex] is a read/write lock: sessions share it (RLock) or one holds it alone (Lock),
+//     in arrival order, so that a waiting writer is never overtaken by later readers.
 //   - [Election] elects one leader among candidates and lets anyone observe who leads, and
 //     when nobody does.
 //   - [Client.WatchPrefix] follows every lock under a prefix: the prefix as it stands, then
@@ -87,6 +91,20 @@
 //			apply(ev.Lock) // one change, in log order; Held is false once released
 //		}
 //	}
+//
+// At most three at once:
+//
+//	sem := client.NewSemaphore(s, "jobs/reindex", 3)
+//	if err := sem.Acquire(ctx); err != nil { ... }
+//	defer sem.Release(context.Background())
+//	doWork(sem.Context(), sem.Token())
+//
+// Many readers or one writer:
+//
+//	rw := client.NewRWMutex(s, "docs/handbook")
+//	if err := rw.RLock(ctx); err != nil { ... } // or rw.Lock(ctx) to write
+//	defer rw.RUnlock(context.Background())      // rw.Unlock after Lock
+//	read(rw.Context(), rw.Token())
 //
 // The package imports only the standard library, the wire types of
 // github.com/raftlock/raftlock/api and hclog; it never imports a server package.

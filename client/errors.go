@@ -30,8 +30,17 @@ var (
 	// ErrAttemptCancelled is the server's 409 attempt_cancelled: an acquire carried an attempt
 	// that its session had ended (Raw.CancelAcquire, Raw.Release).
 	ErrAttemptCancelled = newError("acquire attempt cancelled")
-	// ErrNotHolder is the server's 409 not_holder, or an Unlock of a Mutex that is not locked.
+	// ErrNotHolder is the server's 409 not_holder, or an Unlock of a Mutex that is not locked
+	// (an RUnlock of an RWMutex that is not read-locked, ...).
 	ErrNotHolder = newError("not the lock holder")
+	// ErrLimitMismatch is the server's 409 limit_mismatch: the lock is used with another
+	// limit (a Mutex's is 1) while it has holders, waiters or lock-delays; APIError.Limit
+	// says which.
+	ErrLimitMismatch = newError("lock used with another limit")
+	// ErrModeMismatch is the server's 409 mode_mismatch: the session holds or awaits the lock
+	// in the other mode (shared or exclusive). An RWMutex returns it too for an RLock while
+	// it holds the lock exclusively, and for a Lock while it holds it shared.
+	ErrModeMismatch = newError("lock held or awaited in the other mode")
 	// ErrAlreadyExists is the server's 409 already_exists: a policy with that name exists.
 	ErrAlreadyExists = newError("already exists")
 	// ErrFeatureNotEnabled is the server's 409 feature_not_enabled: the request needs a
@@ -142,6 +151,10 @@ func sentinelFor(code string) error {
 		return ErrAttemptCancelled
 	case api.CodeNotHolder:
 		return ErrNotHolder
+	case api.CodeLimitMismatch:
+		return ErrLimitMismatch
+	case api.CodeModeMismatch:
+		return ErrModeMismatch
 	case api.CodeAlreadyExists:
 		return ErrAlreadyExists
 	case api.CodeFeatureNotEnabled:
@@ -172,6 +185,8 @@ type APIError struct {
 	Holder *api.Holder
 	// AvailableIn is how long a lock_delayed lock stays unavailable.
 	AvailableIn time.Duration
+	// Limit is the lock's limit for limit_mismatch (1 for a lock), else 0.
+	Limit int
 	// RetryAfter is the server's Retry-After hint, if any.
 	RetryAfter time.Duration
 	// Endpoint is the endpoint that answered.
@@ -191,6 +206,9 @@ func (e *APIError) text() string {
 	}
 	if e.AvailableIn > 0 {
 		msg += fmt.Sprintf(": available in %s", e.AvailableIn)
+	}
+	if e.Limit > 0 {
+		msg += fmt.Sprintf(": its limit is %d", e.Limit)
 	}
 	return msg
 }

@@ -114,3 +114,57 @@ func ExampleElection() {
 	log.Printf("leading with token %d", e.Token())
 	<-e.Context().Done()
 }
+
+// Let at most three workers run a job at once, each with its own fencing token. Needs a
+// running cluster.
+func ExampleSemaphore() {
+	ctx := context.Background()
+	c, err := client.New([]string{"http://127.0.0.1:7001", "http://127.0.0.1:7002", "http://127.0.0.1:7003"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.NewSession(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close(context.Background())
+
+	sem := client.NewSemaphore(s, "jobs/reindex", 3)
+	if err := sem.Acquire(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer sem.Release(context.Background())
+	log.Printf("one of at most 3 workers, token %d", sem.Token()) // stop when sem.Context() is done
+}
+
+// Many readers or one writer of a shared document. Needs a running cluster.
+func ExampleRWMutex() {
+	ctx := context.Background()
+	c, err := client.New([]string{"http://127.0.0.1:7001", "http://127.0.0.1:7002", "http://127.0.0.1:7003"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.NewSession(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close(context.Background())
+
+	rw := client.NewRWMutex(s, "docs/handbook")
+	if err := rw.RLock(ctx); err != nil { // readers share it; a waiting writer goes first
+		log.Fatal(err)
+	}
+	log.Printf("reading under token %d", rw.Token())
+	if err := rw.RUnlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if err := rw.Lock(ctx); err != nil { // alone: no reader, no other writer
+		log.Fatal(err)
+	}
+	log.Printf("writing under token %d", rw.Token())
+	if err := rw.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+}

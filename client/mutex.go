@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -53,6 +54,8 @@ type Mutex struct {
 	value *string
 	chunk time.Duration
 	calls chan struct{} // one slot: Lock and TryLock calls run one at a time
+	// limit makes every acquire one of a semaphore's permits (Semaphore); nil for a lock.
+	limit *int
 
 	mu    sync.Mutex
 	hold  *hold  // nil while not held
@@ -63,6 +66,7 @@ type Mutex struct {
 // hold is one grant of the lock to a Mutex.
 type hold struct {
 	token   uint64
+	shared  bool    // a shared hold (RWMutex.RLock)
 	attempt attempt // the attempt whose request won the grant
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
@@ -121,16 +125,17 @@ func (m *Mutex) Context() context.Context {
 // returns at once if this Mutex already holds the lock, and fails with the session's error
 // once the session is lost.
 func (m *Mutex) Lock(ctx context.Context) error {
-	return m.lock(ctx, true)
+	return m.lock(ctx, true, false)
 }
 
 // TryLock takes the lock if it is free and fails at once otherwise, with an error that
 // matches ErrLockHeld (or ErrLockDelayed) and, as an *APIError, names the holder.
 func (m *Mutex) TryLock(ctx context.Context) error {
-	return m.lock(ctx, false)
+	return m.lock(ctx, false, false)
 }
 
-func (m *Mutex) lock(ctx context.Context, wait bool) error {
+// lock takes the lock, waiting for it if wait is set, in the shared mode if shared is set.
+func (m *Mutex) lock(ctx context.Context, wait, shared bool) error {
 	select {
 	case m.calls <- struct{}{}:
 		defer func() { <-m.calls }()
@@ -142,9 +147,12 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 		return errorf("lock %q: %w", m.name, err)
 	}
 	m.mu.Lock()
-	held, value := m.hold != nil, m.value
+	h, value := m.hold, m.value
 	m.mu.Unlock()
-	if held {
+	if h != nil && h.shared != shared {
+		return errorf("lock %q: %w: this RWMutex holds it %s", m.name, ErrModeMismatch, modeWord(h.shared))
+	}
+	if h != nil {
 		return nil
 	}
 	if err := m.s.use(ctx, m.name, m); err != nil {
@@ -152,10 +160,13 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 	}
 	// Every request of this call carries one attempt, which ends with the call.
 	t := m.s.newAttempt(ctx)
-	req := api.AcquireRequest{Session: m.s.ID(), Value: value}
+	req := api.AcquireRequest{Session: m.s.ID(), Value: value, Limit: m.limit}
+	if shared {
+		req.Mode = api.ModeShared // a plain Mutex's requests stay as they were, for older servers
+	}
 	token, clean, err := m.try(ctx, req, t, wait)
 	if err == nil {
-		err = m.granted(token, t)
+		err = m.granted(token, t, shared)
 		if err == nil {
 			m.s.endAttempt(t) // its grant is the hold, which Unlock fences
 			return nil
@@ -334,14 +345,14 @@ func (m *Mutex) acquire(ctx context.Context, req api.AcquireRequest) (*api.Acqui
 // granted records a grant, unless the session was lost meanwhile (then the lock cannot be
 // trusted, and goes with the session) or the token is not above one of a hold that ended:
 // that grant is an old hold the server still has, not this attempt's.
-func (m *Mutex) granted(token uint64, t attempt) error {
+func (m *Mutex) granted(token uint64, t attempt, shared bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if token <= m.floor {
 		return errorf("lock %q: %w: granted token %d is not above %d, the token of a hold that ended",
 			m.name, ErrInternal, token, m.floor)
 	}
-	h := &hold{token: token, attempt: t}
+	h := &hold{token: token, shared: shared, attempt: t}
 	h.ctx, h.cancel = context.WithCancelCause(context.Background())
 	stop, ok := m.s.onLoss(func(reason error) { m.lose(h, reason) })
 	if !ok {
@@ -380,79 +391,11 @@ func (m *Mutex) current() *hold {
 	return m.hold
 }
 
-// withdraw ends m's use of the lock with a withdrawal of attempt t, which may have left a
-// queue place or a grant (token, if known) behind; see runWithdrawal.
-func (m *Mutex) withdraw(t attempt, token uint64) {
-	done := m.s.startWithdrawal(m.name) // before endUse: no new try may start in between
-	m.s.endUse(m.name, m)
-	go m.runWithdrawal(done, t, token, 0)
-}
-
-// runWithdrawalLater withdraws attempt t in the background like withdraw, without ending m's
-// use of the lock, and releases no grant under token keep (m's hold).
-func (m *Mutex) runWithdrawalLater(t attempt, keep uint64) {
-	go m.runWithdrawal(m.s.startWithdrawal(m.name), t, 0, keep)
-}
-
-// runWithdrawal withdraws an attempt in the background, then calls done: it cancels the
-// attempt (which takes the session out of the queue, refuses the attempt's requests still on
-// their way, and reports a grant that came first) and releases the grant (token, if known,
-// else the one reported, unless that is keep), asking again while the session lives. Reading
-// the lock is not enough: a request the server still holds (its connection cut without the
-// server noticing, or its node failed after replicating the queue entry), or one that reaches
-// the server only now, can be granted later, leaving the lock held by a session whose Mutex
-// never learns of it. The session's next try for the lock waits for done.
-func (m *Mutex) runWithdrawal(done func(), t attempt, token, keep uint64) {
-	defer done()
-	ctx := m.s.ctx // the withdrawal lasts as long as the session
-	for i := 0; ; i++ {
-		var err error
-		token, err = m.withdrawOnce(ctx, t, token, keep)
-		if err == nil {
-			// The server refuses the attempt's late requests now: the floor may pass it. (One
-			// that cannot be withdrawn keeps the floor below it while the session lives.)
-			m.s.endAttempt(t)
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		m.s.gone(err)
-		if !isTransient(err) {
-			m.s.c.logger.Warn("could not withdraw an attempt for a lock; the session may hold "+
-				"it until it ends", "lock", m.name, "error", err)
-			return
-		}
-		m.s.c.logger.Debug("withdrawing an attempt failed; asking again", "lock", m.name, "error", err)
-		t := time.NewTimer(m.s.c.backoff(i))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+func modeWord(shared bool) string {
+	if shared {
+		return "shared"
 	}
-}
-
-// withdrawOnce asks once to withdraw the attempt; it returns the grant's token as far as it
-// learned it.
-func (m *Mutex) withdrawOnce(ctx context.Context, t attempt, token, keep uint64) (uint64, error) {
-	c, sid := m.s.c, m.s.ID()
-	if token == 0 {
-		r, err := c.cancelAcquire(ctx, m.name, sid, m.s.fields(t))
-		if err != nil {
-			return 0, err
-		}
-		if !r.Held || r.Token == keep {
-			return 0, nil
-		}
-		token = r.Token
-	}
-	err := c.releaseAttempt(ctx, m.name, sid, token, m.s.fields(t))
-	if errors.Is(err, ErrNotHolder) {
-		return token, nil
-	}
-	return token, err
+	return "exclusively"
 }
 
 // highest returns the highest token this Mutex held.
@@ -474,8 +417,18 @@ func (m *Mutex) highest() uint64 {
 // in the background while the session lives (the lock is released when the session ends at
 // the latest), and the session's next Lock of the lock waits for it.
 func (m *Mutex) Unlock(ctx context.Context) error {
+	return m.unlock(ctx, false)
+}
+
+// unlock is Unlock of a hold in the given mode; a hold (or lost hold) in the other mode is
+// left as it is.
+func (m *Mutex) unlock(ctx context.Context, shared bool) error {
 	m.mu.Lock()
 	h, lost := m.hold, m.lost
+	if cur := cmp.Or(h, lost); cur != nil && cur.shared != shared {
+		m.mu.Unlock()
+		return errorf("unlock %q: %w: this RWMutex holds it %s", m.name, ErrNotHolder, modeWord(cur.shared))
+	}
 	m.hold, m.lost = nil, nil
 	if h != nil {
 		m.floor = max(m.floor, h.token)

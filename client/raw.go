@@ -271,11 +271,25 @@ func (c *Client) release(ctx context.Context, name string, req api.ReleaseReques
 		if gerr != nil {
 			return errorf("%w (reading the lock to learn the outcome: %w)", err, gerr)
 		}
-		if !l.Held || l.Session != req.Session || l.Token != *req.Token {
+		if !heldUnder(l, req.Session, *req.Token) {
 			return nil
 		}
 		c.logger.Debug("release outcome unknown and lock still held; asking again", "lock", name)
 	}
+}
+
+// heldUnder reports whether the lock l read is held by session under token: by its (newest)
+// holder, or by any of its holders when it lists them (a semaphore, shared holds).
+func heldUnder(l *api.Lock, session string, token uint64) bool {
+	if !l.Held {
+		return false
+	}
+	for _, h := range l.Holders {
+		if h.Session == session && h.Token == token {
+			return true
+		}
+	}
+	return l.Session == session && l.Token == token
 }
 
 // GetLock reads the state of a lock (GET /v1/locks/{name}); a lock never taken reads as not

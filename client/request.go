@@ -279,7 +279,7 @@ func parseAPIError(ep string, resp *http.Response, data []byte) error {
 	ae := &APIError{StatusCode: resp.StatusCode, Endpoint: ep}
 	var eb api.ErrorBody
 	if err := json.Unmarshal(data, &eb); err == nil && eb.Error.Code != "" {
-		ae.Code, ae.Message, ae.Holder = eb.Error.Code, eb.Error.Message, eb.Holder
+		ae.Code, ae.Message, ae.Holder, ae.Limit = eb.Error.Code, eb.Error.Message, eb.Holder, eb.Limit
 		if eb.AvailableIn != "" {
 			ae.AvailableIn, _ = time.ParseDuration(eb.AvailableIn)
 		}

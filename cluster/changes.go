@@ -16,7 +16,7 @@ const DefaultWatchHistoryBytes = 16 << 20
 
 // change is one entry of the change log: a lock's state right after the command that changed it.
 type change struct {
-	info fsm.LockInfo // info.ModifyIndex is the command's index
+	info fsm.LockView // info.ModifyIndex is the command's index
 	size int          // what the entry costs, counted against the bound
 }
 
@@ -79,8 +79,11 @@ func (cl *changeLog) observe(events []fsm.Event) {
 	}
 }
 
-func (cl *changeLog) appendLocked(info fsm.LockInfo) {
+func (cl *changeLog) appendLocked(info fsm.LockView) {
 	size := changeEntryBytes + len(info.Name) + len(info.Value)
+	for _, h := range info.Holders {
+		size += int(unsafe.Sizeof(h)) + len(h.Value)
+	}
 	cl.entries = append(cl.entries, change{info: info, size: size})
 	cl.bytes += size
 	cl.last = max(cl.last, info.ModifyIndex)
@@ -178,7 +181,7 @@ type Changes struct {
 	// Locks are the changes in log order, each the lock's state right after the command that
 	// changed it (ModifyIndex is that command's index); a lock that command left free reads as
 	// free. Empty on a Reset.
-	Locks []fsm.LockInfo
+	Locks []fsm.LockView
 	// Next is the index to ask from next: every change up to it is in Locks, or was before
 	// the index asked from.
 	Next uint64

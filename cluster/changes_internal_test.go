@@ -64,7 +64,7 @@ func feedRelease(n byte, lock string, token uint64) fsm.Command {
 }
 
 // summary renders changes as name@index:holder (- for free).
-func summary(locks []fsm.LockInfo) string {
+func summary(locks []fsm.LockView) string {
 	s := ""
 	for _, l := range locks {
 		holder := "-"
@@ -245,7 +245,7 @@ func BenchmarkChangeWithManyWatches(b *testing.B) {
 			for i := range watches {
 				cl.watch(fmt.Sprintf("w/%05d/", i))
 			}
-			events := []fsm.Event{{Kind: fsm.EventLockChanged, Lock: "jobs/x", State: fsm.LockInfo{Name: "jobs/x"}}}
+			events := []fsm.Event{{Kind: fsm.EventLockChanged, Lock: "jobs/x", State: fsm.LockView{LockInfo: fsm.LockInfo{Name: "jobs/x"}}}}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {

@@ -157,17 +157,54 @@ func (n *Node) DelayLeft(name string, until int64) time.Duration {
 // endDelay proposes the end of the lock-delay that lasts until the wall-clock time until, once
 // this leader's timer has run for the whole delay. The command carries this node's clock reading,
 // or until if that is later: the delay has lasted its full length on the monotonic clock, and a
-// wall clock behind the one that started it must not make it last longer.
-func (n *Node) endDelay(name string, until int64, term uint64) {
+// wall clock behind the one that started it must not make it last longer. It names the delay
+// (a semaphore or a shared lock may have several), unless the delay is from before that was
+// possible, when it is its lock's only one.
+func (n *Node) endDelay(key delayKey, until int64, term uint64) {
 	if !n.leadsIn(term) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout*2)
 	defer cancel()
-	_, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeDelayEnded, Lock: name, Now: max(n.wallNow(), until)})
-	// Without an error the delay ended, or the lock is under a newer delay, which has its own
-	// timer.
-	if err != nil && n.fsm.Lock(name).DelayUntil == until {
-		n.timers.rearmDelay(name, until, term)
+	_, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeDelayEnded, Lock: key.name, Now: max(n.wallNow(), until), DelayIndex: key.index})
+	// Without an error the delay ended; with one, it may still be in force.
+	if left, ok := n.fsm.Delay(key.name, key.index); err != nil && ok && left == until {
+		n.timers.rearmDelay(key, until, term)
 	}
 }
+
+// serveQueue proposes ServeQueue commands for the lock while its queue is ready (a command
+// freed it for several waiters, and grants one per command: see fsm.TypeServeQueue) and this
+// node leads in term: one for each waiter that fits, together, so that they commit in one
+// round. It stops when the queue is served or leadership is lost (the next leader serves
+// what is left); a failed proposal is tried again after a pause.
+func (n *Node) serveQueue(name string, term uint64) {
+	for n.leadsIn(term) {
+		ready := min(n.fsm.Ready(name), maxServeBatch)
+		if ready == 0 {
+			return
+		}
+		errs := make(chan error, ready)
+		for range ready {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout*2)
+				defer cancel()
+				_, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeServeQueue, Lock: name})
+				errs <- err
+			}()
+		}
+		var failed error
+		for range ready {
+			if err := <-errs; err != nil {
+				failed = err
+			}
+		}
+		if failed != nil {
+			n.log.Warn("serving a lock's queue failed; will retry", "lock", name, "error", failed)
+			time.Sleep(expiryRetry)
+		}
+	}
+}
+
+// maxServeBatch bounds the ServeQueue commands of one lock in flight at once.
+const maxServeBatch = 64

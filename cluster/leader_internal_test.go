@@ -47,7 +47,8 @@ func TestTimerCallbacksOfAnEarlierTermProposeNothing(t *testing.T) {
 	term := n.raft.CurrentTerm()
 	before := n.raft.LastIndex()
 	n.expireSession(info.ID, term-1)
-	n.endDelay("l", time.Now().UnixNano(), term-1)
+	n.endDelay(delayKey{name: "l"}, time.Now().UnixNano(), term-1)
+	n.serveQueue("l", term-1)
 	if _, ok := n.fsm.Session(info.ID); !ok {
 		t.Fatal("an expiry armed in an earlier term expired the session")
 	}

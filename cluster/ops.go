@@ -160,6 +160,10 @@ type AcquireRequest struct {
 	// Attempt, if set, names the client's try; the acquire is refused (StatusAttemptCancelled)
 	// once the session cancelled it.
 	Attempt Attempt
+	// Limit makes the lock a semaphore of that many permits (2 to fsm.MaxLimit; 0 or 1 for a
+	// lock), and Shared asks for a shared hold (fsm.FeatureSemaphoresRWLocks).
+	Limit  uint32
+	Shared bool
 }
 
 // Attempt names a client's try for a lock, one Lock call, all of whose requests carry it (see
@@ -188,7 +192,7 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, err
 		return fsm.Result{}, err
 	}
 	cmd := &fsm.Command{Type: fsm.TypeAcquire, Session: req.Session, Lock: req.Lock,
-		Value: req.Value, SetValue: req.SetValue, Queue: req.Wait > 0}
+		Value: req.Value, SetValue: req.SetValue, Queue: req.Wait > 0, Limit: req.Limit, Shared: req.Shared}
 	req.Attempt.set(cmd)
 	if req.Wait <= 0 {
 		return n.propose(ctx, cmd)
@@ -278,11 +282,11 @@ func (n *Node) leaveWait(w *grantWait, req AcquireRequest, term, index uint64) (
 
 // grantAfter returns the session's grant of the lock if it holds it under a token above index.
 func (n *Node) grantAfter(req AcquireRequest, index uint64) (fsm.Result, bool) {
-	l := n.fsm.Lock(req.Lock)
-	if !l.Held || l.Holder != req.Session || l.Token <= index {
+	h, ok := n.fsm.HoldOf(req.Lock, req.Session)
+	if !ok || h.Token <= index {
 		return fsm.Result{}, false
 	}
-	return fsm.Result{Status: fsm.StatusOK, Index: l.Token, Token: l.Token, Value: l.Value}, true
+	return fsm.Result{Status: fsm.StatusOK, Index: h.Token, Token: h.Token, Value: h.Value}, true
 }
 
 // CancelAcquire takes the session out of the lock's queue, for a client that gave up waiting
@@ -321,11 +325,20 @@ func (n *Node) cancelWait(req AcquireRequest) (fsm.Result, error) {
 	return n.lockState(req, res.Index), nil
 }
 
-// lockState describes why a wait for the lock ended without a grant to req's session.
+// lockState describes why a wait for the lock ended without a grant to req's session: held by
+// another session (the newest grant of one), or delayed.
 func (n *Node) lockState(req AcquireRequest, index uint64) fsm.Result {
 	l := n.fsm.Lock(req.Lock)
 	if l.Held && l.Holder != req.Session {
 		return fsm.Result{Status: fsm.StatusLockHeld, Index: index, Holder: l.Holder, Token: l.Token}
+	}
+	if l.Held {
+		hs := n.fsm.Holders(req.Lock)
+		for i := len(hs) - 1; i >= 0; i-- {
+			if hs[i].Session != req.Session {
+				return fsm.Result{Status: fsm.StatusLockHeld, Index: index, Holder: hs[i].Session, Token: hs[i].Token}
+			}
+		}
 	}
 	if !l.Held && l.DelayUntil != 0 {
 		return fsm.Result{Status: fsm.StatusLockDelayed, Index: index, DelayUntil: l.DelayUntil}
@@ -337,13 +350,12 @@ func (n *Node) lockState(req AcquireRequest, index uint64) fsm.Result {
 }
 
 func (n *Node) grantResult(req AcquireRequest, token uint64) fsm.Result {
-	l := n.fsm.Lock(req.Lock)
 	value := ""
 	if req.SetValue {
 		value = req.Value
 	}
-	if l.Held && l.Holder == req.Session && l.Token == token {
-		value = l.Value
+	if h, ok := n.fsm.HoldOf(req.Lock, req.Session); ok && h.Token == token {
+		value = h.Value
 	}
 	return fsm.Result{Status: fsm.StatusOK, Index: token, Token: token, Value: value}
 }

@@ -32,7 +32,17 @@ type leaderTimers struct {
 	// this node leads again.
 	term     uint64
 	sessions map[fsm.SessionID]*sessionTimer
-	delays   map[string]*delayTimer
+	delays   map[delayKey]*delayTimer
+	// serving are the locks whose queue a goroutine serves (serveQueues), and whether an
+	// event asked for it again meanwhile.
+	serving map[string]bool
+}
+
+// delayKey names one lock-delay: its lock and the index of the expiry that started it (0 for a
+// delay from before semaphores-rwlocks, the lock's only one).
+type delayKey struct {
+	name  string
+	index uint64
 }
 
 // delayTimer ends one lock-delay on the leader's monotonic clock.
@@ -54,7 +64,8 @@ func (lt *leaderTimers) activate(term uint64) {
 	defer lt.mu.Unlock()
 	lt.active, lt.term = true, term
 	lt.sessions = make(map[fsm.SessionID]*sessionTimer)
-	lt.delays = make(map[string]*delayTimer)
+	lt.delays = make(map[delayKey]*delayTimer)
+	lt.serving = make(map[string]bool)
 	// Events applied from here on arm their own timers (observe takes lt.mu after the FSM lock is
 	// released), so nothing falls between this scan and them.
 	lt.n.fsm.SessionTTLs(func(id fsm.SessionID, ttl time.Duration) {
@@ -65,7 +76,12 @@ func (lt *leaderTimers) activate(term uint64) {
 		if after == 0 { // restored from a snapshot that did not keep it: the wall clock is all there is
 			after = lt.n.wallUntil(d.Until)
 		}
-		lt.armDelayLocked(d.Name, d.Until, after)
+		lt.armDelayLocked(delayKey{d.Name, d.Index}, d.Until, after)
+	}
+	// A queue a command left ready (see fsm.TypeServeQueue) whose ServeQueue the leader before
+	// did not commit.
+	for _, name := range lt.n.fsm.ReadyQueues() {
+		lt.serveLocked(name)
 	}
 }
 
@@ -87,7 +103,7 @@ func (lt *leaderTimers) deactivate() {
 	for _, dt := range lt.delays {
 		dt.t.Stop()
 	}
-	lt.sessions, lt.delays = nil, nil
+	lt.sessions, lt.delays, lt.serving = nil, nil, nil
 }
 
 func (lt *leaderTimers) observe(events []fsm.Event) {
@@ -107,7 +123,9 @@ func (lt *leaderTimers) observe(events []fsm.Event) {
 				delete(lt.sessions, e.Session)
 			}
 		case fsm.EventDelayStarted:
-			lt.armDelayLocked(e.Lock, e.DelayUntil, e.Delay)
+			lt.armDelayLocked(delayKey{e.Lock, e.DelayIndex}, e.DelayUntil, e.Delay)
+		case fsm.EventQueueReady:
+			lt.serveLocked(e.Lock)
 		case fsm.EventRestored:
 			// A leader never restores a snapshot while leading; nothing to do.
 		}
@@ -173,47 +191,80 @@ func (lt *leaderTimers) retryExpiry(id fsm.SessionID, term uint64) {
 	})
 }
 
-// armDelayLocked proposes, after the given time, the end of the lock's delay that the state
+// armDelayLocked proposes, after the given time, the end of the lock-delay that the state
 // says lasts until the wall-clock time until.
-func (lt *leaderTimers) armDelayLocked(name string, until int64, after time.Duration) {
-	if dt, ok := lt.delays[name]; ok {
+func (lt *leaderTimers) armDelayLocked(key delayKey, until int64, after time.Duration) {
+	if dt, ok := lt.delays[key]; ok {
 		dt.t.Stop()
 	}
 	dt := &delayTimer{deadline: time.Now().Add(after)}
 	term := lt.term
 	dt.t = time.AfterFunc(after, func() {
 		lt.mu.Lock()
-		active := lt.active && lt.term == term && lt.delays[name] == dt
+		active := lt.active && lt.term == term && lt.delays[key] == dt
 		if active {
-			delete(lt.delays, name)
+			delete(lt.delays, key)
 		}
 		lt.mu.Unlock()
 		if active {
-			go lt.n.endDelay(name, until, term)
+			go lt.n.endDelay(key, until, term)
 		}
 	})
-	lt.delays[name] = dt
+	lt.delays[key] = dt
 }
 
 // rearmDelay proposes the end of a lock-delay again later, for a proposal that failed while
 // leading in term.
-func (lt *leaderTimers) rearmDelay(name string, until int64, term uint64) {
+func (lt *leaderTimers) rearmDelay(key delayKey, until int64, term uint64) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	if lt.active && lt.term == term {
-		lt.armDelayLocked(name, until, expiryRetry)
+		lt.armDelayLocked(key, until, expiryRetry)
 	}
 }
 
-// delayLeft returns how long this leader's timer keeps the lock delayed, if it has one.
+// delayLeft returns how long this leader's timers keep a permit of the lock delayed, the
+// soonest ending one of its delays, if it has any.
 func (lt *leaderTimers) delayLeft(name string) (time.Duration, bool) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
-	dt, ok := lt.delays[name]
-	if !ok {
+	var soonest *delayTimer
+	for key, dt := range lt.delays {
+		if key.name == name && (soonest == nil || dt.deadline.Before(soonest.deadline)) {
+			soonest = dt
+		}
+	}
+	if soonest == nil {
 		return 0, false
 	}
-	return max(time.Until(dt.deadline), 0), true
+	return max(time.Until(soonest.deadline), 0), true
+}
+
+// serveLocked starts serving the lock's queue in this leadership, or, if a goroutine serves it
+// already, makes it look again before it stops.
+func (lt *leaderTimers) serveLocked(name string) {
+	if _, ok := lt.serving[name]; ok {
+		lt.serving[name] = true
+		return
+	}
+	lt.serving[name] = false
+	term := lt.term
+	go func() {
+		for {
+			lt.n.serveQueue(name, term)
+			lt.mu.Lock()
+			again := lt.active && lt.term == term && lt.serving[name]
+			if again {
+				lt.serving[name] = false
+			} else if lt.active && lt.term == term {
+				delete(lt.serving, name)
+			}
+			lt.mu.Unlock()
+			if !again {
+				return
+			}
+		}
+	}()
 }
 
 // count returns the number of session timers, for metrics.

@@ -310,6 +310,7 @@ func (a *applier) dropWaitsOf(owner string) {
 			l.waiters = a.removeWaiter(l.waiters, id)
 			delete(ss.waits, name)
 			a.emit(Event{Kind: EventWaitDropped, Lock: name, Session: id})
+			a.grantNext(name, l) // a waiting writer may have held readers back
 			a.changed(name, l)
 		}
 	}

@@ -1,6 +1,10 @@
 package fsm
 
-import "maps"
+import (
+	"maps"
+	"slices"
+	"time"
+)
 
 // applier applies one command at one index to the state and collects the events it causes.
 // It changes a lock entry only through state.own, which keeps the entries a snapshot captured.
@@ -58,6 +62,8 @@ func (a *applier) apply(c *Command) Result {
 		return a.aclDeletePolicy(c)
 	case TypeEnableFeatures:
 		return a.enableFeatures(c)
+	case TypeServeQueue:
+		return a.serveQueue(c)
 	}
 	// DecodeCommand refuses unknown types, so this is unreachable for decoded commands.
 	return Result{Err: ErrUnknownCommand}
@@ -72,6 +78,9 @@ func (a *applier) withoutDisabled(c *Command) {
 	}
 	if !a.st.features.has(FeatureExpiryTerm) {
 		c.Term = 0
+	}
+	if !a.st.features.has(FeatureSemaphoresRWLocks) {
+		c.Limit, c.Shared, c.DelayIndex = 0, false, 0
 	}
 }
 
@@ -96,8 +105,8 @@ func (a *applier) createSession(c *Command) Result {
 }
 
 // endSession destroys or expires a session: its waits are dropped first (so that none of its
-// own releases can hand a lock back to it), then its locks are released, each to its first
-// waiter unless an expiry puts the lock under lock-delay.
+// own releases can hand a lock back to it), then its grants end, each handed to the next
+// waiters unless an expiry holds it back under lock-delay.
 func (a *applier) endSession(id SessionID, expired bool, now int64) Result {
 	ss := a.st.sessions[id]
 	if ss == nil {
@@ -106,21 +115,17 @@ func (a *applier) endSession(id SessionID, expired bool, now int64) Result {
 	for _, name := range sortedKeys(ss.waits) {
 		l := a.st.own(a.st.locks[name])
 		l.waiters = a.removeWaiter(l.waiters, id)
+		a.grantNext(name, l) // a waiting writer may have held readers back
 		a.changed(name, l)
 	}
 	released := ss.heldNames()
 	for _, name := range released {
 		l := a.st.own(a.st.locks[name])
-		a.clearHolder(ss, name, l)
+		a.ungrant(ss, name, l, l.holdOf(id))
 		if expired && ss.lockDelay > 0 {
-			l.delay = &lockDelay{until: now + int64(ss.lockDelay), length: ss.lockDelay}
-			if l.delay.until == 0 {
-				l.delay.until = 1 // 0 means "not delayed"; see TestLockDelayEndingAtClockZeroStillDelays
-			}
-			a.emit(Event{Kind: EventDelayStarted, Lock: name, DelayUntil: l.delay.until, Delay: ss.lockDelay})
-		} else {
-			a.grantNext(name, l)
+			a.startDelay(name, l, ss.lockDelay, now)
 		}
+		a.grantNext(name, l)
 		a.changed(name, l)
 	}
 	a.st.removeSession(ss)
@@ -128,7 +133,25 @@ func (a *applier) endSession(id SessionID, expired bool, now int64) Result {
 	return Result{Released: released}
 }
 
+// startDelay holds back, for length from the leader's clock reading now, the grant of l that
+// an expiry just ended: of the same mode as l's holds were.
+func (a *applier) startDelay(name string, l *lock, length time.Duration, now int64) {
+	d := lockDelay{until: now + int64(length), length: length}
+	if d.until == 0 {
+		d.until = 1 // 0 means "not delayed"; see TestLockDelayEndingAtClockZeroStillDelays
+	}
+	if a.st.features.has(FeatureSemaphoresRWLocks) {
+		d.index = a.index
+	}
+	x := l.ext()
+	x.delays = append(x.delays, d)
+	a.emit(Event{Kind: EventDelayStarted, Lock: name, DelayUntil: d.until, Delay: length, DelayIndex: d.index})
+}
+
 func (a *applier) acquire(c *Command) Result {
+	if c.Limit > MaxLimit || c.Shared && c.Limit > 1 {
+		return Result{Status: StatusInvalid}
+	}
 	ss := a.st.sessions[c.Session]
 	if ss == nil {
 		return Result{Status: StatusSessionNotFound}
@@ -138,52 +161,82 @@ func (a *applier) acquire(c *Command) Result {
 		// A request of a try the client gave up, arriving late: it must not queue or grant.
 		return Result{Status: StatusAttemptCancelled}
 	}
+	limit := c.Limit
+	if limit == 1 {
+		limit = 0 // a semaphore of one is a lock
+	}
 	l := a.st.locks[c.Lock]
 	if l == nil {
 		l = a.st.newLock(c.Lock)
+		if limit > 0 {
+			l.x = &lockExt{limit: limit}
+		}
 		a.st.addLock(l)
+	} else if l.limit() != limit {
+		// Fixed by the first acquire while the lock has holders, waiters or delays.
+		return Result{Status: StatusLimitMismatch, Limit: max(l.limit(), 1)}
 	}
-	if !l.held && l.delay != nil && c.Now >= l.delay.until {
-		// The delay is over but its DelayEnded is not applied yet: end it here, in queue order.
+	if l.x != nil && l.x.anyDue(c.Now) {
+		// A delay is over but its DelayEnded is not applied yet: end it here, in queue order.
 		// Only entries written before leaders left Now out of acquires get here (see Command.Now).
 		l = a.st.own(l)
-		l.delay = nil
+		l.x.endDue(c.Now)
 		a.grantNext(c.Lock, l)
 		a.touch(c.Lock, l) // not changed(): the entry must stay while this acquire uses it
 	}
-	if l.held && l.holder == c.Session {
-		// Idempotent re-acquire: same grant, optionally a new value.
-		if c.SetValue && c.Value != l.value {
-			l = a.st.own(l)
-			l.value = c.Value
-			a.changed(c.Lock, l)
+	if i := l.holdOf(c.Session); i >= 0 {
+		// Re-acquire by a holder: the same grant, optionally a new value.
+		if c.Shared != l.shared() {
+			return Result{Status: StatusModeMismatch}
 		}
-		return Result{Token: l.token, Value: l.value}
+		token, value := l.holdAt(i)
+		if c.SetValue && c.Value != value {
+			l = a.st.own(l)
+			a.setValue(ss, l, i, c.Value)
+			a.changed(c.Lock, l)
+			value = c.Value
+		}
+		return Result{Token: token, Value: value}
 	}
-	if !l.held && l.delay == nil && len(l.waiters) == 0 {
+	if len(l.waiters) == 0 && l.fits(c.Shared) && !l.grantedAt(a.index) {
 		l = a.st.own(l)
-		a.grant(c.Lock, l, ss, c.Value)
+		a.grant(c.Lock, l, ss, c.Value, c.Shared)
 		a.changed(c.Lock, l)
-		return Result{Token: l.token, Value: l.value}
+		return Result{Token: a.index, Value: c.Value}
 	}
-	res := Result{Status: StatusLockHeld, Holder: l.holder, Token: l.token}
-	if !l.held {
-		res = Result{Status: StatusLockDelayed, DelayUntil: l.delay.untilOrZero()}
+	return a.queueOrRefuse(c, ss, l)
+}
+
+// queueOrRefuse ends an acquire that cannot be granted now: refused, or with Queue, queued
+// (or kept in its place in the queue).
+func (a *applier) queueOrRefuse(c *Command, ss *session, l *lock) Result {
+	_, queued := ss.waits[c.Lock]
+	w := -1
+	if queued {
+		// ss.waits answers "queued?" without scanning the queue, which made each join cost
+		// O(queue length).
+		if w = indexOfWaiter(l.waiters, c.Session); w >= 0 && l.waiters[w].shared != c.Shared {
+			return Result{Status: StatusModeMismatch}
+		}
 	}
+	res := a.refusal(l)
 	if !c.Queue {
 		a.dropIfIdle(l)
 		return res
 	}
 	l = a.st.own(l)
-	if _, queued := ss.waits[c.Lock]; queued {
-		// Already queued: keep the place, take the newest value. ss.waits answers "queued?"
-		// without scanning the queue, which made each join cost O(queue length).
-		if i := indexOfWaiter(l.waiters, c.Session); i >= 0 && c.SetValue {
-			l.waiters[i].value = c.Value
+	if queued {
+		// Already queued: keep the place, take the newest value.
+		if w >= 0 && c.SetValue {
+			l.waiters[w].value = c.Value
 		}
 	} else {
-		l.waiters = append(l.waiters, waiter{session: c.Session, value: c.Value})
+		l.waiters = append(l.waiters, waiter{session: c.Session, value: c.Value, shared: c.Shared})
 		a.st.waiters++
+		if len(l.waiters) == 1 && l.fits(c.Shared) {
+			// Refused only because this command granted the lock already (see grantNext).
+			a.emit(Event{Kind: EventQueueReady, Lock: c.Lock})
+		}
 		if ss.waits == nil {
 			ss.waits = make(map[string]struct{})
 		}
@@ -194,6 +247,19 @@ func (a *applier) acquire(c *Command) Result {
 	return res
 }
 
+// refusal says why an acquire of l cannot be granted now: the lock is held (naming its newest
+// grant), or all it has are delays.
+func (a *applier) refusal(l *lock) Result {
+	if !l.held {
+		return Result{Status: StatusLockDelayed, DelayUntil: l.x.earliestUntil()}
+	}
+	if l.x != nil && len(l.x.more) > 0 {
+		h := l.x.more[len(l.x.more)-1]
+		return Result{Status: StatusLockHeld, Holder: h.session, Token: h.token}
+	}
+	return Result{Status: StatusLockHeld, Holder: l.holder, Token: l.token}
+}
+
 func (a *applier) release(c *Command) Result {
 	ss := a.st.sessions[c.Session]
 	if ss == nil {
@@ -201,11 +267,18 @@ func (a *applier) release(c *Command) Result {
 	}
 	ss = a.endAttempt(ss, c)
 	l := a.st.locks[c.Lock]
-	if l == nil || !l.held || l.holder != c.Session || l.token != c.Token {
+	i := -1
+	if l != nil {
+		i = l.holdOf(c.Session)
+	}
+	if i < 0 {
+		return Result{Status: StatusNotHolder}
+	}
+	if token, _ := l.holdAt(i); token != c.Token {
 		return Result{Status: StatusNotHolder}
 	}
 	l = a.st.own(l)
-	a.clearHolder(ss, c.Lock, l)
+	a.ungrant(ss, c.Lock, l, i)
 	a.grantNext(c.Lock, l)
 	a.changed(c.Lock, l)
 	return Result{}
@@ -254,9 +327,10 @@ func (a *applier) cancelWait(c *Command) Result {
 	if l == nil {
 		return Result{Status: StatusNotQueued}
 	}
-	if l.held && l.holder == c.Session {
+	if i := l.holdOf(c.Session); i >= 0 {
 		// The grant won the race with the end of the wait: report it, never lose it.
-		return Result{Token: l.token, Value: l.value}
+		token, value := l.holdAt(i)
+		return Result{Token: token, Value: value}
 	}
 	i := indexOfWaiter(l.waiters, c.Session)
 	if i < 0 {
@@ -265,36 +339,52 @@ func (a *applier) cancelWait(c *Command) Result {
 	l = a.st.own(l)
 	l.waiters = a.removeWaiter(l.waiters, c.Session)
 	delete(ss.waits, c.Lock)
+	a.grantNext(c.Lock, l) // a waiting writer may have held readers back
 	a.changed(c.Lock, l)
 	return Result{Status: StatusCancelled}
 }
 
+// delayEnded ends the lock-delay that the command names (by the index of the expiry that
+// started it), or, in the form without an index, every delay of the lock that is over by the
+// command's clock reading; then the next waiters are granted.
 func (a *applier) delayEnded(c *Command) Result {
 	l := a.st.locks[c.Lock]
-	if l == nil || l.delay == nil {
+	if l == nil || !l.delayed() {
 		return Result{}
 	}
-	if c.Now < l.delay.until {
-		return Result{Status: StatusLockDelayed, DelayUntil: l.delay.until}
+	x := l.x
+	if c.DelayIndex != 0 {
+		j := x.delayIndex(c.DelayIndex)
+		if j < 0 {
+			return Result{}
+		}
+		if until := x.delays[j].until; c.Now < until {
+			return Result{Status: StatusLockDelayed, DelayUntil: until}
+		}
+		l = a.st.own(l)
+		l.x.delays = slices.Delete(l.x.delays, j, j+1)
+	} else {
+		if !x.anyDue(c.Now) {
+			return Result{Status: StatusLockDelayed, DelayUntil: x.earliestUntil()}
+		}
+		l = a.st.own(l)
+		l.x.endDue(c.Now)
 	}
-	l = a.st.own(l)
-	l.delay = nil
 	a.grantNext(c.Lock, l)
 	a.changed(c.Lock, l)
 	return Result{}
 }
 
-// grant makes ss the holder of l with this command's index as token.
-func (a *applier) grant(name string, l *lock, ss *session, value string) {
-	l.held, l.holder, l.token, l.value = true, ss.id, a.index, value
-	a.st.held++
-	ss.link(l)
-	a.emit(Event{Kind: EventGranted, Lock: name, Session: ss.id, Token: a.index})
-}
-
-// grantNext hands a free, undelayed lock to the first waiter whose session is alive.
+// grantNext grants the first waiter of l's queue whose session is alive, if its grant fits.
+// A command grants a lock at most once, so that every grant has its own token (its index):
+// when more waiters fit, or this command already granted l, it reports the queue ready, and
+// the leader proposes a ServeQueue for each further grant.
 func (a *applier) grantNext(name string, l *lock) {
-	for !l.held && l.delay == nil && len(l.waiters) > 0 {
+	for len(l.waiters) > 0 && l.fits(l.waiters[0].shared) {
+		if l.grantedAt(a.index) {
+			a.emit(Event{Kind: EventQueueReady, Lock: name})
+			return
+		}
 		w := l.waiters[0]
 		l.waiters = l.waiters[1:]
 		a.st.waiters--
@@ -306,15 +396,20 @@ func (a *applier) grantNext(name string, l *lock) {
 			continue // unreachable while ending a session drops its waits; kept as a guard
 		}
 		delete(ss.waits, name)
-		a.grant(name, l, ss, w.value)
+		a.grant(name, l, ss, w.value, w.shared)
 	}
 }
 
-func (a *applier) clearHolder(ss *session, name string, l *lock) {
-	a.emit(Event{Kind: EventReleased, Lock: name, Session: ss.id, Token: l.token})
-	ss.unlink(l)
-	l.held, l.holder, l.token, l.value = false, SessionID{}, 0, ""
-	a.st.held--
+// serveQueue applies a ServeQueue: the next waiter of the lock is granted if it fits.
+func (a *applier) serveQueue(c *Command) Result {
+	l := a.st.locks[c.Lock]
+	if l == nil || len(l.waiters) == 0 || !l.fits(l.waiters[0].shared) {
+		return Result{Status: StatusNotQueued}
+	}
+	l = a.st.own(l)
+	a.grantNext(c.Lock, l)
+	a.changed(c.Lock, l)
+	return Result{}
 }
 
 // changed records that l's visible state changed at this index, and removes it if it is idle.
@@ -325,12 +420,13 @@ func (a *applier) changed(name string, l *lock) {
 
 // touch records that l's visible state changed at this index.
 func (a *applier) touch(name string, l *lock) {
+	l.tidy()
 	l.modifyIndex = a.index
 	a.emit(Event{Kind: EventLockChanged, Lock: name})
 }
 
 func (a *applier) dropIfIdle(l *lock) {
-	if !l.held && l.delay == nil && len(l.waiters) == 0 {
+	if !l.held && !l.delayed() && len(l.waiters) == 0 {
 		a.st.removeLock(l)
 		if l.modifyIndex != 0 {
 			a.st.freedIndex = a.index

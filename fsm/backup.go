@@ -131,7 +131,15 @@ func summarize(st *state, version byte) SnapshotSummary {
 	}
 	for _, l := range st.locks {
 		s.MaxIndex = max(s.MaxIndex, l.modifyIndex, l.token)
-		if l.delay != nil {
+		if l.x != nil {
+			for _, h := range l.x.more {
+				s.MaxIndex = max(s.MaxIndex, h.token)
+			}
+			for _, d := range l.x.delays {
+				s.MaxIndex = max(s.MaxIndex, d.index)
+			}
+		}
+		if l.delayed() {
 			s.Delayed++
 		}
 	}
@@ -168,11 +176,7 @@ func RewriteSnapshot(r io.Reader, w io.Writer, members []Member, features []Feat
 	if err := captureSnapshot(st).write(w); err != nil {
 		return SnapshotSummary{}, err
 	}
-	version := byte(snapshotVersionNoFeatures)
-	if len(st.features) > 0 {
-		version = snapshotVersion
-	}
-	return summarize(st, version), nil
+	return summarize(st, snapshotVersionOf(st.features)), nil
 }
 
 // UnknownFeatures returns the features of fs that this state machine cannot apply.

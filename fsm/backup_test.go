@@ -112,10 +112,33 @@ func TestRewriteSnapshotTakesMembersAndKeepsEveryFeature(t *testing.T) {
 	if !slices.Equal(f.Features(), want) || !slices.Equal(sum.Features, want) {
 		t.Fatalf("features %v (summary %v), want %v", f.Features(), sum.Features, want)
 	}
+	if sum.Version != 5 {
+		t.Fatalf("summary says format %d, want 5: the state has features, not semaphores-rwlocks", sum.Version)
+	}
 	if !slices.Equal(f.Members(), members) {
 		t.Fatalf("members %v, want %v", f.Members(), members)
 	}
 	if l := f.Lock("a"); !l.Held || l.Holder != a || l.Value != "v" {
 		t.Fatalf("lock %+v", l)
+	}
+}
+
+// A semaphore's and a shared lock's state is written in format 6, whose summary counts a lock
+// under several lock-delays once and finds the highest index among every grant and delay.
+func TestInspectSnapshotOfSemaphoresAndSharedHolds(t *testing.T) {
+	h := kindHarness(t, 4, 3)
+	h.sem(sid(1), "S", 3, false)
+	h.sem(sid(3), "S", 3, false)
+	h.sem(sid(4), "S", 3, false)
+	h.expire(sid(3), now0)
+	h.expire(sid(4), now0) // "S": one permit held, two held back by delays
+	h.rw(sid(1), "R", true, false)
+	tok := h.rw(sid(2), "R", true, false).Token // the newest grant: the highest index
+	sum, err := fsm.InspectSnapshot(bytes.NewReader(snapshotBytes(t, h.f)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Version != 6 || sum.Sessions != 2 || sum.Locks != 2 || sum.Delayed != 1 || sum.MaxIndex != tok {
+		t.Fatalf("summary %+v, want format 6, 2 sessions, 2 locks, 1 delayed, highest index %d", sum, tok)
 	}
 }

@@ -28,7 +28,10 @@ func (a *applier) describeChanges(from int) {
 				}
 				seen[e.Lock] = struct{}{}
 			}
-			e.State = a.st.lockInfo(e.Lock)
+			e.State = LockView{LockInfo: a.st.lockInfo(e.Lock)}
+			if e.State.Limit > 0 || e.State.Shared { // only these list their holders
+				e.State = a.st.lockView(e.Lock)
+			}
 			e.State.ModifyIndex = a.index
 		}
 		a.events[out] = e

@@ -2,6 +2,7 @@ package fsm_test
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 	"time"
 
@@ -69,7 +70,7 @@ func TestLockChangedEventsCarryTheStateAfterTheirCommand(t *testing.T) {
 		if _, dup := got[e.Index][e.Lock]; dup {
 			t.Fatalf("command %d reported lock %s twice", e.Index, e.Lock)
 		}
-		got[e.Index][e.Lock] = e.State
+		got[e.Index][e.Lock] = e.State.LockInfo
 	}
 	if len(got) != len(want) {
 		t.Fatalf("changes at %d indexes, want %d: %v", len(got), len(want), got)
@@ -131,5 +132,29 @@ func TestRestoreReportsTheSnapshotIndexWhenKnown(t *testing.T) {
 	}
 	if ev := h.rec.take(); len(ev) != 1 || ev[0].Kind != fsm.EventRestored || ev[0].Index != 1_000_000_002 {
 		t.Fatalf("restore events %+v, want one restored at 1000000002", ev)
+	}
+}
+
+// A semaphore's or shared lock's change lists every holder, as a read of the lock does; a
+// plain lock's lists none, so that its change costs no holder list.
+func TestLockChangedEventsListTheHoldersOfSharedLocks(t *testing.T) {
+	h := newHarness(t)
+	h.apply(enable(fsm.FeatureSemaphoresRWLocks))
+	for i := 1; i <= 3; i++ {
+		h.create(sid(i))
+	}
+	h.rec.take()
+	h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: sid(1), Lock: "S", Limit: 3})
+	h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: sid(2), Lock: "S", Limit: 3})
+	h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: sid(3), Lock: "M"})
+	changes := h.rec.ofKind(fsm.EventLockChanged)
+	if len(changes) != 3 {
+		t.Fatalf("%d lock changes, want 3: %+v", len(changes), changes)
+	}
+	if got, want := changes[1].State.Holders, h.f.LockView("S").Holders; len(got) != 2 || !reflect.DeepEqual(got, want) {
+		t.Errorf("the semaphore's second grant reports holders %+v, want %+v", got, want)
+	}
+	if got := changes[2].State; !got.Held || got.Holders != nil {
+		t.Errorf("the plain lock's change is %+v, want held with no holder list", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -22,6 +23,8 @@ var (
 	// ErrNonCanonical is returned for a field in a form Encode never writes (a varint with more
 	// bytes than it needs, an empty attempt); refusing them keeps one encoding per command.
 	ErrNonCanonical = errors.New("fsm: non-canonical varint")
+	// ErrOutOfRange is returned for a number too large for its field.
+	ErrOutOfRange = errors.New("fsm: number out of range")
 )
 
 // commandVersion is the first byte of every encoded command.
@@ -52,12 +55,29 @@ const (
 	TypeEnableFeatures
 )
 
+// TypeServeQueue grants the next waiter of a lock if its grant fits
+// (FeatureSemaphoresRWLocks). A command grants a lock at most once, so that each grant has its
+// own token; when a command frees a lock for several waiters (shared holds, a semaphore's
+// permits), the leader proposes one ServeQueue for each further grant. Its value follows the
+// wire types below.
+const TypeServeQueue CommandType = 20
+
 // Wire types of commands whose newer forms an older version must refuse as ErrNewerFormat
 // rather than misread: DecodeCommand maps each back to the type it encodes.
 const (
 	wireReleaseFlagged    = 16 // TypeRelease with a flags byte (attempts, numbered attempt, floor)
 	wireCancelWaitFlagged = 17 // TypeCancelWait likewise
 	wireExpireWithTerm    = 18 // TypeExpireSession with Term
+	wireDelayEndedNamed   = 19 // TypeDelayEnded with DelayIndex
+)
+
+// Flags of an acquire, in its flags byte: the attempt flags (attemptFlag bits) sit at bits 2-4.
+const (
+	acquireFlagSetValue = 1 << 0
+	acquireFlagQueue    = 1 << 1
+	acquireAttemptShift = 2
+	acquireFlagLimit    = 1 << 5 // Limit follows the attempt fields
+	acquireFlagShared   = 1 << 6
 )
 
 // Flags of the attempt fields of the flagged wire forms.
@@ -72,7 +92,7 @@ type Command struct {
 	Type CommandType
 	// Session is the session the command acts for (all but the member and delay commands).
 	Session SessionID
-	// Lock is the lock name (acquire, release, cancel-wait, delay-ended).
+	// Lock is the lock name (acquire, release, cancel-wait, delay-ended, serve-queue).
 	Lock string
 	// Name is the session's human name (create-session).
 	Name string
@@ -98,6 +118,17 @@ type Command struct {
 	// (FeatureAttemptNumbers): they are refused whatever lock they name, and what the session
 	// remembers of them is forgotten.
 	AttemptFloor uint64
+	// Limit makes the acquired lock a semaphore that up to Limit sessions hold at once
+	// (FeatureSemaphoresRWLocks; 2 to MaxLimit, and 0 or 1 for a lock). The first acquire
+	// while the lock has holders, waiters or delays fixes it; one with another limit is
+	// refused (StatusLimitMismatch).
+	Limit uint32
+	// Shared asks for a shared hold of a lock (FeatureSemaphoresRWLocks): shared holds
+	// coexist, an exclusive one excludes every other. Not with a Limit above 1.
+	Shared bool
+	// DelayIndex names the lock-delay a DelayEnded ends by the index of the expiry that
+	// started it (FeatureSemaphoresRWLocks); 0 ends every delay of the lock that is over by Now.
+	DelayIndex uint64
 	// Token is the fencing token a release presents.
 	Token uint64
 	// Now is the leader's clock, in Unix nanoseconds, when it proposed the command. Leaders
@@ -151,19 +182,27 @@ func (c *Command) Encode(dst []byte) []byte {
 	case TypeAcquire:
 		dst = append(dst, c.Session[:]...)
 		dst = appendString(dst, c.Lock)
-		var flags byte
+		flags := c.attemptFlags() << acquireAttemptShift
 		if c.SetValue {
-			flags |= 1
+			flags |= acquireFlagSetValue
 		}
 		if c.Queue {
-			flags |= 2
+			flags |= acquireFlagQueue
 		}
-		flags |= c.attemptFlags() << 2
+		if c.Limit != 0 {
+			flags |= acquireFlagLimit
+		}
+		if c.Shared {
+			flags |= acquireFlagShared
+		}
 		dst = append(dst, flags)
 		if c.SetValue {
 			dst = appendString(dst, c.Value)
 		}
 		dst = c.appendAttempts(dst)
+		if c.Limit != 0 {
+			dst = binary.AppendUvarint(dst, uint64(c.Limit))
+		}
 		dst = binary.AppendVarint(dst, c.Now)
 	case TypeRelease:
 		flagged := c.numbered()
@@ -183,8 +222,14 @@ func (c *Command) Encode(dst []byte) []byte {
 		dst = appendString(dst, c.Lock)
 		dst = c.appendTrailingAttempts(dst, flagged)
 	case TypeDelayEnded:
+		if c.DelayIndex != 0 {
+			dst[len(dst)-1] = wireDelayEndedNamed
+		}
 		dst = appendString(dst, c.Lock)
 		dst = binary.AppendVarint(dst, c.Now)
+		if c.DelayIndex != 0 {
+			dst = binary.AppendUvarint(dst, c.DelayIndex)
+		}
 	case TypeSetMember:
 		dst = appendString(dst, c.Member.ID)
 		dst = appendString(dst, c.Member.RaftAddr)
@@ -211,6 +256,8 @@ func (c *Command) Encode(dst []byte) []byte {
 		dst = appendPolicy(dst, &c.Policy)
 	case TypeACLDeletePolicy:
 		dst = appendString(dst, c.Policy.Name)
+	case TypeServeQueue:
+		dst = appendString(dst, c.Lock)
 	case TypeEnableFeatures:
 		dst = binary.AppendUvarint(dst, uint64(len(c.Features)))
 		for _, f := range c.Features {
@@ -315,6 +362,10 @@ func DecodeCommand(b []byte) (Command, error) {
 			d.fail(ErrNonCanonical) // the plain form carries no term
 		}
 		return d.done(c)
+	case wireDelayEndedNamed:
+		c.Type = TypeDelayEnded
+		c.Lock, c.Now, c.DelayIndex = d.string(), d.varint(), d.nonZero()
+		return d.done(c)
 	}
 	switch c.Type {
 	case TypeCreateSession:
@@ -333,14 +384,7 @@ func DecodeCommand(b []byte) (Command, error) {
 	case TypeAcquire:
 		c.Session = d.sessionID()
 		c.Lock = d.string()
-		flags := d.byte()
-		c.SetValue = flags&1 != 0
-		c.Queue = flags&2 != 0
-		if c.SetValue {
-			c.Value = d.string()
-		}
-		d.attempts(&c, flags>>2)
-		c.Now = d.varint()
+		d.acquire(&c)
 	case TypeRelease:
 		c.Session = d.sessionID()
 		c.Lock = d.string()
@@ -383,6 +427,8 @@ func DecodeCommand(b []byte) (Command, error) {
 		c.Policy = d.policy()
 	case TypeACLDeletePolicy:
 		c.Policy.Name = d.string()
+	case TypeServeQueue:
+		c.Lock = d.string()
 	case TypeEnableFeatures:
 		for n := d.count(); n > 0 && d.err == nil; n-- {
 			f := Feature(d.string())
@@ -406,6 +452,31 @@ func (d *decoder) done(c Command) (Command, error) {
 		return Command{}, ErrTrailingBytes
 	}
 	return c, nil
+}
+
+// acquire reads an acquire's flags and the fields they announce, up to its clock reading. A
+// flag this version does not know was written by a newer one.
+func (d *decoder) acquire(c *Command) {
+	flags := d.byte()
+	if flags&^(acquireFlagSetValue|acquireFlagQueue|0x7<<acquireAttemptShift|acquireFlagLimit|acquireFlagShared) != 0 && d.err == nil {
+		d.fail(fmt.Errorf("%w: unknown acquire flags %#x", ErrNewerFormat, flags))
+		return
+	}
+	c.SetValue = flags&acquireFlagSetValue != 0
+	c.Queue = flags&acquireFlagQueue != 0
+	c.Shared = flags&acquireFlagShared != 0
+	if c.SetValue {
+		c.Value = d.string()
+	}
+	d.attempts(c, flags>>acquireAttemptShift&0x7)
+	if flags&acquireFlagLimit != 0 {
+		limit := d.nonZero()
+		if limit > math.MaxUint32 && d.err == nil {
+			d.fail(fmt.Errorf("%w: limit %d", ErrOutOfRange, limit))
+		}
+		c.Limit = uint32(limit)
+	}
+	c.Now = d.varint()
 }
 
 // attempts reads the attempt fields that flags (attemptFlag bits) announce. A flag this
@@ -447,149 +518,4 @@ func (d *decoder) nonZero() uint64 {
 func appendString(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
 	return append(dst, s...)
-}
-
-// decoder reads fields from a buffer and remembers the first error, so that a decode function
-// reads like the matching encode function.
-type decoder struct {
-	buf []byte
-	err error
-}
-
-func (d *decoder) fail(err error) {
-	if d.err == nil {
-		d.err = err
-	}
-	d.buf = nil
-}
-
-func (d *decoder) byte() byte {
-	if len(d.buf) < 1 {
-		d.fail(ErrShortCommand)
-		return 0
-	}
-	v := d.buf[0]
-	d.buf = d.buf[1:]
-	return v
-}
-
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.buf)
-	if !d.varintOK(n) {
-		return 0
-	}
-	d.buf = d.buf[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.buf)
-	if !d.varintOK(n) {
-		return 0
-	}
-	d.buf = d.buf[n:]
-	return v
-}
-
-// varintOK checks the length n that binary.Uvarint or binary.Varint reported: a varint must be
-// complete, fit 64 bits, and be minimal (its last byte is non-zero unless it is the only one).
-func (d *decoder) varintOK(n int) bool {
-	switch {
-	case n <= 0:
-		d.fail(ErrShortCommand)
-		return false
-	case n > 1 && d.buf[n-1] == 0:
-		d.fail(ErrNonCanonical)
-		return false
-	}
-	return true
-}
-
-func (d *decoder) duration() time.Duration {
-	v := d.uvarint()
-	if v > 1<<63-1 {
-		d.fail(ErrInvalidDuration)
-		return 0
-	}
-	return time.Duration(v)
-}
-
-func (d *decoder) string() string {
-	n := d.uvarint()
-	if d.err != nil {
-		return ""
-	}
-	if n > maxStringField {
-		d.fail(ErrFieldTooLong)
-		return ""
-	}
-	if uint64(len(d.buf)) < n {
-		d.fail(ErrShortCommand)
-		return ""
-	}
-	s := string(d.buf[:n])
-	d.buf = d.buf[n:]
-	return s
-}
-
-// attempt reads an attempt, which is never empty when written: an empty one would be a second
-// encoding of "no attempt".
-func (d *decoder) attempt() string { return d.nonEmpty() }
-
-// nonEmpty reads an optional string field that is written only when it is not empty.
-func (d *decoder) nonEmpty() string {
-	s := d.string()
-	if s == "" {
-		d.fail(ErrNonCanonical)
-	}
-	return s
-}
-
-// strings reads a counted list of strings; an empty list is nil.
-func (d *decoder) strings() []string {
-	var out []string
-	for n := d.count(); n > 0 && d.err == nil; n-- {
-		out = append(out, d.string())
-	}
-	return out
-}
-
-func (d *decoder) hash() [32]byte {
-	var h [32]byte
-	if len(d.buf) < len(h) {
-		d.fail(ErrShortCommand)
-		return h
-	}
-	copy(h[:], d.buf)
-	d.buf = d.buf[len(h):]
-	return h
-}
-
-// access reads an access level; one this version does not know was written by a newer one.
-func (d *decoder) access() Access {
-	a := Access(d.byte())
-	if a > AccessWrite && d.err == nil {
-		d.fail(fmt.Errorf("%w: unknown access level %d", ErrNewerFormat, a))
-	}
-	return a
-}
-
-// policy reads what appendPolicy wrote.
-func (d *decoder) policy() Policy {
-	p := Policy{Name: d.string(), Operator: d.access()}
-	for n := d.count(); n > 0 && d.err == nil; n-- {
-		p.Locks = append(p.Locks, LockRule{Prefix: d.string(), Access: d.access()})
-	}
-	return p
-}
-
-func (d *decoder) sessionID() SessionID {
-	var id SessionID
-	if len(d.buf) < len(id) {
-		d.fail(ErrShortCommand)
-		return id
-	}
-	copy(id[:], d.buf)
-	d.buf = d.buf[len(id):]
-	return id
 }

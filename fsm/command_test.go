@@ -63,6 +63,13 @@ func sampleCommands() []fsm.Command {
 		{Type: fsm.TypeExpireSession, Session: sid(1), Now: -1, Term: 1<<64 - 1},
 		{Type: fsm.TypeEnableFeatures, Features: []fsm.Feature{fsm.FeatureAttemptNumbers, fsm.FeatureExpiryTerm}},
 		{Type: fsm.TypeEnableFeatures, Features: fsm.AllFeatures()},
+		{Type: fsm.TypeAcquire, Session: sid(1), Lock: "S", Limit: 3, Now: now0},
+		{Type: fsm.TypeAcquire, Session: sid(1), Lock: "S", Limit: 1 << 31, Queue: true, AttemptSeq: 4, AttemptFloor: 2, Attempt: "a1", Value: "v", SetValue: true},
+		{Type: fsm.TypeAcquire, Session: sid(2), Lock: "R", Shared: true, Queue: true, AttemptSeq: 5},
+		{Type: fsm.TypeAcquire, Session: sid(2), Lock: "R", Shared: true, Limit: 1},
+		{Type: fsm.TypeDelayEnded, Lock: "S", Now: now0, DelayIndex: 12},
+		{Type: fsm.TypeDelayEnded, Lock: "S", Now: -1, DelayIndex: 1<<64 - 1},
+		{Type: fsm.TypeServeQueue, Lock: "R"},
 	}
 }
 
@@ -83,8 +90,8 @@ func TestCommandRoundTrip(t *testing.T) {
 			t.Fatalf("Encode does not append to dst")
 		}
 	}
-	if len(types) != 15 {
-		t.Fatalf("samples cover %d command types, want 15", len(types))
+	if len(types) != 16 {
+		t.Fatalf("samples cover %d command types, want 16", len(types))
 	}
 }
 
@@ -116,6 +123,10 @@ func TestDecodeRefusesMalformedCommands(t *testing.T) {
 	negTTL := (&fsm.Command{Type: fsm.TypeCreateSession, Session: sid(1), TTL: -time.Second}).Encode(nil)
 	badFlags := (&fsm.Command{Type: fsm.TypeAcquire, Session: sid(1), Lock: "L"}).Encode(nil)
 	badFlags[2+16+1+1] = 0x08
+	limited := (&fsm.Command{Type: fsm.TypeAcquire, Session: sid(1), Lock: "L", Limit: 2}).Encode(nil)
+	zeroLimit := append(append([]byte(nil), limited[:len(limited)-2]...), 0x00, 0x00) // limit 0, Now 0
+	hugeLimit := append(append([]byte(nil), limited[:len(limited)-2]...), 0x80, 0x80, 0x80, 0x80, 0x10, 0x00)
+	named := (&fsm.Command{Type: fsm.TypeDelayEnded, Lock: "L", DelayIndex: 5}).Encode(nil)
 	emptyAttempt := (&fsm.Command{Type: fsm.TypeAcquire, Session: sid(1), Lock: "L", Attempt: "a"}).Encode(nil)
 	emptyAttempt = append(emptyAttempt[:2+16+1+1+1], 0x00, 0x00) // the attempt's length 0, Now 0
 	cancel := (&fsm.Command{Type: fsm.TypeCancelWait, Session: sid(1), Lock: "L"}).Encode(nil)
@@ -138,7 +149,7 @@ func TestDecodeRefusesMalformedCommands(t *testing.T) {
 		{"unknown version", []byte{2, byte(fsm.TypeRelease)}, fsm.ErrUnknownVersion},
 		{"version zero", append([]byte{0}, enc[1:]...), fsm.ErrUnknownVersion},
 		{"unknown type", []byte{1, 0}, fsm.ErrUnknownCommand},
-		{"type past the last", []byte{1, byte(fsm.TypeEnableFeatures) + 4}, fsm.ErrUnknownCommand},
+		{"type past the last", []byte{1, byte(fsm.TypeServeQueue) + 1}, fsm.ErrUnknownCommand},
 		{"truncated id", enc[:10], fsm.ErrShortCommand},
 		{"truncated string", enc[:2+16+1], fsm.ErrShortCommand},
 		{"truncated varint", enc[:len(enc)-1], fsm.ErrShortCommand},
@@ -159,6 +170,9 @@ func TestDecodeRefusesMalformedCommands(t *testing.T) {
 		{"truncated secret hash", token[:2+2+10], fsm.ErrShortCommand},
 		{"policy count past the end", append(append([]byte(nil), token[:len(token)-3]...), 0x05), fsm.ErrShortCommand},
 		{"non-canonical signed time", append((&fsm.Command{Type: fsm.TypeDelayEnded}).Encode(nil)[:3], 0xc6, 0x00), fsm.ErrNonCanonical},
+		{"limit flag with limit 0", zeroLimit, fsm.ErrNonCanonical},
+		{"limit past 32 bits", hugeLimit, fsm.ErrOutOfRange},
+		{"named delay end naming 0", append(named[:len(named)-1], 0x00), fsm.ErrNonCanonical},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -206,7 +220,7 @@ func TestEntryFromANewerVersionStopsTheNode(t *testing.T) {
 	newFlag := (&fsm.Command{Type: fsm.TypeAcquire, Session: a, Lock: "L"}).Encode(nil)
 	newFlag[2+16+1+1] |= 0x80
 	newFeature := (&fsm.Command{Type: fsm.TypeEnableFeatures, Features: []fsm.Feature{"from-the-future"}}).Encode(nil)
-	for i, b := range [][]byte{{2, byte(fsm.TypeRelease)}, {1, byte(fsm.TypeEnableFeatures) + 4}, newFlag, newFeature} {
+	for i, b := range [][]byte{{2, byte(fsm.TypeRelease)}, {1, byte(fsm.TypeServeQueue) + 1}, newFlag, newFeature} {
 		index := uint64(100 + i)
 		func() {
 			defer func() {
@@ -288,7 +302,8 @@ func TestStatusString(t *testing.T) {
 		fsm.StatusAttemptCancelled: "attempt_cancelled", fsm.StatusAlreadyBootstrapped: "already_bootstrapped",
 		fsm.StatusNotFound: "not_found", fsm.StatusPolicyNotFound: "policy_not_found",
 		fsm.StatusBuiltinPolicy: "builtin_policy", fsm.StatusInvalid: "invalid",
-		fsm.StatusLastManagement: "last_management", fsm.Status(200): "status(200)",
+		fsm.StatusLastManagement: "last_management", fsm.StatusStaleTerm: "stale_term",
+		fsm.StatusLimitMismatch: "limit_mismatch", fsm.StatusModeMismatch: "mode_mismatch", fsm.Status(200): "status(200)",
 	}
 	for s, name := range want {
 		if s.String() != name {
@@ -343,6 +358,12 @@ func fuzzState(t testing.TB) *harness {
 	h.expire(sid(1), now0) // D delayed with a waiter; L handed to sid(2)
 	h.acquire(sid(3), "jobs/nightly", "")
 	h.queue(sid(2), "jobs/nightly", "")
+	// A semaphore and a read/write lock, under those names of sampleCommands.
+	h.apply(enable(fsm.FeatureSemaphoresRWLocks))
+	h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: sid(2), Lock: "S", Limit: 3})
+	h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: sid(3), Lock: "S", Limit: 3})
+	h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: sid(2), Lock: "R", Shared: true})
+	h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: sid(3), Lock: "R", Queue: true})
 	// The ACL names of sampleCommands: a bootstrap, the policy jobs and a token using it.
 	h.apply(fsm.Command{Type: fsm.TypeACLBootstrap, ACLToken: fsm.ACLToken{AccessorID: "acc-root", SecretHash: fsm.HashSecret("root")}})
 	h.apply(fsm.Command{Type: fsm.TypeACLSetPolicy, Policy: fsm.Policy{Name: "jobs", Locks: []fsm.LockRule{{Prefix: "jobs/", Access: fsm.AccessWrite}}}})

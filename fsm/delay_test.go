@@ -45,7 +45,7 @@ func TestLockDelayAfterExpiryNotAfterDestroyOrRelease(t *testing.T) {
 				return
 			}
 			until := at + int64(delay)
-			if len(delays) != 1 || delays[0] != (fsm.Event{Kind: fsm.EventDelayStarted, Index: endIndex, Lock: "L", DelayUntil: until, Delay: delay}) {
+			if len(delays) != 1 || !reflect.DeepEqual(delays[0], fsm.Event{Kind: fsm.EventDelayStarted, Index: endIndex, Lock: "L", DelayUntil: until, Delay: delay}) {
 				t.Fatalf("delay events %+v", delays)
 			}
 			if got := h.f.DelayedLocks(); !reflect.DeepEqual(got, []fsm.DelayedLock{{Name: "L", Until: until, Length: delay}}) {

@@ -1,6 +1,7 @@
 // Package fsm is raftlock's deterministic lock state machine: sessions, locks with FIFO wait
-// queues and fencing tokens, the cluster's membership metadata, and the ACL state (tokens,
-// policies, and the token that owns each session).
+// queues and fencing tokens (a lock may be a semaphore that several sessions hold at once, or
+// a read/write lock with shared holds; see holds.go), the cluster's membership metadata, and
+// the ACL state (tokens, policies, and the token that owns each session).
 //
 // Every change is a Command, encoded compactly (a version byte, a type byte, then varints and
 // length-prefixed strings) and applied through the raft.FSM interface. Apply never reads a

@@ -11,6 +11,7 @@ import (
 type Waiter struct {
 	Session SessionID
 	Value   string
+	Shared  bool
 }
 
 // Waiters returns the queue of the named lock, in order; for tests that must check what the
@@ -24,15 +25,16 @@ func Waiters(f *FSM, name string) []Waiter {
 	}
 	out := make([]Waiter, len(l.waiters))
 	for i, w := range l.waiters {
-		out[i] = Waiter{w.session, w.value}
+		out[i] = Waiter{w.session, w.value, w.shared}
 	}
 	return out
 }
 
 // CheckIntegrity recounts the state and checks that the derived data (each session's held and
 // awaited locks, the counters) agrees with the lock table and that no stored state breaks a
-// rule: one holder, a live holder that is not in its own queue, live waiters queued once, no
-// idle lock entry, no delay on a held lock.
+// rule (see checkLockRecord): grants and delays within the lock's limit and mode, live holders
+// that are not in their own queue, live waiters queued once, no idle lock entry, no waiter
+// that could be granted; and that the entries are in their canonical form.
 func CheckIntegrity(f *FSM) error {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -56,29 +58,40 @@ func CheckIntegrity(f *FSM) error {
 		if l.name != name {
 			return fmt.Errorf("lock %q: entry named %q", name, l.name)
 		}
-		if !l.held && l.delay == nil && len(l.waiters) == 0 {
-			return fmt.Errorf("lock %q: idle entry kept", name)
+		x := l.x
+		if x != nil && x.empty() {
+			return fmt.Errorf("lock %q: an extension that says nothing is kept", name)
+		}
+		if x == nil {
+			x = &lockExt{}
+		}
+		var grants []HolderInfo
+		for i := range l.holds() {
+			grants = append(grants, l.holderInfo(i))
+		}
+		if err := checkLockRecord(l, grants, x); err != nil {
+			return fmt.Errorf("lock %q: %w", name, err)
 		}
 		if !l.held && (l.prevHeld != nil || l.nextHeld != nil) {
 			return fmt.Errorf("lock %q: free but still linked to held locks", name)
 		}
-		if l.held {
-			held++
-			if st.sessions[l.holder] == nil {
-				return fmt.Errorf("lock %q: held by dead session %v", name, l.holder)
-			}
-			if l.delay != nil {
-				return fmt.Errorf("lock %q: held and delayed", name)
-			}
-			if l.token == 0 || l.token > l.modifyIndex {
-				return fmt.Errorf("lock %q: token %d, modify index %d", name, l.token, l.modifyIndex)
-			}
-			add(wantLocks, l.holder, name)
-		} else if l.holder != (SessionID{}) || l.token != 0 || l.value != "" {
+		if !l.held && (l.holder != (SessionID{}) || l.token != 0 || l.value != "") {
 			return fmt.Errorf("lock %q: free but keeps holder %v token %d value %q", name, l.holder, l.token, l.value)
 		}
-		if !l.held && l.delay == nil && len(l.waiters) > 0 {
-			return fmt.Errorf("lock %q: free and undelayed with %d waiters", name, len(l.waiters))
+		if l.held {
+			held++
+		}
+		for i, g := range grants {
+			if st.sessions[g.Session] == nil {
+				return fmt.Errorf("lock %q: held by dead session %v", name, g.Session)
+			}
+			if wantLocks[g.Session][name] {
+				return fmt.Errorf("lock %q: held twice by %v", name, g.Session)
+			}
+			if i > 0 && x.more[i-1].name != name {
+				return fmt.Errorf("lock %q: hold %d names %q", name, i, x.more[i-1].name)
+			}
+			add(wantLocks, g.Session, name)
 		}
 		seen := map[SessionID]bool{}
 		for _, w := range l.waiters {
@@ -87,7 +100,7 @@ func CheckIntegrity(f *FSM) error {
 				return fmt.Errorf("lock %q: session %v queued twice", name, w.session)
 			}
 			seen[w.session] = true
-			if l.held && w.session == l.holder {
+			if l.holdOf(w.session) >= 0 {
 				return fmt.Errorf("lock %q: holder %v in its own queue", name, w.session)
 			}
 			if st.sessions[w.session] == nil {
@@ -177,6 +190,21 @@ func checkHeldList(st *state, ss *session, want map[string]bool) error {
 			return fmt.Errorf("lock %q listed twice or not held", l.name)
 		}
 		seen[l.name] = true
+	}
+	var prevHold *hold
+	for h := ss.holds; h != nil; prevHold, h = h, h.next {
+		l := st.locks[h.name]
+		switch {
+		case h.prev != prevHold:
+			return fmt.Errorf("hold of %q: back link broken", h.name)
+		case l == nil || l.x == nil || !slices.Contains(l.x.more, h):
+			return fmt.Errorf("hold of %q: not a hold of the lock table's entry", h.name)
+		case h.session != ss.id:
+			return fmt.Errorf("hold of %q: listed but held by %v", h.name, h.session)
+		case seen[h.name] || !want[h.name]:
+			return fmt.Errorf("lock %q listed twice or not held", h.name)
+		}
+		seen[h.name] = true
 	}
 	if len(seen) != len(want) {
 		return fmt.Errorf("lists %d locks, holds %d", len(seen), len(want))

@@ -26,11 +26,18 @@ const (
 	// of every queue, in the same command, so that no wait admitted under the token is granted
 	// after the delete.
 	FeatureTokenDeleteDropsWaits Feature = "token-delete-drops-waits"
+	// FeatureSemaphoresRWLocks: an acquire may carry a limit, making the lock a semaphore that
+	// many sessions hold at once (Command.Limit), or ask for a shared hold (Command.Shared);
+	// a lock-delay is named by the index of the expiry that started it, and a DelayEnded may
+	// name the one it ends (Command.DelayIndex), since a lock may have several; a ServeQueue
+	// grants a further waiter when a command freed a lock for several. Snapshots are written
+	// in version 6.
+	FeatureSemaphoresRWLocks Feature = "semaphores-rwlocks"
 )
 
 // AllFeatures returns every feature this version supports, sorted.
 func AllFeatures() []Feature {
-	fs := []Feature{FeatureAttemptNumbers, FeatureExpiryTerm, FeatureTokenDeleteDropsWaits}
+	fs := []Feature{FeatureAttemptNumbers, FeatureExpiryTerm, FeatureTokenDeleteDropsWaits, FeatureSemaphoresRWLocks}
 	slices.Sort(fs)
 	return fs
 }
@@ -68,14 +75,18 @@ func WithFeatures(fs ...Feature) Option {
 	return func(f *FSM) { f.known = featureSet(nil).with(fs) }
 }
 
-// RequiredFeature returns the feature that c needs the cluster to have enabled (and the
-// applying node to know), or "" if any version that knows EnableFeatures can apply it.
-func (c *Command) RequiredFeature() Feature {
-	switch {
-	case c.AttemptSeq != 0 || c.AttemptFloor != 0:
+// MissingFeature returns the first feature that c needs the cluster to have enabled (and the
+// applying node to know) for which has reports false, or "" if there is none: a command that
+// needs no feature can be applied by any version that knows EnableFeatures.
+func (c *Command) MissingFeature(has func(Feature) bool) Feature {
+	if (c.AttemptSeq != 0 || c.AttemptFloor != 0) && !has(FeatureAttemptNumbers) {
 		return FeatureAttemptNumbers
-	case c.Type == TypeExpireSession && c.Term != 0:
+	}
+	if c.Type == TypeExpireSession && c.Term != 0 && !has(FeatureExpiryTerm) {
 		return FeatureExpiryTerm
+	}
+	if (c.Limit != 0 || c.Shared || c.DelayIndex != 0 || c.Type == TypeServeQueue) && !has(FeatureSemaphoresRWLocks) {
+		return FeatureSemaphoresRWLocks
 	}
 	return ""
 }
@@ -83,7 +94,7 @@ func (c *Command) RequiredFeature() Feature {
 // unknownFeature returns the first feature that c needs or enables and this state machine
 // does not know, or "".
 func (f *FSM) unknownFeature(c *Command) Feature {
-	if r := c.RequiredFeature(); r != "" && !f.known.has(r) {
+	if r := c.MissingFeature(f.known.has); r != "" {
 		return r
 	}
 	for _, e := range c.Features {

@@ -168,7 +168,8 @@ func (f *FSM) SessionTTLs(fn func(id SessionID, ttl time.Duration)) {
 	}
 }
 
-// DelayedLocks returns, sorted by name, the locks under a lock-delay that has not been ended.
+// DelayedLocks returns the lock-delays that have not been ended, sorted by lock name and, for
+// one lock, in the order they started.
 func (f *FSM) DelayedLocks() []DelayedLock {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -176,11 +177,14 @@ func (f *FSM) DelayedLocks() []DelayedLock {
 	// second with 1,000,000 locks, on every leadership gain.
 	var out []DelayedLock
 	for name, l := range f.st.locks {
-		if l.delay != nil {
-			out = append(out, DelayedLock{Name: name, Until: l.delay.until, Length: l.delay.length})
+		if l.x == nil {
+			continue
+		}
+		for _, d := range l.x.delays {
+			out = append(out, DelayedLock{Name: name, Until: d.until, Length: d.length, Index: d.index})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 

@@ -214,6 +214,8 @@ type view struct {
 	Tokens       []fsm.ACLToken
 	Policies     []fsm.Policy
 	Owned        map[string]int
+	// Holders are the grants of each held lock.
+	Holders map[string][]fsm.HolderInfo
 }
 
 func readView(f *fsm.FSM) view {
@@ -228,6 +230,12 @@ func readView(f *fsm.FSM) view {
 		Tokens:       f.ACLTokens(),
 		Policies:     f.Policies(),
 		Owned:        map[string]int{},
+		Holders:      map[string][]fsm.HolderInfo{},
+	}
+	for _, l := range v.Locks {
+		if hs := f.Holders(l.Name); hs != nil {
+			v.Holders[l.Name] = hs
+		}
 	}
 	for _, s := range v.Sessions {
 		if s.Owner != "" {

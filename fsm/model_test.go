@@ -2,7 +2,7 @@ package fsm_test
 
 import (
 	"bytes"
-	"math/rand"
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -11,9 +11,10 @@ import (
 )
 
 // refModel is a deliberately simple reference implementation of the lock rules (issue 2,
-// section 1, and docs/api.md), written from the rules and not from the fsm code: it keeps
-// every lock it has ever seen, recomputes the modify index by comparing what a reader sees
-// before and after each command, and scans everything instead of keeping indexes.
+// section 1, issue 29 for semaphores and shared holds, and docs/api.md), written from the
+// rules and not from the fsm code: it keeps every lock it has ever seen, keeps every grant
+// and every delay with its own mode, recomputes the modify index by comparing what a reader
+// sees before and after each command, and scans everything instead of keeping indexes.
 type refModel struct {
 	sessions map[fsm.SessionID]*refSession
 	locks    map[string]*refLock
@@ -48,14 +49,27 @@ type refSession struct {
 type refFence struct{ lock, attempt string }
 
 type refLock struct {
-	held       bool
-	holder     fsm.SessionID
-	token      uint64
-	value      string
-	delayUntil int64
-	delayFor   time.Duration // the length of the delay until delayUntil
-	queue      []fsm.Waiter
-	modify     uint64
+	limit  int        // a semaphore's limit; 0 for a lock
+	holds  []refHold  // oldest first
+	delays []refDelay // in the order they started
+	queue  []fsm.Waiter
+	modify uint64
+}
+
+// refHold is one grant of a lock.
+type refHold struct {
+	session fsm.SessionID
+	token   uint64
+	value   string
+	shared  bool
+}
+
+// refDelay is a lock-delay: a grant that an expiry holds back.
+type refDelay struct {
+	until  int64
+	length time.Duration
+	index  uint64 // of the expiry that started it, once semaphores-rwlocks is enabled
+	shared bool   // of a shared grant: it holds back exclusive grants only
 }
 
 func newRefModel() *refModel {
@@ -70,20 +84,75 @@ func newRefModel() *refModel {
 }
 
 // exists says whether a reader sees an entry for the lock: held, awaited or delayed.
-func (l *refLock) exists() bool { return l.held || l.delayUntil != 0 || len(l.queue) > 0 }
+func (l *refLock) exists() bool { return len(l.holds) > 0 || len(l.delays) > 0 || len(l.queue) > 0 }
 
-// visible is what a reader sees of a lock, apart from its modify index.
+// visible is what a reader sees of a lock, apart from its modify index: its grants, delays
+// and limit, and how many wait.
 type visible struct {
-	held       bool
-	holder     fsm.SessionID
-	token      uint64
-	value      string
-	waiters    int
-	delayUntil int64
+	holds, delays string
+	limit         int
+	waiters       int
 }
 
 func (l *refLock) visible() visible {
-	return visible{l.held, l.holder, l.token, l.value, len(l.queue), l.delayUntil}
+	if !l.exists() {
+		return visible{}
+	}
+	return visible{fmt.Sprint(l.holds), fmt.Sprint(l.delays), l.limit, len(l.queue)}
+}
+
+// fits says whether a grant in the given mode may be made now: a semaphore has a permit that
+// no grant and no delay takes; a lock takes an exclusive grant when it has no grant and no
+// delay, a shared one when every grant and delay it has is shared.
+func (l *refLock) fits(shared bool) bool {
+	if l.limit > 0 {
+		return len(l.holds)+len(l.delays) < l.limit
+	}
+	if !shared {
+		return len(l.holds) == 0 && len(l.delays) == 0
+	}
+	for _, h := range l.holds {
+		if !h.shared {
+			return false
+		}
+	}
+	for _, d := range l.delays {
+		if !d.shared {
+			return false
+		}
+	}
+	return true
+}
+
+// holdOf returns the position of the session's grant, or -1.
+func (l *refLock) holdOf(id fsm.SessionID) int {
+	return slices.IndexFunc(l.holds, func(h refHold) bool { return h.session == id })
+}
+
+// earliest returns the earliest end of a delay, or 0.
+func (l *refLock) earliest() int64 {
+	var until int64
+	for _, d := range l.delays {
+		if until == 0 || d.until < until {
+			until = d.until
+		}
+	}
+	return until
+}
+
+// shared says whether the lock's grants and delays are shared ones.
+func (l *refLock) shared() bool {
+	for _, h := range l.holds {
+		if h.shared {
+			return true
+		}
+	}
+	for _, d := range l.delays {
+		if d.shared {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *refModel) lock(name string) *refLock {
@@ -124,6 +193,9 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 	if !m.features[fsm.FeatureExpiryTerm] {
 		c.Term = 0
 	}
+	if !m.features[fsm.FeatureSemaphoresRWLocks] {
+		c.Limit, c.Shared, c.DelayIndex = 0, false, 0
+	}
 	switch c.Type {
 	case fsm.TypeCreateSession:
 		if m.sessions[c.Session] != nil {
@@ -147,10 +219,11 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 		}
 		s.endAttempts(c)
 		l := m.lock(c.Lock)
-		if !l.held || l.holder != c.Session || l.token != c.Token {
+		i := l.holdOf(c.Session)
+		if i < 0 || l.holds[i].token != c.Token {
 			return fsm.Result{Status: fsm.StatusNotHolder}
 		}
-		m.free(l)
+		l.holds = slices.Delete(l.holds, i, i+1)
 		m.handOff(c.Lock, l)
 		return fsm.Result{}
 	case fsm.TypeCancelWait:
@@ -160,25 +233,24 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 		}
 		s.endAttempts(c)
 		l := m.lock(c.Lock)
-		if l.held && l.holder == c.Session {
-			return fsm.Result{Token: l.token, Value: l.value}
+		if i := l.holdOf(c.Session); i >= 0 {
+			return fsm.Result{Token: l.holds[i].token, Value: l.holds[i].value}
 		}
 		for i, w := range l.queue {
 			if w.Session == c.Session {
 				l.queue = slices.Delete(l.queue, i, i+1)
+				m.handOff(c.Lock, l)
 				return fsm.Result{Status: fsm.StatusCancelled}
 			}
 		}
 		return fsm.Result{Status: fsm.StatusNotQueued}
 	case fsm.TypeDelayEnded:
+		return m.delayEnded(c)
+	case fsm.TypeServeQueue:
 		l := m.lock(c.Lock)
-		if l.delayUntil == 0 {
-			return fsm.Result{}
+		if !l.ready() {
+			return fsm.Result{Status: fsm.StatusNotQueued}
 		}
-		if c.Now < l.delayUntil {
-			return fsm.Result{Status: fsm.StatusLockDelayed, DelayUntil: l.delayUntil}
-		}
-		l.delayUntil = 0
 		m.handOff(c.Lock, l)
 		return fsm.Result{}
 	case fsm.TypeSetMember:
@@ -244,9 +316,12 @@ func (m *refModel) acl(c fsm.Command) fsm.Status {
 		}
 		delete(m.tokens, t.AccessorID)
 		if m.features[fsm.FeatureTokenDeleteDropsWaits] {
-			// No wait admitted under the deleted token may be granted later.
-			for _, l := range m.locks {
-				l.queue = slices.DeleteFunc(l.queue, func(w fsm.Waiter) bool { return m.sessions[w.Session].owner == t.AccessorID })
+			// No wait admitted under the deleted token may be granted later; the waits of
+			// the token's sessions end one at a time, session by session in id order.
+			for _, id := range m.sessionIDs() {
+				if m.sessions[id].owner == t.AccessorID {
+					m.dropWaits(id)
+				}
 			}
 		}
 		return fsm.StatusOK
@@ -336,6 +411,9 @@ func (s *refSession) endAttempts(c fsm.Command) {
 }
 
 func (m *refModel) acquire(c fsm.Command) fsm.Result {
+	if c.Limit > fsm.MaxLimit || c.Shared && c.Limit > 1 {
+		return fsm.Result{Status: fsm.StatusInvalid}
+	}
 	s := m.sessions[c.Session]
 	if s == nil {
 		return fsm.Result{Status: fsm.StatusSessionNotFound}
@@ -345,40 +423,93 @@ func (m *refModel) acquire(c fsm.Command) fsm.Result {
 		c.AttemptSeq != 0 && (c.AttemptSeq < s.floor || c.AttemptSeq <= s.ended[c.Lock]) {
 		return fsm.Result{Status: fsm.StatusAttemptCancelled}
 	}
+	limit := int(c.Limit)
+	if limit == 1 {
+		limit = 0 // a semaphore of one is a lock
+	}
 	l := m.lock(c.Lock)
-	if !l.held && l.delayUntil != 0 && c.Now >= l.delayUntil {
-		// The leader's clock says the delay is over: it ends now, and the queue goes first.
-		l.delayUntil = 0
+	if !l.exists() {
+		l.limit = limit
+	} else if l.limit != limit {
+		return fsm.Result{Status: fsm.StatusLimitMismatch, Limit: uint32(max(l.limit, 1))}
+	}
+	if slices.ContainsFunc(l.delays, func(d refDelay) bool { return c.Now >= d.until }) {
+		// The leader's clock says a delay is over: it ends now, and the queue goes first.
+		l.delays = slices.DeleteFunc(l.delays, func(d refDelay) bool { return c.Now >= d.until })
 		m.handOff(c.Lock, l)
 	}
-	if l.held && l.holder == c.Session {
-		if c.SetValue {
-			l.value = c.Value
+	if i := l.holdOf(c.Session); i >= 0 {
+		if l.holds[i].shared != c.Shared {
+			return fsm.Result{Status: fsm.StatusModeMismatch}
 		}
-		return fsm.Result{Token: l.token, Value: l.value}
+		if c.SetValue {
+			l.holds[i].value = c.Value
+		}
+		return fsm.Result{Token: l.holds[i].token, Value: l.holds[i].value}
 	}
-	if !l.held && l.delayUntil == 0 && len(l.queue) == 0 {
-		m.grant(c.Lock, l, c.Session, c.Value)
-		return fsm.Result{Token: l.token, Value: l.value}
+	if len(l.queue) == 0 && l.fits(c.Shared) && !m.grantedNow(l) {
+		m.grant(c.Lock, l, c.Session, c.Value, c.Shared)
+		return fsm.Result{Token: m.index, Value: c.Value}
 	}
-	r := fsm.Result{Status: fsm.StatusLockDelayed, DelayUntil: l.delayUntil}
-	if l.held {
-		r = fsm.Result{Status: fsm.StatusLockHeld, Holder: l.holder, Token: l.token}
+	queued := slices.IndexFunc(l.queue, func(w fsm.Waiter) bool { return w.Session == c.Session })
+	if queued >= 0 && l.queue[queued].Shared != c.Shared {
+		return fsm.Result{Status: fsm.StatusModeMismatch}
+	}
+	r := fsm.Result{Status: fsm.StatusLockDelayed, DelayUntil: l.earliest()}
+	if n := len(l.holds); n > 0 {
+		r = fsm.Result{Status: fsm.StatusLockHeld, Holder: l.holds[n-1].session, Token: l.holds[n-1].token}
 	}
 	if !c.Queue {
 		return r
 	}
 	r.Status = fsm.StatusQueued
-	for i := range l.queue {
-		if l.queue[i].Session == c.Session {
-			if c.SetValue {
-				l.queue[i].Value = c.Value
-			}
-			return r
+	if queued >= 0 {
+		if c.SetValue {
+			l.queue[queued].Value = c.Value
+		}
+		return r
+	}
+	l.queue = append(l.queue, fsm.Waiter{Session: c.Session, Value: c.Value, Shared: c.Shared})
+	return r
+}
+
+// delayEnded ends the delay the command names by its index or, without one, every delay that
+// is over by the command's clock reading.
+func (m *refModel) delayEnded(c fsm.Command) fsm.Result {
+	l := m.lock(c.Lock)
+	if len(l.delays) == 0 {
+		return fsm.Result{}
+	}
+	if c.DelayIndex != 0 {
+		i := slices.IndexFunc(l.delays, func(d refDelay) bool { return d.index == c.DelayIndex })
+		if i < 0 {
+			return fsm.Result{}
+		}
+		if c.Now < l.delays[i].until {
+			return fsm.Result{Status: fsm.StatusLockDelayed, DelayUntil: l.delays[i].until}
+		}
+		l.delays = slices.Delete(l.delays, i, i+1)
+	} else {
+		over := func(d refDelay) bool { return c.Now >= d.until }
+		if !slices.ContainsFunc(l.delays, over) {
+			return fsm.Result{Status: fsm.StatusLockDelayed, DelayUntil: l.earliest()}
+		}
+		l.delays = slices.DeleteFunc(l.delays, over)
+	}
+	m.handOff(c.Lock, l)
+	return fsm.Result{}
+}
+
+// dropWaits takes the session out of every queue, lock by lock in name order, each queue
+// served after.
+func (m *refModel) dropWaits(id fsm.SessionID) {
+	for _, name := range m.lockNames() {
+		l := m.locks[name]
+		if i := slices.IndexFunc(l.queue, func(w fsm.Waiter) bool { return w.Session == id }); i >= 0 {
+			l.queue = slices.Delete(l.queue, i, i+1)
+			m.handOff(name, l)
 		}
 	}
-	l.queue = append(l.queue, fsm.Waiter{Session: c.Session, Value: c.Value})
-	return r
 }
 
 func (m *refModel) end(id fsm.SessionID, expired bool, now int64) fsm.Result {
@@ -387,38 +518,39 @@ func (m *refModel) end(id fsm.SessionID, expired bool, now int64) fsm.Result {
 		return fsm.Result{Status: fsm.StatusSessionNotFound}
 	}
 	delete(m.sessions, id)
-	names := m.lockNames()
-	for _, name := range names {
-		l := m.locks[name]
-		l.queue = slices.DeleteFunc(l.queue, func(w fsm.Waiter) bool { return w.Session == id })
-	}
+	m.dropWaits(id)
 	var released []string
-	for _, name := range names {
+	for _, name := range m.lockNames() {
 		l := m.locks[name]
-		if !l.held || l.holder != id {
+		i := l.holdOf(id)
+		if i < 0 {
 			continue
 		}
 		released = append(released, name)
-		m.free(l)
+		h := l.holds[i]
+		l.holds = slices.Delete(l.holds, i, i+1)
 		if expired && s.delay > 0 {
-			l.delayUntil, l.delayFor = now+int64(s.delay), s.delay
-			m.delays = append(m.delays, fsm.Event{Kind: fsm.EventDelayStarted, Lock: name, DelayUntil: l.delayUntil, Delay: s.delay})
-		} else {
-			m.handOff(name, l)
+			d := refDelay{until: now + int64(s.delay), length: s.delay, shared: h.shared}
+			if d.until == 0 {
+				d.until = 1
+			}
+			if m.features[fsm.FeatureSemaphoresRWLocks] {
+				d.index = m.index
+			}
+			l.delays = append(l.delays, d)
+			m.delays = append(m.delays, fsm.Event{Kind: fsm.EventDelayStarted, Lock: name, DelayUntil: d.until, Delay: s.delay})
 		}
+		m.handOff(name, l)
 	}
 	m.expired = append(m.expired, fsm.Event{Kind: fsm.EventSessionEnded, Session: id, Expired: expired})
 	return fsm.Result{Released: released}
 }
 
-func (m *refModel) free(l *refLock) {
-	l.held, l.holder, l.token, l.value = false, fsm.SessionID{}, 0, ""
-}
-
-// handOff grants a free, undelayed lock to the first waiter. Waiters are always live: ending a
-// session removes its waits.
+// handOff grants the first waiter if its grant fits and the command has not granted the
+// lock yet: each grant has its own token, the index of its command, so further waiters that
+// fit wait for a serve-queue each. Waiters are always live: ending a session removes its waits.
 func (m *refModel) handOff(name string, l *refLock) {
-	if l.held || l.delayUntil != 0 || len(l.queue) == 0 {
+	if !l.ready() || m.grantedNow(l) {
 		return
 	}
 	w := l.queue[0]
@@ -426,12 +558,40 @@ func (m *refModel) handOff(name string, l *refLock) {
 	if m.sessions[w.Session] == nil {
 		panic("model: dead session in a queue")
 	}
-	m.grant(name, l, w.Session, w.Value)
+	m.grant(name, l, w.Session, w.Value, w.Shared)
 }
 
-func (m *refModel) grant(name string, l *refLock, id fsm.SessionID, value string) {
-	l.held, l.holder, l.token, l.value = true, id, m.index, value
+// ready says whether the first waiter's grant fits.
+func (l *refLock) ready() bool { return len(l.queue) > 0 && l.fits(l.queue[0].Shared) }
+
+// grantedNow says whether the command being applied granted the lock already.
+func (m *refModel) grantedNow(l *refLock) bool {
+	return slices.ContainsFunc(l.holds, func(h refHold) bool { return h.token == m.index })
+}
+
+// readyQueues returns, sorted, the locks whose first waiter's grant fits.
+func (m *refModel) readyQueues() []string {
+	var out []string
+	for _, name := range m.lockNames() {
+		if m.locks[name].ready() {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func (m *refModel) grant(name string, l *refLock, id fsm.SessionID, value string, shared bool) {
+	l.holds = append(l.holds, refHold{session: id, token: m.index, value: value, shared: shared})
 	m.grants = append(m.grants, fsm.Event{Kind: fsm.EventGranted, Index: m.index, Lock: name, Session: id, Token: m.index})
+}
+
+func (m *refModel) sessionIDs() []fsm.SessionID {
+	var ids []fsm.SessionID
+	for id := range m.sessions {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return bytes.Compare(ids[i][:], ids[j][:]) < 0 })
+	return ids
 }
 
 func (m *refModel) lockNames() []string {
@@ -448,38 +608,55 @@ func (m *refModel) lockInfo(name string) fsm.LockInfo {
 	if l == nil || !l.exists() {
 		return fsm.LockInfo{Name: name, ModifyIndex: m.freed}
 	}
-	return fsm.LockInfo{Name: name, Held: l.held, Holder: l.holder, Token: l.token, Value: l.value,
-		Waiters: len(l.queue), ModifyIndex: l.modify, DelayUntil: l.delayUntil}
+	info := fsm.LockInfo{Name: name, Waiters: len(l.queue), ModifyIndex: l.modify, DelayUntil: l.earliest(),
+		Limit: uint32(l.limit), Shared: l.shared()}
+	if n := len(l.holds); n > 0 {
+		newest := l.holds[n-1]
+		info.Held, info.Holder, info.Token, info.Value = true, newest.session, newest.token, newest.value
+	}
+	return info
+}
+
+// holders returns the lock's grants as FSM.Holders must list them.
+func (m *refModel) holders(name string) []fsm.HolderInfo {
+	l := m.locks[name]
+	if l == nil {
+		return nil
+	}
+	var out []fsm.HolderInfo
+	for _, h := range l.holds {
+		out = append(out, fsm.HolderInfo{Session: h.session, Token: h.token, Value: h.value, Shared: h.shared})
+	}
+	return out
 }
 
 // view returns what the read API must show.
 func (m *refModel) view() view {
-	var v view
+	v := view{Holders: map[string][]fsm.HolderInfo{}}
 	for _, name := range m.lockNames() {
 		l := m.locks[name]
 		if !l.exists() {
 			continue
 		}
 		v.Locks = append(v.Locks, m.lockInfo(name))
+		if hs := m.holders(name); hs != nil {
+			v.Holders[name] = hs
+		}
 		v.Stats.Locks++
 		v.Stats.Waiters += len(l.queue)
-		if l.held {
+		if len(l.holds) > 0 {
 			v.Stats.Held++
 		}
-		if l.delayUntil != 0 {
-			v.Delayed = append(v.Delayed, fsm.DelayedLock{Name: name, Until: l.delayUntil, Length: l.delayFor})
+		for _, d := range l.delays {
+			v.Delayed = append(v.Delayed, fsm.DelayedLock{Name: name, Until: d.until, Length: d.length, Index: d.index})
 		}
 	}
-	var ids []fsm.SessionID
-	for id := range m.sessions {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return bytes.Compare(ids[i][:], ids[j][:]) < 0 })
+	ids := m.sessionIDs()
 	for _, id := range ids {
 		s := m.sessions[id]
 		info := fsm.SessionInfo{ID: id, Name: s.name, TTL: s.ttl, LockDelay: s.delay, CreateIndex: s.createdIndex, Owner: s.owner}
 		for _, name := range m.lockNames() {
-			if l := m.locks[name]; l.held && l.holder == id {
+			if m.locks[name].holdOf(id) >= 0 {
 				info.Locks = append(info.Locks, name)
 			}
 		}
@@ -514,200 +691,4 @@ func (m *refModel) view() view {
 		}
 	}
 	return v
-}
-
-// gen draws random commands over a few sessions and locks, so that they collide often.
-type gen struct {
-	rng   *rand.Rand
-	m     *refModel
-	index uint64
-	term  uint64 // of the entry next returns
-	now   int64
-}
-
-var (
-	genLocks  = []string{"a", "b", "jobs/c", "jobs/d", "e"}
-	genValues = []string{"", "v1", "v2"}
-	genDelays = []time.Duration{0, 200 * time.Millisecond, time.Second}
-	// Five locks by five attempts make more fences than a session keeps.
-	genAttempts = []string{"t1", "t2", "t3", "t4", "t5"}
-	// A few accessors, secrets and policy names, so that ACL commands collide often; "" and
-	// the built-in name are among them, for the refusals.
-	genAccessors = []string{"acc-1", "acc-2", "acc-3", ""}
-	genSecrets   = []string{"s1", "s2", "s3", "s4", "s5"}
-	genPolicies  = []string{"p1", "p2", fsm.ManagementPolicy, ""}
-	genPrefixes  = []string{"", "jobs/", "jobs/c", "a"}
-	genOwners    = []string{"", "acc-1", "acc-2"}
-)
-
-func (g *gen) pick(from []string) string { return from[g.rng.Intn(len(from))] }
-
-// enableFeatures draws an enable-features command: one or two features, sorted, or now and
-// then an invalid one (none, or out of order).
-func (g *gen) enableFeatures() fsm.Command {
-	all := fsm.AllFeatures()
-	c := fsm.Command{Type: fsm.TypeEnableFeatures}
-	for n := g.rng.Intn(3); n > 0; n-- {
-		c.Features = append(c.Features, all[g.rng.Intn(len(all))])
-	}
-	if g.rng.Intn(4) != 0 {
-		slices.Sort(c.Features)
-		c.Features = slices.Compact(c.Features)
-	}
-	return c
-}
-
-// aclCommand draws an ACL command.
-func (g *gen) aclCommand() fsm.Command {
-	tok := fsm.ACLToken{AccessorID: g.pick(genAccessors), SecretHash: fsm.HashSecret(g.pick(genSecrets)), Description: g.pick(genValues)}
-	switch g.rng.Intn(5) {
-	case 0:
-		return fsm.Command{Type: fsm.TypeACLBootstrap, ACLToken: tok}
-	case 1:
-		for n := g.rng.Intn(3); n > 0; n-- {
-			tok.Policies = append(tok.Policies, g.pick(genPolicies[:3]))
-		}
-		return fsm.Command{Type: fsm.TypeACLCreateToken, ACLToken: tok}
-	case 2:
-		return fsm.Command{Type: fsm.TypeACLDeleteToken, ACLToken: fsm.ACLToken{AccessorID: tok.AccessorID}}
-	case 3:
-		p := fsm.Policy{Name: g.pick(genPolicies), Operator: fsm.Access(g.rng.Intn(3))}
-		for n := g.rng.Intn(3); n > 0; n-- {
-			p.Locks = append(p.Locks, fsm.LockRule{Prefix: g.pick(genPrefixes), Access: fsm.Access(g.rng.Intn(3))})
-		}
-		return fsm.Command{Type: fsm.TypeACLSetPolicy, Policy: p, CreateOnly: g.rng.Intn(2) == 0}
-	}
-	return fsm.Command{Type: fsm.TypeACLDeletePolicy, Policy: fsm.Policy{Name: g.pick(genPolicies)}}
-}
-
-// attempt returns an attempt half of the time, none the other half.
-func (g *gen) attempt() string {
-	if g.rng.Intn(2) == 0 {
-		return ""
-	}
-	return genAttempts[g.rng.Intn(len(genAttempts))]
-}
-
-// numbered sets, now and then, a numbered attempt and a floor on c. The numbers grow slowly
-// and are drawn from a window behind the highest, so that late requests of ended attempts and
-// attempts below the floor are common.
-func (g *gen) numbered(c *fsm.Command) {
-	if g.rng.Intn(3) == 0 {
-		return
-	}
-	top := g.index/8 + 1
-	c.AttemptSeq = top - min(top-1, uint64(g.rng.Intn(6)))
-	if g.rng.Intn(4) == 0 {
-		c.AttemptFloor = top - min(top-1, uint64(g.rng.Intn(10)))
-	}
-}
-
-const genSessions = 7
-
-// session picks a live session most of the time, so that commands mostly get past the
-// session check.
-func (g *gen) session() fsm.SessionID {
-	if g.rng.Intn(8) != 0 {
-		var live []fsm.SessionID
-		for i := 1; i <= genSessions; i++ {
-			if g.m.sessions[sid(i)] != nil {
-				live = append(live, sid(i))
-			}
-		}
-		if len(live) > 0 {
-			return live[g.rng.Intn(len(live))]
-		}
-	}
-	return sid(1 + g.rng.Intn(genSessions))
-}
-
-func (g *gen) deadSession() fsm.SessionID {
-	for i := 0; i < genSessions; i++ {
-		if id := sid(1 + g.rng.Intn(genSessions)); g.m.sessions[id] == nil {
-			return id
-		}
-	}
-	return sid(1 + g.rng.Intn(genSessions))
-}
-
-func (g *gen) lockName() string { return genLocks[g.rng.Intn(len(genLocks))] }
-
-// next returns the next command and its log index. Indexes have gaps (raft's own entries);
-// the leader's clock moves forward and sometimes back (a new leader whose clock is behind).
-func (g *gen) next() (uint64, fsm.Command) {
-	g.index += 1 + uint64(g.rng.Intn(3))
-	if g.term == 0 || g.rng.Intn(40) == 0 {
-		g.term++ // a new leader
-	}
-	if g.rng.Intn(20) == 0 {
-		g.now -= int64(g.rng.Intn(300)) * int64(time.Millisecond)
-	} else {
-		g.now += int64(g.rng.Intn(150)) * int64(time.Millisecond)
-	}
-	c := fsm.Command{Now: g.now}
-	switch p := g.rng.Intn(110); {
-	case p >= 108:
-		return g.index, g.enableFeatures()
-	case p >= 100:
-		return g.index, g.aclCommand()
-	case p < 10:
-		c.Type, c.Session = fsm.TypeCreateSession, g.deadSession()
-		c.Owner = g.pick(genOwners)
-		c.Name = genValues[g.rng.Intn(len(genValues))]
-		c.TTL = time.Duration(1+g.rng.Intn(10)) * time.Second
-		c.LockDelay = genDelays[g.rng.Intn(len(genDelays))]
-		c.Now = 0
-	case p < 14:
-		c.Type, c.Session, c.Now = fsm.TypeDestroySession, g.session(), 0
-	case p < 20:
-		c.Type, c.Session = fsm.TypeExpireSession, g.session()
-		if g.rng.Intn(2) == 0 {
-			// Decided in this entry's term, or by a timer of an earlier one.
-			c.Term = g.term - uint64(g.rng.Intn(int(min(g.term, 2))))
-		}
-	case p < 52:
-		c.Type, c.Session, c.Lock = fsm.TypeAcquire, g.session(), g.lockName()
-		c.Queue = g.rng.Intn(2) == 0
-		c.Attempt = g.attempt()
-		g.numbered(&c)
-		if g.rng.Intn(2) == 0 {
-			c.SetValue, c.Value = true, genValues[g.rng.Intn(len(genValues))]
-		}
-	case p < 72:
-		c.Type, c.Lock = fsm.TypeRelease, g.lockName()
-		c.Attempt = g.attempt()
-		g.numbered(&c)
-		l := g.m.locks[c.Lock]
-		if l != nil && l.held && g.rng.Intn(10) < 7 {
-			c.Session, c.Token = l.holder, l.token // mostly the real holder and token
-			if g.rng.Intn(10) == 0 {
-				c.Token-- // or a stale token
-			}
-		} else {
-			c.Session, c.Token = g.session(), uint64(g.rng.Intn(int(g.index)+1))
-		}
-		c.Now = 0
-	case p < 80:
-		c.Type, c.Session, c.Lock, c.Now = fsm.TypeCancelWait, g.session(), g.lockName(), 0
-		c.Attempt = g.attempt()
-		g.numbered(&c)
-		if l := g.m.locks[c.Lock]; l != nil && len(l.queue) > 0 && g.rng.Intn(3) != 0 {
-			c.Session = l.queue[g.rng.Intn(len(l.queue))].Session // mostly someone who waits
-		}
-	case p < 90:
-		c.Type, c.Lock = fsm.TypeDelayEnded, g.lockName()
-		if l := g.m.locks[c.Lock]; l != nil && l.delayUntil != 0 && g.rng.Intn(2) == 0 {
-			c.Now = l.delayUntil + int64(g.rng.Intn(3)) - 1 // right at the edge
-		}
-	case p < 93:
-		c.Type, c.Now = fsm.TypeSetMember, 0
-		c.Member = fsm.Member{ID: []string{"n1", "n2", "n3"}[g.rng.Intn(3)], RaftAddr: genValues[g.rng.Intn(3)], HTTPAddr: "h"}
-	case p < 97:
-		c.Type, c.Now = fsm.TypeRemoveMember, 0
-		c.Member.ID = []string{"n1", "n2", "n3"}[g.rng.Intn(3)]
-	default:
-		// An acquire by a session that does not exist and never will.
-		c.Type, c.Session, c.Lock = fsm.TypeAcquire, sid(1000), g.lockName()
-	}
-	return g.index, c
 }

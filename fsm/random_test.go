@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -158,6 +159,7 @@ func (r *randomRun) step(step int, index uint64, c fsm.Command, data []byte, cor
 	t := r.t
 	var want fsm.Result
 	before := view{}
+	readyBefore := r.m.readyQueues()
 	if corrupt {
 		before = readView(r.a)
 	} else {
@@ -179,7 +181,7 @@ func (r *randomRun) step(step int, index uint64, c fsm.Command, data []byte, cor
 	if !sameResult(got, want) {
 		t.Fatalf("step %d, index %d, %s:\n got %+v\nwant %+v", step, index, describe(c), got, want)
 	}
-	r.checkEvents(step, index, c)
+	r.checkEvents(step, index, c, readyBefore)
 	r.checkAgainstModel(step, c)
 	r.checkInvariants(step)
 }
@@ -199,14 +201,18 @@ func describe(c fsm.Command) string {
 		fsm.TypeExpireSession: "expire", fsm.TypeAcquire: "acquire", fsm.TypeRelease: "release",
 		fsm.TypeCancelWait: "cancel-wait", fsm.TypeDelayEnded: "delay-ended", fsm.TypeSetMember: "set-member",
 		fsm.TypeRemoveMember: "remove-member", fsm.TypeACLBootstrap: "acl-bootstrap", fsm.TypeACLCreateToken: "acl-create-token",
-		fsm.TypeACLDeleteToken: "acl-delete-token", fsm.TypeACLSetPolicy: "acl-set-policy", fsm.TypeACLDeletePolicy: "acl-delete-policy"}
+		fsm.TypeACLDeleteToken: "acl-delete-token", fsm.TypeACLSetPolicy: "acl-set-policy", fsm.TypeACLDeletePolicy: "acl-delete-policy",
+		fsm.TypeEnableFeatures: "enable-features", fsm.TypeServeQueue: "serve-queue"}
 	return fmt.Sprintf("%s %+v", names[c.Type], c)
 }
 
-func (r *randomRun) checkEvents(step int, index uint64, c fsm.Command) {
+// checkEvents checks the events of the command at index against the model; readyBefore are
+// the locks whose queue was ready before it.
+func (r *randomRun) checkEvents(step int, index uint64, c fsm.Command, readyBefore []string) {
 	t := r.t
 	events := r.rec.take()
 	var grants, delays, ended []fsm.Event
+	told := map[string]bool{}
 	for _, e := range events {
 		if e.Index != index {
 			t.Fatalf("step %d: event %+v at index %d", step, e, index)
@@ -226,7 +232,18 @@ func (r *randomRun) checkEvents(step int, index uint64, c fsm.Command) {
 			delays = append(delays, fsm.Event{Kind: e.Kind, Lock: e.Lock, DelayUntil: e.DelayUntil, Delay: e.Delay})
 		case fsm.EventSessionEnded:
 			ended = append(ended, fsm.Event{Kind: e.Kind, Session: e.Session, Expired: e.Expired})
+		case fsm.EventQueueReady:
+			told[e.Lock] = true
 		}
+	}
+	// A queue that became ready must be reported, or no leader would serve it.
+	for _, name := range r.m.readyQueues() {
+		if !slices.Contains(readyBefore, name) && !told[name] {
+			t.Fatalf("step %d, %s: lock %q became ready unreported", step, describe(c), name)
+		}
+	}
+	if got, want := r.a.ReadyQueues(), r.m.readyQueues(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("step %d, %s: ready queues %v, want %v", step, describe(c), got, want)
 	}
 	if !reflect.DeepEqual(grants, r.m.grants) {
 		t.Fatalf("step %d, %s: grants\n got %+v\nwant %+v", step, describe(c), grants, r.m.grants)
@@ -249,6 +266,11 @@ func (r *randomRun) checkAgainstModel(step int, c fsm.Command) {
 		if got, want := r.a.Lock(name), r.m.lockInfo(name); got != want {
 			t.Fatalf("step %d, after %s: lock %q\n got %+v\nwant %+v", step, describe(c), name, got, want)
 		}
+		for _, h := range r.m.holders(name) {
+			if got, ok := r.a.HoldOf(name, h.Session); !ok || got != h || !r.a.IsHolderToken(name, h.Token) {
+				t.Fatalf("step %d, after %s: lock %q: hold of %v %+v (%v), want %+v", step, describe(c), name, h.Session, got, ok, h)
+			}
+		}
 		var wantQ []fsm.Waiter
 		if l := r.m.locks[name]; l != nil {
 			wantQ = l.queue
@@ -267,42 +289,64 @@ func (r *randomRun) checkInvariants(step int) {
 		t.Fatalf("step %d: %v", step, err)
 	}
 	live := map[fsm.SessionID]bool{}
-	holderOf := map[string]fsm.SessionID{}
+	listed := map[string]map[fsm.SessionID]bool{} // the sessions that list each lock as held
+	listings := 0
 	for _, s := range f.Sessions() {
 		live[s.ID] = true
 		for _, name := range s.Locks {
-			if other, dup := holderOf[name]; dup {
-				t.Fatalf("step %d: lock %q held by %v and %v", step, name, other, s.ID)
+			if listed[name] == nil {
+				listed[name] = map[fsm.SessionID]bool{}
 			}
-			holderOf[name] = s.ID
+			listed[name][s.ID] = true
+			listings++
 		}
 	}
 	var recount fsm.Stats
 	recount.Sessions = len(live)
+	grants := 0
 	for _, l := range f.Locks("") {
 		recount.Locks++
 		recount.Waiters += l.Waiters
+		holders := f.Holders(l.Name)
+		if l.Held != (len(holders) > 0) {
+			t.Fatalf("step %d: lock %+v with %d holders", step, l, len(holders))
+		}
 		if l.Held {
 			recount.Held++
-			if !live[l.Holder] || holderOf[l.Name] != l.Holder {
-				t.Fatalf("step %d: lock %+v: holder not live or not listing it (%v)", step, l, holderOf[l.Name])
+		}
+		exclusive := 0
+		for i, h := range holders {
+			grants++
+			if !live[h.Session] || !listed[l.Name][h.Session] {
+				t.Fatalf("step %d: lock %+v: holder %v not live or not listing it", step, l, h.Session)
 			}
-			if l.Token > l.ModifyIndex || l.Token != r.lastToken[l.Name] {
-				t.Fatalf("step %d: lock %+v: token is not its latest grant %d", step, l, r.lastToken[l.Name])
+			// A grant's token is its index: tokens of one lock only grow, and an exclusive
+			// grant of a lock is its latest (nothing is granted beside it).
+			if h.Token > l.ModifyIndex || h.Token > r.lastToken[l.Name] || i > 0 && h.Token <= holders[i-1].Token ||
+				l.Limit == 0 && !h.Shared && h.Token != r.lastToken[l.Name] {
+				t.Fatalf("step %d: lock %+v: holder %d token %d out of order or not the latest %d", step, l, i, h.Token, r.lastToken[l.Name])
 			}
-		} else if _, ok := holderOf[l.Name]; ok {
-			t.Fatalf("step %d: free lock %+v listed by session %v", step, l, holderOf[l.Name])
+			if !h.Shared {
+				exclusive++
+			}
+		}
+		// Mutual exclusion: within a semaphore's limit; an exclusive holder alone.
+		if l.Limit > 0 && len(holders) > int(l.Limit) || l.Limit == 0 && exclusive > 0 && len(holders) > 1 {
+			t.Fatalf("step %d: lock %+v held by %d sessions, %d exclusively", step, l, len(holders), exclusive)
+		}
+		if len(listed[l.Name]) != len(holders) {
+			t.Fatalf("step %d: lock %+v listed by %d sessions, held by %d", step, l, len(listed[l.Name]), len(holders))
 		}
 		seen := map[fsm.SessionID]bool{}
 		for _, w := range fsm.Waiters(f, l.Name) {
-			if seen[w.Session] || !live[w.Session] || (l.Held && w.Session == l.Holder) {
+			if seen[w.Session] || !live[w.Session] || listed[l.Name][w.Session] {
 				t.Fatalf("step %d: lock %+v: bad queue entry %v (dup %v, live %v)", step, l, w.Session, seen[w.Session], live[w.Session])
 			}
 			seen[w.Session] = true
 		}
 	}
-	if len(holderOf) != recount.Held {
-		t.Fatalf("step %d: sessions list %d held locks, locks say %d", step, len(holderOf), recount.Held)
+	if listings != grants {
+		t.Fatalf("step %d: sessions list %d held locks, locks say %d", step, listings, grants)
 	}
 	if st := f.Stats(); st != recount {
 		t.Fatalf("step %d: stats %+v, recount %+v", step, st, recount)

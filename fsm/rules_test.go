@@ -125,7 +125,7 @@ func TestReleaseGrantsFirstWaiter(t *testing.T) {
 
 	mustStatus(t, h.release(a, "L", grant.Token), fsm.StatusOK)
 	wantLock(t, h.f, fsm.LockInfo{Name: "L", Held: true, Holder: c, Token: h.index, Value: "vc", Waiters: 2, ModifyIndex: h.index})
-	if got := h.rec.ofKind(fsm.EventGranted); len(got) != 1 || got[0] != (fsm.Event{Kind: fsm.EventGranted, Index: h.index, Lock: "L", Session: c, Token: h.index}) {
+	if got := h.rec.ofKind(fsm.EventGranted); len(got) != 1 || !reflect.DeepEqual(got[0], fsm.Event{Kind: fsm.EventGranted, Index: h.index, Lock: "L", Session: c, Token: h.index}) {
 		t.Fatalf("granted events %+v", got)
 	}
 	if info, _ := h.f.Session(a); len(info.Locks) != 0 {

@@ -17,22 +17,26 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Snapshot format, version 5: the magic "RLSNAP", a version byte, then uvarint-framed records:
+// Snapshot format, version 6: the magic "RLSNAP", a version byte, then uvarint-framed records:
 // freedIndex, the sessions (each with its fences, owner, attempt floor and ended numbered
-// attempts), the locks (each with its queue, and a delayed lock with its delay's length), the
-// members, the ACL state (whether it was bootstrapped, the policies, the tokens with their
-// secrets' hashes) and the enabled features, every list but the fences sorted, and last the
-// CRC-32C of everything before it. Derived data (a session's held and awaited locks, the
-// counters, the tokens by secret) is rebuilt on restore rather than stored.
+// attempts), the locks (each with its grants, limit, mode, lock-delays and queue; see
+// appendLock), the members, the ACL state (whether it was bootstrapped, the policies, the
+// tokens with their secrets' hashes) and the enabled features, every list but the fences
+// sorted, and last the CRC-32C of everything before it. Derived data (a session's held and
+// awaited locks, the counters, the tokens by secret) is rebuilt on restore rather than stored.
 //
-// A snapshot is written in version 4 (without the attempt numbers and features) while no
-// feature is enabled, so that a node of the version before features can install it; features
-// are enabled only once every member reads version 5. Older versions still restore: version
+// A snapshot is written in the oldest version that holds what is enabled, so that a node of an
+// older version can install it until a feature it lacks is enabled: version 4 (without attempt
+// numbers and features) while no feature is enabled, version 5 (each lock with one holder and
+// at most one delay) until FeatureSemaphoresRWLocks is. Older versions still restore: version
 // 3 lacks the owners and the ACL state, version 2 the delays' lengths too, version 1 (written
 // before attempts existed) the fences as well.
 const (
 	snapshotMagic   = "RLSNAP"
-	snapshotVersion = 5
+	snapshotVersion = 6
+	// snapshotVersionFeatures is the version written while FeatureSemaphoresRWLocks is not
+	// enabled but another feature is.
+	snapshotVersionFeatures = 5
 	// snapshotVersionNoFeatures is the version written while no feature is enabled.
 	snapshotVersionNoFeatures = 4
 )
@@ -110,6 +114,18 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 // Release does nothing: the snapshot holds no resources.
 func (s *snapshot) Release() {}
 
+// snapshotVersionOf returns the format version a state with features fs is written in: the
+// oldest that can hold it, so that the versions before the features can still read it.
+func snapshotVersionOf(fs featureSet) byte {
+	switch {
+	case fs.has(FeatureSemaphoresRWLocks):
+		return snapshotVersion
+	case len(fs) > 0:
+		return snapshotVersionFeatures
+	}
+	return snapshotVersionNoFeatures
+}
+
 // write writes the snapshot in the versioned format.
 func (s *snapshot) write(w io.Writer) error {
 	sessions := s.sessions.appendTo(make([]*session, 0, s.nSessions))
@@ -126,10 +142,7 @@ func (s *snapshot) write(w io.Writer) error {
 		buf = buf[:0]
 		return err
 	}
-	version := byte(snapshotVersionNoFeatures)
-	if len(s.features) > 0 {
-		version = snapshotVersion
-	}
+	version := snapshotVersionOf(s.features)
 	buf = append(buf, snapshotMagic...)
 	buf = append(buf, version)
 	buf = binary.AppendUvarint(buf, s.freedIndex)
@@ -156,27 +169,7 @@ func (s *snapshot) write(w io.Writer) error {
 	buf = binary.AppendUvarint(buf, uint64(len(order)))
 	for _, k := range order {
 		l := locks[k.i]
-		buf = appendString(buf, l.name)
-		if l.held {
-			buf = append(buf, 1)
-			buf = append(buf, l.holder[:]...)
-			buf = binary.AppendUvarint(buf, l.token)
-			buf = appendString(buf, l.value)
-		} else {
-			buf = append(buf, 0)
-		}
-		buf = binary.AppendUvarint(buf, l.modifyIndex)
-		if l.delay == nil {
-			buf = binary.AppendVarint(buf, 0)
-		} else {
-			buf = binary.AppendVarint(buf, l.delay.until)
-			buf = binary.AppendUvarint(buf, uint64(l.delay.length))
-		}
-		buf = binary.AppendUvarint(buf, uint64(len(l.waiters)))
-		for _, w := range l.waiters {
-			buf = append(buf, w.session[:]...)
-			buf = appendString(buf, w.value)
-		}
+		buf = appendLock(buf, l, version)
 		if err := flush(); err != nil {
 			return err
 		}
@@ -447,69 +440,6 @@ func readFeatures(d *decoder, st *state) error {
 	}
 	st.features = fs
 	return nil
-}
-
-// readLock reads one lock record, checks that it is a state Apply can produce, and links it
-// to its sessions. The name must sort after prev (when there is one); it is returned.
-func readLock(d *decoder, st *state, version byte, hasPrev bool, prev string) (string, error) {
-	name := d.string()
-	l := st.newLock(name)
-	switch d.byte() {
-	case 0:
-	case 1:
-		l.held, l.holder, l.token, l.value = true, d.sessionID(), d.uvarint(), d.string()
-	default:
-		d.fail(fmt.Errorf("%w: lock %q: bad held flag", ErrSnapshotCorrupt, name))
-	}
-	l.modifyIndex = d.uvarint()
-	if until := d.varint(); until != 0 {
-		l.delay = &lockDelay{until: until}
-		if version > 2 {
-			l.delay.length = d.duration()
-		}
-	}
-	for n := d.count(); n > 0 && d.err == nil; n-- {
-		l.waiters = append(l.waiters, waiter{session: d.sessionID(), value: d.string()})
-	}
-	if d.err != nil {
-		return "", d.err
-	}
-	switch {
-	case hasPrev && name <= prev:
-		return "", fmt.Errorf("%w: lock %q out of order", ErrSnapshotCorrupt, name)
-	case l.held && l.delay != nil:
-		return "", fmt.Errorf("%w: lock %q held and delayed", ErrSnapshotCorrupt, name)
-	case l.held && (l.token == 0 || l.token > l.modifyIndex):
-		// A grant sets both to its index, and raft indexes start at 1.
-		return "", fmt.Errorf("%w: lock %q token %d, modify index %d", ErrSnapshotCorrupt, name, l.token, l.modifyIndex)
-	case !l.held && l.delay == nil:
-		// Apply removes an idle entry, and grants a free undelayed lock to its first waiter.
-		return "", fmt.Errorf("%w: lock %q neither held nor delayed", ErrSnapshotCorrupt, name)
-	}
-	if l.held {
-		ss := st.sessions[l.holder]
-		if ss == nil {
-			return "", fmt.Errorf("%w: lock %q held by unknown session", ErrSnapshotCorrupt, name)
-		}
-		ss.link(l)
-		st.held++
-	}
-	for _, w := range l.waiters {
-		ss := st.sessions[w.session]
-		if ss == nil {
-			return "", fmt.Errorf("%w: lock %q awaited by unknown session", ErrSnapshotCorrupt, name)
-		}
-		if _, dup := ss.waits[name]; dup || (l.held && w.session == l.holder) {
-			return "", fmt.Errorf("%w: lock %q: session queued twice or behind itself", ErrSnapshotCorrupt, name)
-		}
-		if ss.waits == nil {
-			ss.waits = make(map[string]struct{})
-		}
-		ss.waits[name] = struct{}{}
-	}
-	st.waiters += len(l.waiters)
-	st.addLock(l)
-	return name, nil
 }
 
 // count reads a record count, bounded by the bytes left so that corrupt input cannot allocate.

@@ -14,8 +14,10 @@ import (
 
 // rawSnap writes the snapshot format record by record, exactly as given: unsorted, duplicated
 // or inconsistent if asked, with a valid checksum. It is written from the format's description,
-// so it also pins the format that write produces. version is the current one if 0; version 3
-// has no owners and no ACL state, version 2 no delay lengths either, version 1 no fences.
+// so it also pins the format that write produces. version is 4 if 0; version 3 has no owners
+// and no ACL state, version 2 no delay lengths either, version 1 no fences; versions 5 and 6
+// add each session's attempt floor and ended attempts (none here) and the features, and
+// version 6 writes locks in its own form (see rawLock).
 type rawSnap struct {
 	version      byte
 	freed        uint64
@@ -25,8 +27,11 @@ type rawSnap struct {
 	bootstrapped byte
 	policies     []Policy
 	tokens       []ACLToken
+	features     []Feature
 }
 
+// rawLock is one lock record. Versions 1 to 5 write heldFlag, holder, token, value, delay and
+// delayFor; version 6 writes grants, limit, sharedFlag and delays instead.
 type rawLock struct {
 	name     string
 	heldFlag byte
@@ -37,6 +42,42 @@ type rawLock struct {
 	delay    int64
 	delayFor time.Duration
 	waiters  []waiter
+
+	grants     []HolderInfo
+	limit      uint64
+	sharedFlag byte
+	delays     []lockDelay
+}
+
+// appendRawLock6 writes l in the lock record form of version 6.
+func appendRawLock6(b []byte, l rawLock) []byte {
+	b = appendString(b, l.name)
+	b = binary.AppendUvarint(b, uint64(len(l.grants)))
+	for _, g := range l.grants {
+		b = append(b, g.Session[:]...)
+		b = binary.AppendUvarint(b, g.Token)
+		b = appendString(b, g.Value)
+	}
+	b = binary.AppendUvarint(b, l.modify)
+	b = binary.AppendUvarint(b, l.limit)
+	b = append(b, l.sharedFlag)
+	b = binary.AppendUvarint(b, uint64(len(l.delays)))
+	for _, d := range l.delays {
+		b = binary.AppendVarint(b, d.until)
+		b = binary.AppendUvarint(b, uint64(d.length))
+		b = binary.AppendUvarint(b, d.index)
+	}
+	b = binary.AppendUvarint(b, uint64(len(l.waiters)))
+	for _, w := range l.waiters {
+		b = append(b, w.session[:]...)
+		b = appendString(b, w.value)
+		if w.shared {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	return b
 }
 
 func (r rawSnap) bytes() []byte {
@@ -63,9 +104,16 @@ func (r rawSnap) bytes() []byte {
 		if version > 3 {
 			b = appendString(b, s.owner)
 		}
+		if version > 4 {
+			b = append(b, 0, 0) // no attempt floor, no ended attempts
+		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(r.locks)))
 	for _, l := range r.locks {
+		if version > 5 {
+			b = appendRawLock6(b, l)
+			continue
+		}
 		b = appendString(b, l.name)
 		b = append(b, l.heldFlag)
 		if l.heldFlag != 0 {
@@ -116,6 +164,12 @@ func (r rawSnap) bytes() []byte {
 			b = binary.AppendUvarint(b, t.CreateIndex)
 		}
 	}
+	if version > 4 {
+		b = binary.AppendUvarint(b, uint64(len(r.features)))
+		for _, f := range r.features {
+			b = appendString(b, string(f))
+		}
+	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
 }
 
@@ -134,8 +188,8 @@ func validRaw() rawSnap {
 			{id: id(3), ttl: 5 * time.Second, createIndex: 3},
 		},
 		locks: []rawLock{
-			{name: "a", heldFlag: 1, holder: id(1), token: 4, value: "v", modify: 6, waiters: []waiter{{id(2), "w"}}},
-			{name: "b", modify: 8, delay: 1e18, delayFor: time.Second, waiters: []waiter{{id(3), ""}}},
+			{name: "a", heldFlag: 1, holder: id(1), token: 4, value: "v", modify: 6, waiters: []waiter{{session: id(2), value: "w"}}},
+			{name: "b", modify: 8, delay: 1e18, delayFor: time.Second, waiters: []waiter{{session: id(3)}}},
 		},
 		members:      []Member{{"n1", "r1", "h1"}, {"n2", "r2", "h2"}},
 		bootstrapped: 1,
@@ -167,8 +221,8 @@ func TestSnapshotFormatIsPinned(t *testing.T) {
 	if st.held != 1 || st.waiters != 2 || st.freedIndex != 9 {
 		t.Fatalf("restored counters held=%d waiters=%d freed=%d", st.held, st.waiters, st.freedIndex)
 	}
-	if d := st.locks["b"].delay; d == nil || d.until != 1e18 || d.length != time.Second {
-		t.Fatalf("restored delay %+v", d)
+	if x := st.locks["b"].x; x == nil || len(x.delays) != 1 || x.delays[0] != (lockDelay{until: 1e18, length: time.Second}) {
+		t.Fatalf("restored delays %+v", x)
 	}
 	if ss := st.sessions[id(2)]; !ss.fenced("z", "try-2") || !ss.fenced("a", "try-1") || ss.fenced("a", "try-2") {
 		t.Fatalf("restored fences %v", ss.fences)

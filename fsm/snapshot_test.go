@@ -229,9 +229,9 @@ func TestRestoreRefusesDamagedSnapshots(t *testing.T) {
 	}
 	damagedRestore(t, h, before, append(append([]byte(nil), good...), 0), "trailing byte")
 	wrongVersion := append([]byte(nil), good...)
-	wrongVersion[6] = 6
-	if err := damagedRestore(t, h, before, wrongVersion, "version 6"); !errors.Is(err, fsm.ErrSnapshotVersion) {
-		t.Fatalf("version 6: %v", err)
+	wrongVersion[6] = 7
+	if err := damagedRestore(t, h, before, wrongVersion, "version 7"); !errors.Is(err, fsm.ErrSnapshotVersion) {
+		t.Fatalf("version 7: %v", err)
 	}
 	if err := damagedRestore(t, h, before, []byte("{\"sessions\": []}"), "JSON"); !errors.Is(err, fsm.ErrSnapshotMagic) {
 		t.Fatalf("JSON: %v", err)
@@ -300,7 +300,7 @@ func FuzzRestore(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		restoreMustNotPanic(t, b)
 		if len(b) >= 7 {
-			for version := byte(1); version <= 4; version++ {
+			for version := byte(1); version <= 6; version++ {
 				restoreMustNotPanic(t, withChecksum(version, b[7:]))
 			}
 		}

@@ -18,6 +18,7 @@ type session struct {
 	owner       string // accessor id of the token that created it; "" without ACLs
 	createIndex uint64
 	held        *lock               // first of the locks held, linked through lock.nextHeld
+	holds       *hold               // first of the further holds of shared locks, linked through hold.next
 	waits       map[string]struct{} // locks whose queue holds this session
 	slot        uint32              // position in state.sessionSlots
 	// fences are the session's last cancelled attempts, oldest first, at most maxFences. A
@@ -92,28 +93,38 @@ func (ss *session) heldNames() []string {
 	for l := ss.held; l != nil; l = l.nextHeld {
 		names = append(names, l.name)
 	}
+	for h := ss.holds; h != nil; h = h.next {
+		names = append(names, h.name)
+	}
 	sort.Strings(names)
 	return names
 }
 
-// waiter is one entry of a lock's FIFO queue: a session and the value it asked to store.
+// waiter is one entry of a lock's FIFO queue: a session, the value it asked to store, and
+// whether it asked for a shared hold.
 type waiter struct {
 	session SessionID
 	value   string
+	shared  bool
 }
 
-// lockDelay is a lock-delay in force, started by the expiry of the lock's holder. A DelayEnded
-// command ends it (so does an acquire in a log entry from before leaders left the clock reading
-// out of acquires; see Command.Now).
+// lockDelay is a lock-delay in force, started by the expiry of one of the lock's holders. A
+// DelayEnded command ends it (so does an acquire in a log entry from before leaders left the
+// clock reading out of acquires; see Command.Now).
 type lockDelay struct {
 	until  int64         // the expiring leader's clock reading plus length, Unix ns; never 0
 	length time.Duration // the session's lock-delay; 0 if restored from a snapshot without it
+	// index is the log index of the expiry that started it, by which a DelayEnded names it
+	// (FeatureSemaphoresRWLocks); 0 for a delay started before that feature was enabled,
+	// which is then the lock's only one.
+	index uint64
 }
 
 // lock is the stored form of a lock. An entry exists while the lock is held, awaited or
 // delayed; a free, idle lock is removed. A held lock is in its holder's list of held locks: a
 // list rather than a per-session set, so that granting, releasing and restoring a lock touch
-// no second map.
+// no second map. The entry itself keeps the first (oldest) grant; a semaphore's further
+// permits and further shared holds are in x (see holds.go).
 type lock struct {
 	name        string // the key of the lock table
 	prevHeld    *lock  // the holder's held locks, while held
@@ -124,8 +135,9 @@ type lock struct {
 	token       uint64
 	value       string
 	modifyIndex uint64
-	delay       *lockDelay // nil when not delayed; replaced, never changed in place
-	waiters     []waiter
+	// x is nil for a plain lock without a lock-delay, which keeps the entry at 128 bytes.
+	x       *lockExt
+	waiters []waiter
 	// gen is the state's generation when this copy was made; a copy older than the state's
 	// may be in a snapshot being written, and is replaced rather than changed (state.own).
 	gen uint64
@@ -229,6 +241,7 @@ func (s *state) own(l *lock) *lock {
 	*c = *l
 	c.gen = s.gen
 	c.waiters = slices.Clone(l.waiters)
+	c.x = l.x.clone()
 	s.locks[c.name] = c
 	s.lockSlots.set(s.gen, c.slot, c)
 	if c.held {
@@ -250,7 +263,7 @@ func (s *state) lockInfo(name string) LockInfo {
 	if l == nil {
 		return LockInfo{Name: name, ModifyIndex: s.freedIndex}
 	}
-	return LockInfo{
+	info := LockInfo{
 		Name:        name,
 		Held:        l.held,
 		Holder:      l.holder,
@@ -258,16 +271,15 @@ func (s *state) lockInfo(name string) LockInfo {
 		Value:       l.value,
 		Waiters:     len(l.waiters),
 		ModifyIndex: l.modifyIndex,
-		DelayUntil:  l.delay.untilOrZero(),
 	}
-}
-
-// untilOrZero returns the delay's end, or 0 for no delay.
-func (d *lockDelay) untilOrZero() int64 {
-	if d == nil {
-		return 0
+	if x := l.x; x != nil {
+		info.Limit, info.Shared, info.DelayUntil = x.limit, x.shared, x.earliestUntil()
+		if n := len(x.more); n > 0 {
+			newest := x.more[n-1]
+			info.Holder, info.Token, info.Value = newest.session, newest.token, newest.value
+		}
 	}
-	return d.until
+	return info
 }
 
 func (s *state) sessionInfo(ss *session) SessionInfo {

@@ -57,11 +57,14 @@ const (
 	StatusInvalid             // an ACL command with a field apply refuses (empty name, repeated prefix or policy)
 	StatusLastManagement      // delete of the last token with the management policy
 	StatusStaleTerm           // an expiry decided in an earlier term than its log entry's
+	StatusLimitMismatch       // acquire whose limit is not the one the lock has (Result.Limit)
+	StatusModeMismatch        // acquire by a session that holds or awaits the lock in the other mode
 )
 
 var statusNames = [...]string{"ok", "session_not_found", "lock_held", "lock_delayed", "queued",
 	"not_holder", "not_queued", "cancelled", "exists", "attempt_cancelled",
-	"already_bootstrapped", "not_found", "policy_not_found", "builtin_policy", "invalid", "last_management", "stale_term"}
+	"already_bootstrapped", "not_found", "policy_not_found", "builtin_policy", "invalid", "last_management", "stale_term",
+	"limit_mismatch", "mode_mismatch"}
 
 // String names the status.
 func (s Status) String() string {
@@ -87,6 +90,8 @@ type Result struct {
 	DelayUntil int64
 	// Released lists, sorted, the locks a destroy or expiry released.
 	Released []string
+	// Limit is the lock's limit (1 for a lock) when Status is StatusLimitMismatch.
+	Limit uint32
 	// Err is set only when the command could not be decoded.
 	Err error
 }
@@ -106,7 +111,8 @@ type SessionInfo struct {
 
 // LockInfo is a read-only view of a lock. A lock that does not exist reads as free, with
 // ModifyIndex set to the last index at which any lock entry was removed, so that a blocking
-// query never waits forever on a change it missed.
+// query never waits forever on a change it missed. Holder, Token and Value are those of the
+// newest grant when several sessions hold it (FSM.Holders lists them all).
 type LockInfo struct {
 	Name        string
 	Held        bool
@@ -115,7 +121,12 @@ type LockInfo struct {
 	Value       string
 	Waiters     int
 	ModifyIndex uint64
-	DelayUntil  int64
+	// DelayUntil is the earliest end of the lock-delays in force, or 0.
+	DelayUntil int64
+	// Limit is a semaphore's limit, 0 for a lock.
+	Limit uint32
+	// Shared says that the lock's holds (and delays) are shared ones.
+	Shared bool
 }
 
 // Member is the metadata a node publishes about itself through the log.
@@ -125,10 +136,14 @@ type Member struct {
 	HTTPAddr string
 }
 
-// DelayedLock is a lock whose lock-delay has yet to be ended by a DelayEnded command.
+// DelayedLock is a lock-delay yet to be ended by a DelayEnded command.
 type DelayedLock struct {
 	Name  string
 	Until int64
+	// Index names the delay in the DelayEnded that ends it (the index of the expiry that
+	// started it); 0 for a delay started before FeatureSemaphoresRWLocks was enabled, which is
+	// its lock's only one and is ended by the lock's name alone.
+	Index uint64
 	// Length is the whole delay, or 0 if the state was restored from a snapshot written before
 	// it was kept.
 	Length time.Duration
@@ -149,6 +164,7 @@ const (
 	EventReleased                             // Session's hold on Lock ended (release, destroy or expiry)
 	EventFeaturesChanged                      // features were enabled
 	EventWaitDropped                          // Session's wait for Lock was dropped (its token was deleted)
+	EventQueueReady                           // Lock's first waiter could be granted, by a ServeQueue
 )
 
 // Event reports one effect of an applied command to the Observer.
@@ -160,14 +176,16 @@ type Event struct {
 	Token      uint64
 	TTL        time.Duration
 	DelayUntil int64
-	// Delay is the length of the lock-delay that EventDelayStarted reports.
-	Delay time.Duration
+	// Delay is the length of the lock-delay that EventDelayStarted reports, and DelayIndex
+	// the index that names it (see DelayedLock.Index).
+	Delay      time.Duration
+	DelayIndex uint64
 	// Expired is set on EventSessionEnded when the session expired rather than was destroyed.
 	Expired bool
 	// State is, on EventLockChanged, the lock's state once the whole command has applied, with
-	// ModifyIndex set to Index (a lock the command left free reads as free). A command reports
-	// each lock it changed once.
-	State LockInfo
+	// ModifyIndex set to Index (a lock the command left free reads as free), with its holders
+	// when it is a semaphore or shared. A command reports each lock it changed once.
+	State LockView
 }
 
 // Observer learns about the effects of applied commands. Observe is called after the state

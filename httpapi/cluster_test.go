@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -194,7 +195,7 @@ func TestFollowerForwardsWholeBodies(t *testing.T) {
 		}
 		for i, w := range want {
 			g, l := got.Locks[i], fromLeader.Locks[i]
-			if g.Name != w.Name || g.Session != w.Session || g.Token != w.Token || g.Value != w.Value || !g.Held || g != l {
+			if g.Name != w.Name || g.Session != w.Session || g.Token != w.Token || g.Value != w.Value || !g.Held || !reflect.DeepEqual(g, l) {
 				t.Fatalf("lock %d through %s: %s (held %v, token %d, value of %d bytes), want %s token %d; leader says %s token %d",
 					i, f, g.Name, g.Held, g.Token, len(g.Value), w.Name, w.Token, l.Name, l.Token)
 			}

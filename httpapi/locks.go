@@ -10,7 +10,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
 )
 
@@ -80,18 +79,7 @@ func (s *Server) acquire(c echo.Context, name string) error {
 		return err
 	}
 	lim := &s.cfg.Limits
-	wait, err := duration("wait", req.Wait, 0, lim.MaxWait)
-	if err != nil {
-		return err
-	}
-	var value string
-	if req.Value != nil {
-		value = *req.Value
-		if err := lim.value(value); err != nil {
-			return err
-		}
-	}
-	try, err := numberedAttempt(req.Attempt, req.AttemptSeq, req.AttemptFloor, true)
+	args, err := s.acquireRequest(&req)
 	if err != nil {
 		return err
 	}
@@ -124,6 +112,7 @@ func (s *Server) acquire(c echo.Context, name string) error {
 				return err
 			}
 		}
+		wait := args.Wait
 		if max := lim.MaxWaitersPerLock; max > 0 && wait > 0 && s.queueFull(name, id, max) {
 			return tooMany("lock %q has %d waiters, the configured maximum", name, max)
 		}
@@ -137,7 +126,8 @@ func (s *Server) acquire(c echo.Context, name string) error {
 		}
 		ctx, cancel := s.commandContext(c, wait)
 		defer cancel()
-		res, err := s.node.Acquire(ctx, cluster.AcquireRequest{Session: id, Lock: name, Value: value, SetValue: req.Value != nil, Wait: wait, Attempt: try})
+		args.Session, args.Lock = id, name
+		res, err := s.node.Acquire(ctx, args)
 		if created && (err != nil || res.Status != fsm.StatusOK) {
 			// The caller never learned the session's id: do not leave it holding a place.
 			dctx, dcancel := s.commandContext(c, 0)
@@ -159,12 +149,14 @@ func (s *Server) acquire(c echo.Context, name string) error {
 }
 
 // queueFull reports whether a waiting acquire by session would take a place beyond the limit
-// of max waiters. The holder (an idempotent re-acquire) and a session already queued (a client
+// of max waiters. A holder (an idempotent re-acquire) and a session already queued (a client
 // asking again after its request was cut off) take no new place, so they are never refused.
 func (s *Server) queueFull(name string, session fsm.SessionID, max int) bool {
 	f := s.node.FSM()
-	l := f.Lock(name)
-	if l.Waiters < max || l.Held && l.Holder == session {
+	if f.Lock(name).Waiters < max {
+		return false
+	}
+	if _, held := f.HoldOf(name, session); held {
 		return false
 	}
 	return session.IsZero() || !f.Queued(name, session)
@@ -180,6 +172,12 @@ func (s *Server) acquireResult(c echo.Context, caller *identity, name string, id
 		return lockDelayed(name, s.node.DelayLeft(name, res.DelayUntil))
 	case fsm.StatusAttemptCancelled:
 		return newError(http.StatusConflict, api.CodeAttemptCancelled, "this attempt for lock %q was cancelled", name)
+	case fsm.StatusLimitMismatch:
+		return limitMismatch(name, res.Limit)
+	case fsm.StatusModeMismatch:
+		return modeMismatch(name)
+	case fsm.StatusInvalid: // acquireKind refuses these first
+		return invalid("the limit or mode of this acquire of lock %q is not valid", name)
 	}
 	e := newError(http.StatusConflict, api.CodeLockHeld, "lock %q is held by another session", name)
 	if !res.Holder.IsZero() {
@@ -294,9 +292,9 @@ func (s *Server) getLock(c echo.Context, name string) error {
 		if err := caller.lock(name, fsm.AccessRead); err != nil {
 			return err
 		}
-		info := s.node.FSM().Lock(name)
-		if q.block && info.ModifyIndex <= q.index && q.wait > 0 {
-			info = s.waitLockChange(c, name, q)
+		v := s.node.FSM().LockView(name)
+		if q.block && v.ModifyIndex <= q.index && q.wait > 0 {
+			s.waitLockChange(c, name, q)
 			if !q.stale {
 				// The barrier before the wait proved this node led then; it may have been
 				// deposed since, and its state would then miss what a newer leader changed.
@@ -304,10 +302,10 @@ func (s *Server) getLock(c echo.Context, name string) error {
 				if err := s.readBarrier(c); err != nil {
 					return err
 				}
-				info = s.node.FSM().Lock(name)
 			}
+			v = s.node.FSM().LockView(name)
 		}
-		return c.JSON(http.StatusOK, s.lockBody(caller, info))
+		return c.JSON(http.StatusOK, s.lockViewBody(caller, v))
 	})
 }
 
@@ -359,8 +357,9 @@ func (s *Server) check(c echo.Context, name string) error {
 		if err := caller.lock(name, fsm.AccessRead); err != nil {
 			return err
 		}
-		info := s.node.FSM().Lock(name)
-		return c.JSON(http.StatusOK, api.CheckResponse{Current: info.Held && info.Token == token, Token: info.Token})
+		// Any grant's token is current: a semaphore's or a shared lock's holders each have one.
+		v := s.node.FSM().LockView(name)
+		return c.JSON(http.StatusOK, api.CheckResponse{Current: currentToken(v, token), Token: v.Token})
 	})
 }
 
@@ -380,9 +379,9 @@ func (s *Server) listLocks(c echo.Context) error {
 		}
 		// Only the locks the caller may read; a policy may hide part of a prefix it shows.
 		out := lockList{Locks: []any{}}
-		for _, info := range s.node.FSM().Locks(prefix) {
-			if (info.Held || info.Waiters > 0) && caller.mayRead(info.Name) {
-				out.Locks = append(out.Locks, s.lockBody(caller, info))
+		for _, v := range s.node.FSM().LockViews(prefix) {
+			if (v.Held || v.Waiters > 0) && caller.mayRead(v.Name) {
+				out.Locks = append(out.Locks, s.lockViewBody(caller, v))
 			}
 		}
 		return c.JSON(http.StatusOK, out)
@@ -392,32 +391,6 @@ func (s *Server) listLocks(c echo.Context) error {
 // lockList is api.LockList with each lock as lockBody answers it.
 type lockList struct {
 	Locks []any `json:"locks"`
-}
-
-// redactedLock is api.Lock without the holder's session, for a caller that may not see it:
-// the token and value remain, so that fencing still works.
-type redactedLock struct {
-	Name        string `json:"name"`
-	Held        bool   `json:"held"`
-	Token       uint64 `json:"token"`
-	Value       string `json:"value"`
-	Waiters     int    `json:"waiters"`
-	ModifyIndex uint64 `json:"modify_index"`
-}
-
-// lockBody describes a lock to the caller: an api.Lock, or a redactedLock when it is held by a
-// session whose id the caller may not see.
-func (s *Server) lockBody(caller *identity, info fsm.LockInfo) any {
-	if info.Held && !s.seesHolder(caller, info.Holder) {
-		return redactedLock{Name: info.Name, Held: true, Token: info.Token, Value: info.Value,
-			Waiters: info.Waiters, ModifyIndex: info.ModifyIndex}
-	}
-	l := api.Lock{Name: info.Name, Held: info.Held, Token: info.Token, Value: info.Value,
-		Waiters: info.Waiters, ModifyIndex: info.ModifyIndex}
-	if info.Held {
-		l.Session = info.Holder.String()
-	}
-	return l
 }
 
 // mayWriteAs refuses unless the caller may write the lock and owns the session.

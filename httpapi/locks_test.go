@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -27,7 +28,7 @@ func TestAcquireFreeLock(t *testing.T) {
 	}
 	l := getLock(t, ep, name, "")
 	want := api.Lock{Name: name, Held: true, Session: s, Token: g.Token, Value: "host-a:8080", ModifyIndex: g.Token}
-	if l != want {
+	if !reflect.DeepEqual(l, want) {
 		t.Fatalf("GET lock = %+v, want %+v", l, want)
 	}
 }
@@ -206,7 +207,7 @@ func TestGetLock(t *testing.T) {
 	want := api.Lock{Name: name, Held: true, Session: s, Token: g.Token, Value: "val", ModifyIndex: g.Token}
 	// Linearizable by default, from any node.
 	for _, ep := range followers {
-		if l := getLock(t, ep, name, ""); l != want {
+		if l := getLock(t, ep, name, ""); !reflect.DeepEqual(l, want) {
 			t.Fatalf("GET via %s = %+v, want %+v", ep, l, want)
 		}
 	}
@@ -216,7 +217,7 @@ func TestGetLock(t *testing.T) {
 			r := do(t, http.MethodGet, ep+"/v1/locks/"+name+"?consistency=stale", nil)
 			var l api.Lock
 			ok(t, r, http.StatusOK, &l)
-			if l != want {
+			if !reflect.DeepEqual(l, want) {
 				return fmt.Sprintf("%+v", l)
 			}
 			if r.header.Get(api.HeaderIndex) == "" {
@@ -306,7 +307,7 @@ func TestListLocks(t *testing.T) {
 		for _, l := range list.Locks {
 			byName[l.Name] = l
 		}
-		if l := byName[held]; l != (api.Lock{Name: held, Held: true, Session: s, Token: gh.Token, Value: "A", ModifyIndex: gh.Token}) {
+		if l := byName[held]; !reflect.DeepEqual(l, api.Lock{Name: held, Held: true, Session: s, Token: gh.Token, Value: "A", ModifyIndex: gh.Token}) {
 			t.Fatalf("listed %+v", l)
 		}
 		if l := byName[awaited]; !l.Held || l.Session != s || l.Token != ga.Token || l.Waiters != 1 {

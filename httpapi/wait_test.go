@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -309,7 +310,7 @@ func TestBlockingQuery(t *testing.T) {
 	// An index already passed answers at once.
 	start := time.Now()
 	got := getLock(t, leader, name, fmt.Sprintf("?index=%d&wait=30s", changed.ModifyIndex-1))
-	if got != changed || time.Since(start) > 5*time.Second {
+	if !reflect.DeepEqual(got, changed) || time.Since(start) > 5*time.Second {
 		t.Fatalf("blocking query on a passed index = %+v after %v", got, time.Since(start))
 	}
 
@@ -317,7 +318,7 @@ func TestBlockingQuery(t *testing.T) {
 	for _, ep := range []string{leader, followers[1]} {
 		start = time.Now()
 		got = getLock(t, ep, name, fmt.Sprintf("?index=%d&wait=1s", changed.ModifyIndex))
-		if elapsed := time.Since(start); elapsed < time.Second || got != changed {
+		if elapsed := time.Since(start); elapsed < time.Second || !reflect.DeepEqual(got, changed) {
 			t.Fatalf("blocking query via %s answered %+v after %v", ep, got, elapsed)
 		}
 	}

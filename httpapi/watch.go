@@ -128,16 +128,16 @@ func (s *Server) readable(c echo.Context, ch cluster.Changes) bool {
 func (s *Server) changesBody(caller *identity, prefix string, ch cluster.Changes) lockChanges {
 	out := lockChanges{Locks: []any{}, Index: ch.Next, Reset: ch.Reset}
 	if ch.Reset {
-		for _, info := range s.node.FSM().Locks(prefix) {
-			if (info.Held || info.Waiters > 0) && caller.mayRead(info.Name) {
-				out.Locks = append(out.Locks, s.lockBody(caller, info))
+		for _, v := range s.node.FSM().LockViews(prefix) {
+			if (v.Held || v.Waiters > 0) && caller.mayRead(v.Name) {
+				out.Locks = append(out.Locks, s.lockViewBody(caller, v))
 			}
 		}
 		return out
 	}
-	for _, info := range ch.Locks {
-		if caller.mayRead(info.Name) {
-			out.Locks = append(out.Locks, s.lockBody(caller, info))
+	for _, v := range ch.Locks {
+		if caller.mayRead(v.Name) {
+			out.Locks = append(out.Locks, s.lockViewBody(caller, v))
 		}
 	}
 	return out

@@ -60,7 +60,7 @@ type changedWatched struct {
 func (d *changedWatched) WatchPrefix(string) <-chan struct{} { return make(chan struct{}) }
 func (d *changedWatched) Changes(prefix string, after uint64, _ int) cluster.Changes {
 	d.once.Do(func() { close(d.asked) })
-	return cluster.Changes{Locks: []fsm.LockInfo{{Name: prefix + "a", ModifyIndex: after + 1}}, Next: after + 1}
+	return cluster.Changes{Locks: []fsm.LockView{{LockInfo: fsm.LockInfo{Name: prefix + "a", ModifyIndex: after + 1}}}, Next: after + 1}
 }
 
 // A node answers a bounded number of woken watches at once; the others wait for a turn, so that

@@ -72,6 +72,13 @@ type Config struct {
 	// Workload says how the workers hold locks: WorkloadRaw (one HTTP request per op),
 	// WorkloadClient (through the Go client) or WorkloadAll (half and half, the default).
 	Workload string
+	// SemaphoreWorkers hold a semaphore of SemaphoreLimit (jepsen-semaphore), and RWWorkers
+	// a read/write lock (jepsen-rwlock), through the Go client, beside the other workers (see
+	// workload.KindWorker); 0 runs none.
+	SemaphoreWorkers, SemaphoreLimit, RWWorkers int
+	// StaleRatio is the probability that a semaphore or read/write-lock holder pauses past the
+	// end of its hold and then uses the resource under its old token.
+	StaleRatio float64
 	// IgnoreTokens makes the resource accept every write: a self-test that must fail.
 	IgnoreTokens bool
 	// IgnoreDone makes the client workers ignore the end of their holds (Mutex.Context,
@@ -139,6 +146,8 @@ func DefaultConfig() Config {
 		Workload:           WorkloadAll,
 		Cyclers:            -1,
 		Watchers:           3,
+		SemaphoreLimit:     2,
+		StaleRatio:         0.05,
 	}
 }
 
@@ -178,6 +187,15 @@ func (c Config) String() string {
 	}
 	if c.CrashRatio != 0 {
 		s += fmt.Sprintf(" crash-ratio=%g", c.CrashRatio)
+	}
+	if c.SemaphoreWorkers > 0 {
+		s += fmt.Sprintf(" semaphore-workers=%d semaphore-limit=%d", c.SemaphoreWorkers, c.SemaphoreLimit)
+	}
+	if c.RWWorkers > 0 {
+		s += fmt.Sprintf(" rw-workers=%d", c.RWWorkers)
+	}
+	if c.SemaphoreWorkers+c.RWWorkers > 0 {
+		s += fmt.Sprintf(" stale-ratio=%g", c.StaleRatio)
 	}
 	if c.ClockSkew != 0 {
 		s += " clock-skew=" + c.ClockSkew.String()
@@ -242,6 +260,11 @@ func (c Config) validate() error {
 		return fmt.Errorf("jepsen: --workload %q: want %s, %s or %s", c.Workload, WorkloadRaw, WorkloadClient, WorkloadAll)
 	case c.IgnoreDone && c.ClientWorkers() == 0:
 		return fmt.Errorf("jepsen: ignoring Done needs client workers (--workload client or all)")
+	case c.SemaphoreWorkers < 0 || c.RWWorkers < 0 || c.SemaphoreWorkers > 0 && (c.SemaphoreLimit < 1 || c.SemaphoreLimit > 1000):
+		return fmt.Errorf("jepsen: --semaphore-workers %d, --semaphore-limit %d, --rw-workers %d: need workers ≥ 0 and a limit of 1 to 1000",
+			c.SemaphoreWorkers, c.SemaphoreLimit, c.RWWorkers)
+	case c.StaleRatio < 0 || c.StaleRatio > 1:
+		return fmt.Errorf("jepsen: --stale-ratio %g is not a probability", c.StaleRatio)
 	}
 	return nil
 }

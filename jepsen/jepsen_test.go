@@ -27,6 +27,13 @@ type scenario struct {
 // scenarioTime is how long each scenario's workload runs under faults.
 const scenarioTime = 25 * time.Second
 
+// kindsTime is how long the semaphore scenario runs, and rwTime the read/write-lock one:
+// longer than a writer's wait, the liveness bound (14s without lock-delays).
+const (
+	kindsTime = 15 * time.Second
+	rwTime    = 20 * time.Second
+)
+
 // selfTestTime is how long the self-tests run: long enough for a few client pauses.
 const selfTestTime = 20 * time.Second
 
@@ -122,6 +129,28 @@ func scenarios() []scenario {
 				t.Errorf("durability must check the state after each power loss: %s", d.Line())
 			}
 		}},
+		// A semaphore of 2 held by five Go-client workers, beside two of the usual workers,
+		// under leader crashes and partitions: at most two permits believed and two writers
+		// accepted at once, and the stale writes of holders that paused past their hold refused.
+		{"semaphore", func(c *Config) {
+			c.Faults, c.Seed, c.Time, c.Workers = []string{nemesis.Kill, nemesis.Partition}, 25, kindsTime, 2
+			c.SemaphoreWorkers, c.StaleRatio = 5, 0.1
+		}, func(t *testing.T, rep *Report, ops []history.Op) {
+			expectFault(nemesis.Kill)(t, rep, ops)
+			expectKinds(t, rep, "semaphore")
+		}},
+		// A read/write lock held by a writer and four readers (Go-client workers) whose holds
+		// overlap, while their acquires (and the other client workers') are delayed and
+		// duplicated: no writer beside another holder, and no writer starved (delay-dup is no
+		// cluster fault, so every writer's wait is judged; the run outlasts the bound); a lock
+		// that let readers overtake a waiting writer starved it here.
+		{"rwlock", func(c *Config) {
+			c.Faults, c.Seed, c.Time, c.Workers, c.Workload = []string{nemesis.DelayDup}, 26, rwTime, 2, WorkloadClient
+			c.RWWorkers, c.StaleRatio, c.LockDelay = 5, 0.1, 0
+		}, func(t *testing.T, rep *Report, ops []history.Op) {
+			expectFault(nemesis.DelayDup)(t, rep, ops)
+			expectKinds(t, rep, "rwlock")
+		}},
 		{"client-pause", func(c *Config) { c.Faults, c.Seed = []string{nemesis.ClientPause}, 14 },
 			func(t *testing.T, rep *Report, ops []history.Op) {
 				expectFault(nemesis.ClientPause)(t, rep, ops)
@@ -144,6 +173,25 @@ func expectFault(fault string) func(*testing.T, *Report, []history.Op) {
 		if countFault(ops, fault) == 0 {
 			t.Errorf("the %s fault was never injected", fault)
 		}
+	}
+}
+
+// expectKinds requires the checker (semaphore or rwlock) to have judged holds (of both modes,
+// for a read/write lock) and a holder that paused past its hold.
+func expectKinds(t *testing.T, rep *Report, checker string) {
+	t.Helper()
+	r, _ := rep.Result(checker)
+	t.Log(r.Line())
+	var a, b, paused int
+	if checker == "semaphore" {
+		fmt.Sscanf(r.Figures, "%d permits believed", &a)
+		b = a
+	} else {
+		fmt.Sscanf(r.Figures, "%d shared and %d exclusive", &a, &b)
+	}
+	fmt.Sscanf(r.Figures[strings.LastIndex(r.Figures, "; ")+2:], "%d holders paused", &paused)
+	if a == 0 || b == 0 || paused == 0 {
+		t.Errorf("want holds judged (of both modes) and a holder paused past its hold: %s", r.Line())
 	}
 }
 

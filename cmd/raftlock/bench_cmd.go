@@ -28,6 +28,7 @@ type benchFlags struct {
 	duration       time.Duration
 	warmup         time.Duration
 	workload       string
+	semaphoreLimit int
 	clients        []int
 	sessions       int
 	sessionTTL     time.Duration
@@ -53,7 +54,7 @@ func newBenchCmd() *cobra.Command {
 	var f benchFlags
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure a cluster: lock throughput and latency, contention, sessions, failover",
+		Short: "Measure a cluster: lock throughput and latency, contention, semaphores, read/write locks, sessions, failover",
 		Long: `Run workloads against the cluster at --endpoints, or against a three-node cluster
 started in this process with --dev, each for --duration after --warmup:
 
@@ -62,6 +63,12 @@ started in this process with --dev, each for --duration after --warmup:
   contended    C clients (--clients, default 8,64) block on one lock: grants/s, CPU per grant, handoff
                latency (release acknowledged -> next grant), fairness, FIFO; it checks that
                no two grants overlap and that tokens only grow, and fails if they do
+  semaphore    C clients (default 8,64) on one semaphore of --semaphore-limit (default C/4, at
+               least 2), each giving its permit back at once: grants/s, CPU per grant, wait;
+               it checks that no more than the limit hold at once and fails if they do
+  rwlock       C clients (default 8,64) on one read/write lock, an eighth of them writing:
+               reads/s, writes/s, CPU per grant, read and write wait; it checks that a writer
+               is always alone and fails if it is not
   sessions     --sessions sessions (TTL 10s) renewed at TTL/3: creation rate, renewals/s,
                lost sessions (must be 0), the leader's CPU and RSS from its /metrics
   failover     kill the leader (SIGKILL), time until an acquire succeeds, several trials;
@@ -108,8 +115,9 @@ with its management token.`,
 	fl.StringVar(&f.logLevel, "log-level", "off", "with --dev: log level of the nodes (off, error, warn, info, debug, trace)")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measurement time of each workload")
 	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "warm-up before each measurement")
-	fl.StringVar(&f.workload, "workload", "all", "comma-separated: uncontended, contended, sessions, failover, watch, or all (all but watch)")
-	fl.IntSliceVar(&f.clients, "clients", nil, "client counts of the lock workloads (default 1,8,64 uncontended; 8,64 contended)")
+	fl.StringVar(&f.workload, "workload", "all", "comma-separated: uncontended, contended, semaphore, rwlock, sessions, failover, watch, or all (all but watch)")
+	fl.IntSliceVar(&f.clients, "clients", nil, "client counts of the lock workloads (default 1,8,64 uncontended; 8,64 contended, semaphore and rwlock)")
+	fl.IntVar(&f.semaphoreLimit, "semaphore-limit", 0, "limit of the semaphore workload's semaphore (default a quarter of the clients, at least 2)")
 	fl.IntVar(&f.sessions, "sessions", 10_000, "sessions of the sessions workload")
 	fl.DurationVar(&f.sessionTTL, "session-ttl", 10*time.Second, "TTL of the sessions of the sessions workload")
 	fl.IntVar(&f.sessionWorkers, "session-workers", 4, "goroutines that renew the sessions, each in batches")
@@ -161,8 +169,9 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
 		opts.Warmup = -1 // zero means the default to bench.Options
 	}
 	if cmd.Flags().Changed("clients") {
-		opts.UncontendedClients, opts.ContendedClients = f.clients, f.clients
+		opts.UncontendedClients, opts.ContendedClients, opts.KindClients = f.clients, f.clients, f.clients
 	}
+	opts.SemaphoreLimit = f.semaphoreLimit
 	out := cmd.OutOrStdout()
 	if f.dev {
 		log := newLogger(cmd.ErrOrStderr(), f.logLevel, "text")

@@ -89,7 +89,7 @@ func newLockInfoCmd() *cobra.Command {
 	var f inspectFlags
 	cmd := inspectCmd(&cobra.Command{
 		Use:   "lock-info NAME",
-		Short: "Show a lock's holder, token, value and waiters",
+		Short: "Show a lock's holder, token, value and waiters (and a semaphore's or shared lock's holders)",
 		Example: `  raftlock lock-info jobs/nightly
   raftlock lock-info services/scheduler -o json | jq -r .value   # the elected leader's value`,
 		Args: cobra.ExactArgs(1),
@@ -116,6 +116,12 @@ func newLockInfoCmd() *cobra.Command {
 		fmt.Fprintf(tw, "value:\t%s\n", orDash(l.Value))
 		fmt.Fprintf(tw, "waiters:\t%d\n", l.Waiters)
 		fmt.Fprintf(tw, "modify index:\t%d\n", l.ModifyIndex)
+		if l.Limit > 0 {
+			fmt.Fprintf(tw, "limit:\t%d\n", l.Limit)
+		}
+		for _, h := range l.Holders { // a semaphore's, or shared holds
+			fmt.Fprintf(tw, "holders:\t%s token %s %s value %s\n", orDash(h.Session), tokenText(h.Token), orDash(h.Mode), orDash(h.Value))
+		}
 		return tw.Flush()
 	})
 	cmd.ValidArgsFunction = completeLockNames(&f.clientFlags, cobra.ShellCompDirectiveNoFileComp)

@@ -200,8 +200,10 @@ func childEnv(c *client.Client, aclToken, name string, token uint64, session str
 
 type lockFlags struct {
 	runFlags
-	wait  time.Duration
-	value string
+	wait   time.Duration
+	value  string
+	limit  int
+	shared bool
 }
 
 func newLockCmd() *cobra.Command {
@@ -234,6 +236,12 @@ exits at once with code 75, which makes "run the nightly job on exactly one mach
 one-liner in every crontab. With --wait 30s it waits in the lock's FIFO queue for up to 30s;
 a negative --wait waits without limit.
 
+With --limit N, NAME is a semaphore: up to N runs hold it at once, each with its own fencing
+token, and the others wait (or exit with code 75). Every run on NAME must give the same
+--limit while any holds or waits for it; one with another limit exits with code 1. With
+--shared, the run takes a shared (read) hold: shared runs overlap, a run without --shared
+overlaps none, and one that waits stops later shared runs from overtaking it.
+
 Flags may come before or after NAME, up to "--".
 ` + exitCodesHelp(true),
 		Example: `  # run the nightly job on exactly one of the machines whose crontab has this line
@@ -241,6 +249,13 @@ Flags may come before or after NAME, up to "--".
 
   # wait up to a minute for the lock, and tell the resource which token we hold
   raftlock lock --wait 1m db/migrate -- sh -c 'migrate --fencing-token "$RAFTLOCK_FENCING_TOKEN"'
+
+  # at most two reindex jobs at once across the fleet
+  raftlock lock --limit 2 --wait 10m jobs/reindex -- ./reindex.sh
+
+  # readers share the lock, the writer (no --shared) runs alone
+  raftlock lock --shared --wait 1m docs/handbook -- ./render.sh
+  raftlock lock --wait 1m docs/handbook -- ./edit.sh
 
   # against a real cluster
   RAFTLOCK_ENDPOINTS=http://10.0.0.1:7001,http://10.0.0.2:7001 raftlock lock --ttl 30s backup -- ./backup.sh`,
@@ -259,13 +274,53 @@ Flags may come before or after NAME, up to "--".
 	f.runFlags.register(cmd)
 	cmd.Flags().DurationVar(&f.wait, "wait", 0, "how long to wait for the lock: 0 fails at once if it is held, negative waits forever")
 	cmd.Flags().StringVar(&f.value, "value", "", "value stored with the lock while held (shown by lock-info)")
+	cmd.Flags().IntVar(&f.limit, "limit", 0, "make NAME a semaphore that up to this many runs hold at once (1 to 1000)")
+	cmd.Flags().BoolVar(&f.shared, "shared", false, "take a shared (read) hold: shared runs overlap, others run alone")
 	return cmd
+}
+
+// hold is what lock runs COMMAND under: a Mutex, a Semaphore's permit or an RWMutex's shared
+// hold.
+type hold struct {
+	key       string
+	lock, try func(context.Context) error
+	unlock    func(context.Context) error
+	token     func() uint64
+	context   func() context.Context
+}
+
+// checkKind checks --limit and --shared.
+func (f *lockFlags) checkKind() error {
+	switch {
+	case f.limit != 0 && (f.limit < 1 || f.limit > 1000):
+		return &exitError{code: exitFailure, msg: fmt.Sprintf("--limit %d: a semaphore's limit is between 1 and 1000", f.limit)}
+	case f.limit > 1 && f.shared:
+		return &exitError{code: exitFailure, msg: "--shared is for locks: a semaphore (--limit above 1) has no shared holds"}
+	}
+	return nil
+}
+
+// newHold makes the hold that the flags (checked by checkKind) ask for.
+func (f *lockFlags) newHold(sess *client.Session, name string, opts []client.MutexOption) hold {
+	switch {
+	case f.limit != 0:
+		x := client.NewSemaphore(sess, name, f.limit, opts...)
+		return hold{name, x.Acquire, x.TryAcquire, x.Release, x.Token, x.Context}
+	case f.shared:
+		rw := client.NewRWMutex(sess, name, opts...)
+		return hold{name, rw.RLock, rw.TryRLock, rw.RUnlock, rw.Token, rw.Context}
+	}
+	m := client.NewMutex(sess, name, opts...)
+	return hold{name, m.Lock, m.TryLock, m.Unlock, m.Token, m.Context}
 }
 
 func runLock(cmd *cobra.Command, f *lockFlags, hasValue bool, name string, argv []string) error {
 	ctx := cmd.Context()
 	stderr := cmd.ErrOrStderr()
 	if err := f.validate(); err != nil {
+		return err
+	}
+	if err := f.checkKind(); err != nil {
 		return err
 	}
 	if err := checkRunnable(argv[0]); err != nil {
@@ -288,17 +343,17 @@ func runLock(cmd *cobra.Command, f *lockFlags, hasValue bool, name string, argv 
 	if f.wait > 0 {
 		opts = append(opts, client.WithWaitChunk(min(f.wait, client.DefaultWaitChunk)))
 	}
-	m := client.NewMutex(sess, name, opts...)
+	m := f.newHold(sess, name, opts)
 	if err := takeLock(ctx, c, m, f.wait); err != nil {
 		return err
 	}
 	res, err := runChild(childSpec{
-		argv: argv, env: childEnv(c, orEnv(f.token, tokenEnv), name, m.Token(), sess.ID()), grace: f.graceOrDefault(),
+		argv: argv, env: childEnv(c, orEnv(f.token, tokenEnv), name, m.token(), sess.ID()), grace: f.graceOrDefault(),
 		stdin: cmd.InOrStdin(), stdout: cmd.OutOrStdout(), stderr: stderr,
-	}, m.Context())
+	}, m.context())
 	uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	uerr := m.Unlock(uctx)
+	uerr := m.unlock(uctx)
 	switch {
 	case err != nil:
 		return err
@@ -319,20 +374,20 @@ func runLock(cmd *cobra.Command, f *lockFlags, hasValue bool, name string, argv 
 }
 
 // takeLock acquires the lock, turning "held by someone else" into exit code 75.
-func takeLock(ctx context.Context, c *client.Client, m *client.Mutex, wait time.Duration) error {
+func takeLock(ctx context.Context, c *client.Client, m hold, wait time.Duration) error {
 	var err error
 	switch {
 	case wait == 0:
-		err = m.TryLock(ctx)
+		err = m.try(ctx)
 	case wait < 0:
-		err = m.Lock(ctx)
+		err = m.lock(ctx)
 	default:
 		wctx, cancel := context.WithTimeout(ctx, wait)
-		err = m.Lock(wctx)
+		err = m.lock(wctx)
 		cancel()
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is still held after waiting %s%s",
-				m.Key(), wait, describeHolder(c, m.Key()))}
+				m.key, wait, describeHolder(c, m.key))}
 		}
 	}
 	var ae *client.APIError
@@ -341,18 +396,20 @@ func takeLock(ctx context.Context, c *client.Client, m *client.Mutex, wait time.
 		return nil
 	case errors.As(err, &ae) && ae.Holder != nil && ae.Holder.Session != "":
 		return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is held by session %s (token %d)",
-			m.Key(), ae.Holder.Session, ae.Holder.Token)}
+			m.key, ae.Holder.Session, ae.Holder.Token)}
 	case errors.As(err, &ae) && ae.Holder != nil: // under ACLs, another token's session is not named
 		return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is held by another session (token %d)",
-			m.Key(), ae.Holder.Token)}
+			m.key, ae.Holder.Token)}
 	case errors.Is(err, client.ErrLockHeld):
-		return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is held by another session", m.Key())}
+		return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is held by another session", m.key)}
 	case errors.Is(err, client.ErrLockDelayed):
-		return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is in its lock-delay: %s", m.Key(), errText(err))}
+		return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is in its lock-delay: %s", m.key, errText(err))}
+	case errors.Is(err, client.ErrLimitMismatch), errors.Is(err, client.ErrModeMismatch):
+		return &exitError{code: exitFailure, msg: errText(err)}
 	case ctx.Err() != nil:
-		return &exitError{code: exitFailure, msg: fmt.Sprintf("interrupted while waiting for lock %q", m.Key())}
+		return &exitError{code: exitFailure, msg: fmt.Sprintf("interrupted while waiting for lock %q", m.key)}
 	}
-	return failure(fmt.Sprintf("acquiring lock %q", m.Key()), err)
+	return failure(fmt.Sprintf("acquiring lock %q", m.key), err)
 }
 
 // describeHolder names the holder of a lock for a message, or returns "" if it cannot.

@@ -17,6 +17,8 @@ func CheckHistory(ops []history.Op, cfg Config) ([]Result, *Linearizability) {
 		CheckHeldByNobody(ops, cfg),
 		CheckDisk(ops, cfg),
 		CheckWatch(ops, cfg),
+		CheckSemaphores(ops, cfg),
+		CheckRWLocks(ops, cfg),
 	}, lin
 }
 

@@ -16,6 +16,10 @@
 //   - Belief: what the Go-client workers believed agrees with each other and with the server.
 //   - HeldByNobody: no lock stays held, for longer than a TTL, by a Go-client session in which
 //     no worker holds or asks for it.
+//   - Semaphores: at most a semaphore's limit of permits believed, and of writers accepted by
+//     its resource, at once; tokens distinct.
+//   - RWLocks: an exclusive holder overlaps no other holder, in belief or at the resource; no
+//     writer starves within the liveness bound.
 //
 // SyntheticCases holds small histories, good and broken, that prove each checker bites.
 // The package imports history, api and porcupine only.

@@ -163,6 +163,7 @@ func SyntheticCases() []Case {
 	cases = append(cases, powerCases()...)
 	cases = append(cases, watchCases()...)
 	cases = append(cases, observeCases()...)
+	cases = append(cases, kindCases()...)
 	return cases
 }
 

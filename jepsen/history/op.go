@@ -86,6 +86,23 @@ const (
 	// linearizable watch answer asked at Invoke (after the workload stopped), so that it has
 	// been told of every change acknowledged before Invoke; info if it could not get there.
 	WatchEnd Kind = "watch_end"
+	// HoldWait is a call of a semaphore or read/write-lock worker that takes a hold (API:
+	// APIPermit for Semaphore.Acquire or TryAcquire, APIShared for RWMutex.RLock or TryRLock,
+	// APIExclusive for RWMutex.Lock or TryLock) of Lock with Limit (a semaphore's), waiting
+	// WaitNS (0: a try): ok with OutToken, fail for a refusal, info when the call gave up or
+	// the session was lost.
+	HoldWait Kind = "hold_wait"
+	// Hold is the interval in which a semaphore or read/write-lock worker believed it held
+	// Lock under OutToken (API and Limit as HoldWait's): from the moment the call returned
+	// (Invoke) until the hold's context was done or its release began (Complete). Detail says
+	// how it ended, and whether the worker paused while it held.
+	Hold Kind = "hold"
+	// HoldAccess is an access to the resource of a semaphore or read/write lock under Token
+	// (API: APIPermit a semaphore holder's write, APIShared a read, APIExclusive a write):
+	// ok if the resource accepted it, fail if it refused it. Each is recorded while the
+	// resource is locked, so the IDs give the order the resource saw them in. Detail "stale"
+	// marks one made after the worker paused past the end of its hold.
+	HoldAccess Kind = "hold_access"
 	// Nemesis is the start or stop of a fault (Fault, Action, FaultID, Detail).
 	Nemesis Kind = "nemesis"
 	// Canary is a write the nemesis makes, through the leader, while a power cut is about to
@@ -100,6 +117,13 @@ const (
 	// space-separated); otherwise the sessions that exist (Sessions) and the applied index of
 	// the node that answered (OutIndex).
 	Audit Kind = "audit"
+)
+
+// The holds of semaphore and read/write-lock workers (Op.API of HoldWait, Hold, HoldAccess).
+const (
+	APIPermit    = "permit"
+	APIShared    = "shared"
+	APIExclusive = "exclusive"
 )
 
 // Canary writes (Op.API of a Canary op).
@@ -149,6 +173,8 @@ type Op struct {
 	API string `json:"api,omitempty"`
 	// Unchecked marks a write to a resource that does not check fencing tokens.
 	Unchecked bool `json:"unchecked,omitempty"`
+	// Limit is the limit of a semaphore's hold.
+	Limit int `json:"limit,omitempty"`
 
 	// Outputs. For an ok acquire OutSession/OutToken are the grant; for a read or a lock_held
 	// refusal they are the holder.
@@ -209,6 +235,9 @@ func (o Op) String() string {
 	}
 	if o.Unchecked {
 		s += " unchecked"
+	}
+	if o.Limit != 0 {
+		s += fmt.Sprintf(" limit=%d", o.Limit)
 	}
 	if o.Attempt != "" {
 		s += " attempt=" + o.Attempt

@@ -16,6 +16,9 @@
 // cyclers, which keep one session for hundreds of fast Lock/Unlock cycles. A sampler reads the
 // whole lock table four times a second, recorded as one read per lock.
 //
+// KindWorkers hold a semaphore or a read/write lock through the Go client and use a
+// KindResource fenced by the rules of each.
+//
 // The Resource is a register per lock that accepts a write only with a token at least as high as
 // the highest it accepted; IgnoreTokens turns it into the plain Redis-lock situation.
 //

@@ -70,11 +70,26 @@ type Config struct {
 	// Tokens are the ACL token secrets by process (worker, probe, observer); a process without
 	// one sends no token.
 	Tokens map[int]string
+	// SemaphoreWorkers hold SemaphoreLock, a semaphore of SemaphoreLimit, and RWWorkers hold
+	// RWLock, a read/write lock, through the Go client (see KindWorker).
+	SemaphoreWorkers, SemaphoreLimit, RWWorkers int
+	// WriterWait is how long a read/write lock's writer waits for the lock: the bound within
+	// which no writer may starve.
+	WriterWait time.Duration
+	// StaleRatio is the probability that a semaphore or read/write-lock holder pauses past the
+	// end of its hold and then uses the resource under its old token.
+	StaleRatio float64
 }
 
+// kindWorkers is how many semaphore and read/write-lock workers there are.
+func (c Config) kindWorkers() int { return c.SemaphoreWorkers + c.RWWorkers }
+
+// kindProcess is the process id of semaphore or read/write-lock worker k, after the watchers.
+func kindProcess(c Config, k int) int { return watcherProcess(c, c.Watchers) + k }
+
 // Processes are the process ids of the workload's ops: the workers, then a liveness probe and
-// an observer per lock, then the lock-table sampler, then the watchers. A secure run gives
-// each its own token.
+// an observer per lock, then the lock-table sampler, then the watchers, then the semaphore and
+// read/write-lock workers. A secure run gives each its own token.
 func (c Config) Processes() []int {
 	var out []int
 	for i := range c.Workers {
@@ -86,6 +101,9 @@ func (c Config) Processes() []int {
 	out = append(out, samplerProcess(c))
 	for i := range c.Watchers {
 		out = append(out, watcherProcess(c, i))
+	}
+	for k := range c.kindWorkers() {
+		out = append(out, kindProcess(c, k))
 	}
 	return out
 }
@@ -130,6 +148,7 @@ type Workload struct {
 	rec    *history.Recorder
 	c      *Client
 	res    *Resource
+	kinds  *KindResource // the semaphore's and read/write lock's resource
 	pauses chan time.Duration
 	// crashes counts the workers that crashed holding a lock (see Config.CrashRatio).
 	crashes atomic.Int64
@@ -165,7 +184,7 @@ func (wl *Workload) SetRequestFault(f *proxy.RequestFault) bool {
 // New returns a workload over the endpoints, recording into rec and writing to res.
 func New(cfg Config, rec *history.Recorder, endpoints []Endpoint, res *Resource) *Workload {
 	return &Workload{cfg: cfg, rec: rec, c: NewClient(rec, endpoints, cfg), res: res,
-		pauses: make(chan time.Duration, 1)}
+		kinds: NewKindResource(rec, false), pauses: make(chan time.Duration, 1)}
 }
 
 // Crashes returns how many times a worker crashed holding a lock.
@@ -196,19 +215,42 @@ func (wl *Workload) PauseHolder(d time.Duration) bool {
 func (wl *Workload) Run(ctx context.Context, stop <-chan struct{}) error {
 	raw := wl.cfg.Workers - wl.cfg.ClientWorkers
 	var cws []*ClientWorker
+	var kws []*KindWorker
+	closeAll := func() {
+		for _, w := range cws {
+			w.close()
+		}
+		for _, w := range kws {
+			w.c.Close()
+			w.net.Close()
+		}
+	}
 	for i := raw; i < wl.cfg.Workers; i++ {
 		w, err := wl.newClientWorker(i, i-raw, wl.c.Endpoints())
 		if err != nil {
-			for _, w := range cws {
-				w.close()
-			}
+			closeAll()
 			return err
 		}
 		cws = append(cws, w)
 	}
+	for k := range wl.cfg.kindWorkers() {
+		w, err := wl.newKindWorker(kindProcess(wl.cfg, k), k < wl.cfg.SemaphoreWorkers, k == wl.cfg.SemaphoreWorkers)
+		if err != nil {
+			closeAll()
+			return err
+		}
+		kws = append(kws, w)
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, w := range cws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.run(ctx, stop)
+		}()
+	}
+	for _, w := range kws {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
