@@ -117,7 +117,9 @@ func (m *monitor) note(v string) {
 func (r *runner) contended(ctx context.Context, clients int) (ContendedResult, error) {
 	res := ContendedResult{Clients: clients}
 	mon := newMonitor()
-	holds, w, cpu, errs, err := runClients(ctx, r, "contended", "c", clients, func(ctx, actx context.Context, l clientLoop) []hold {
+	name := r.lockName("c" + strconv.Itoa(clients))
+	lock := func(int) string { return name }
+	holds, w, cpu, errs, err := runClients(ctx, r, "contended", "grants", clients, lock, func(ctx, actx context.Context, l clientLoop) []hold {
 		return contendedLoop(ctx, actx, l, mon)
 	})
 	if err != nil {
@@ -148,7 +150,7 @@ func contendedLoop(ctx, actx context.Context, l clientLoop, mon *monitor) []hold
 		}
 		mon.grant(l.idx, resp.Token)
 		if l.w.measuring(granted) {
-			l.grants.Add(1)
+			l.count.Add(1)
 		}
 		sent := time.Now()
 		mon.release(l.idx)
@@ -164,14 +166,14 @@ func contendedLoop(ctx, actx context.Context, l clientLoop, mon *monitor) []hold
 	return holds
 }
 
-// clientLoop is what one client of a contended workload works with.
+// clientLoop is what one client of a workload that runClients runs works with.
 type clientLoop struct {
 	c       *client.Client
 	session string
-	name    string // the lock all the clients compete for
+	name    string // the client's lock
 	idx     int    // the client's number
 	w       window
-	grants  *atomic.Int64 // grants received inside the window, by all the clients
+	count   *atomic.Int64 // what the progress line counts (grants or ops in the window), of all the clients
 	errs    *errorLog
 }
 
@@ -200,11 +202,11 @@ func (l clientLoop) release(ctx context.Context, token uint64) bool {
 	return true
 }
 
-// runClients runs loop for each of clients clients, each on a session of its own, all
-// competing for one lock (named from prefix), through the warm-up and the window, with
-// progress shown under kind. It returns each client's result, the window, the CPU meter of
-// the window and the errors the clients logged.
-func runClients[T any](ctx context.Context, r *runner, kind, prefix string, clients int,
+// runClients runs loop for each of clients clients, each on a session of its own and on the
+// lock that lock names for it, through the warm-up and the window (actx ends with it), with
+// progress shown under kind, counting unit. It returns each client's result, the window, the
+// CPU meter of the window and the errors the clients logged.
+func runClients[T any](ctx context.Context, r *runner, kind, unit string, clients int, lock func(i int) string,
 	loop func(ctx, actx context.Context, l clientLoop) T) ([]T, window, *cpuMeter, *errorLog, error) {
 	t, sessions, done, err := r.connectSessions(ctx, clients)
 	if err != nil {
@@ -212,11 +214,10 @@ func runClients[T any](ctx context.Context, r *runner, kind, prefix string, clie
 	}
 	defer done()
 	var (
-		grants  atomic.Int64
+		count   atomic.Int64
 		errs    errorLog
 		wg      sync.WaitGroup
 		results = make([]T, clients)
-		name    = r.lockName(prefix + strconv.Itoa(clients))
 		w       = newWindow(r.opts.Warmup, r.opts.Duration)
 	)
 	// Acquires stop at the window's end; releases (on ctx) complete.
@@ -224,13 +225,13 @@ func runClients[T any](ctx context.Context, r *runner, kind, prefix string, clie
 	defer cancel()
 	cpu := r.meterCPU(ctx, t, w)
 	label := fmt.Sprintf("%s C=%d", kind, clients)
-	stop := r.progress(func(now time.Time) string { return windowStatus(label, w, now, grants.Load(), "grants") })
+	stop := r.progress(func(now time.Time) string { return windowStatus(label, w, now, count.Load(), unit) })
 	for i := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = loop(ctx, actx, clientLoop{c: t.c, session: sessions[i].ID(), name: name, idx: i, w: w,
-				grants: &grants, errs: &errs})
+			results[i] = loop(ctx, actx, clientLoop{c: t.c, session: sessions[i].ID(), name: lock(i), idx: i, w: w,
+				count: &count, errs: &errs})
 		}()
 	}
 	wg.Wait()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -137,7 +138,7 @@ func kindLoop(ctx, actx context.Context, l clientLoop, req api.AcquireRequest, m
 		}
 		mon.grant(l.idx, resp.Token, exclusive && req.Limit == nil)
 		if l.w.measuring(granted) {
-			l.grants.Add(1)
+			l.count.Add(1)
 			waits = append(waits, granted.Sub(asked))
 		}
 		mon.release(exclusive && req.Limit == nil)
@@ -209,7 +210,9 @@ func (r *runner) runKind(ctx context.Context, kind string, clients int, request 
 	if first := request(clients - 1); first.Limit != nil {
 		mon = newKindMonitor(*first.Limit)
 	}
-	waits, _, cpu, errs, err := runClients(ctx, r, kind, kind, clients, func(ctx, actx context.Context, l clientLoop) []time.Duration {
+	name := r.lockName(kind + strconv.Itoa(clients))
+	lock := func(int) string { return name }
+	waits, _, cpu, errs, err := runClients(ctx, r, kind, "grants", clients, lock, func(ctx, actx context.Context, l clientLoop) []time.Duration {
 		return kindLoop(ctx, actx, l, request(l.idx), mon)
 	})
 	return waits, cpu, mon, errs, err
