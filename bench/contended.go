@@ -116,37 +116,14 @@ func (m *monitor) note(v string) {
 
 func (r *runner) contended(ctx context.Context, clients int) (ContendedResult, error) {
 	res := ContendedResult{Clients: clients}
-	t, sessions, done, err := r.connectSessions(ctx, clients)
+	mon := newMonitor()
+	name := r.lockName("c" + strconv.Itoa(clients))
+	lock := func(int) string { return name }
+	holds, w, cpu, errs, err := runClients(ctx, r, "contended", "grants", clients, lock, func(ctx, actx context.Context, l clientLoop) []hold {
+		return contendedLoop(ctx, actx, l, mon)
+	})
 	if err != nil {
 		return res, err
-	}
-	defer done()
-	var (
-		grants atomic.Int64
-		errs   errorLog
-		wg     sync.WaitGroup
-		mon    = newMonitor()
-		holds  = make([][]hold, clients)
-		name   = r.lockName("c" + strconv.Itoa(clients))
-		w      = newWindow(r.opts.Warmup, r.opts.Duration)
-	)
-	// Acquires stop at the window's end; releases (on ctx) complete.
-	actx, cancel := context.WithDeadline(ctx, w.end)
-	defer cancel()
-	cpu := r.meterCPU(ctx, t, w)
-	label := fmt.Sprintf("contended C=%d", clients)
-	stop := r.progress(func(now time.Time) string { return windowStatus(label, w, now, grants.Load(), "grants") })
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			holds[i] = contendedLoop(ctx, actx, t.c, sessions[i].ID(), name, i, w, mon, &grants, &errs)
-		}()
-	}
-	wg.Wait()
-	stop()
-	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("bench: contended: %w", err)
 	}
 	res.analyze(slices.Concat(holds...), w)
 	res.ServerCPUMicros = cpu.perOp(res.Grants)
@@ -159,42 +136,110 @@ func (r *runner) contended(ctx context.Context, clients int) (ContendedResult, e
 
 // contendedLoop takes the lock (waiting in its queue), releases it at once, and asks again,
 // until actx ends. It returns the holds it completed.
-func contendedLoop(ctx, actx context.Context, c *client.Client, session, name string, idx int,
-	w window, mon *monitor, grants *atomic.Int64, errs *errorLog) []hold {
+func contendedLoop(ctx, actx context.Context, l clientLoop, mon *monitor) []hold {
 	var holds []hold
 	for actx.Err() == nil {
 		asked, wrote := time.Now(), new(atomic.Int64)
-		resp, err := c.Raw().Acquire(traceWrite(actx, wrote), name, api.AcquireRequest{Session: session, Wait: contendedWait})
+		resp, err := l.c.Raw().Acquire(traceWrite(actx, wrote), l.name, api.AcquireRequest{Session: l.session, Wait: contendedWait})
 		granted := time.Now()
 		if err != nil {
-			if actx.Err() != nil {
+			if l.acquireFailed(actx, err) {
 				break
-			}
-			if !errors.Is(err, client.ErrLockHeld) {
-				errs.add(fmt.Errorf("acquire: %w", err))
-				sleep(actx, 10*time.Millisecond)
 			}
 			continue
 		}
-		mon.grant(idx, resp.Token)
-		if w.measuring(granted) {
-			grants.Add(1)
+		mon.grant(l.idx, resp.Token)
+		if l.w.measuring(granted) {
+			l.count.Add(1)
 		}
 		sent := time.Now()
-		mon.release(idx)
-		// Release retries unknown outcomes itself; a failure here leaves the lock with this
-		// session until it is closed, so this client stops competing.
-		if err := c.Raw().Release(ctx, name, session, resp.Token); err != nil {
-			errs.add(fmt.Errorf("release: %w", err))
+		mon.release(l.idx)
+		if !l.release(ctx, resp.Token) {
 			break
 		}
 		if t := wrote.Load(); t != 0 {
 			asked = time.Unix(0, t)
 		}
-		holds = append(holds, hold{client: idx, token: resp.Token, asked: asked, granted: granted,
+		holds = append(holds, hold{client: l.idx, token: resp.Token, asked: asked, granted: granted,
 			releaseSent: sent, releaseAcked: time.Now()})
 	}
 	return holds
+}
+
+// clientLoop is what one client of a workload that runClients runs works with.
+type clientLoop struct {
+	c       *client.Client
+	session string
+	name    string // the client's lock
+	idx     int    // the client's number
+	w       window
+	count   *atomic.Int64 // what the progress line counts (grants or ops in the window), of all the clients
+	errs    *errorLog
+}
+
+// acquireFailed logs err, an acquire's failure, unless it only says the lock is held, and
+// reports whether the loop is over (actx ended). After an error it waits a little, so that a
+// failing cluster is not hammered.
+func (l clientLoop) acquireFailed(actx context.Context, err error) bool {
+	if actx.Err() != nil {
+		return true
+	}
+	if !errors.Is(err, client.ErrLockHeld) {
+		l.errs.add(fmt.Errorf("acquire: %w", err))
+		sleep(actx, 10*time.Millisecond)
+	}
+	return false
+}
+
+// release gives back the grant of token and reports whether it did. Release retries unknown
+// outcomes itself; a failure here leaves the lock with this session until it is closed, so
+// the client stops competing.
+func (l clientLoop) release(ctx context.Context, token uint64) bool {
+	if err := l.c.Raw().Release(ctx, l.name, l.session, token); err != nil {
+		l.errs.add(fmt.Errorf("release: %w", err))
+		return false
+	}
+	return true
+}
+
+// runClients runs loop for each of clients clients, each on a session of its own and on the
+// lock that lock names for it, through the warm-up and the window (actx ends with it), with
+// progress shown under kind, counting unit. It returns each client's result, the window, the
+// CPU meter of the window and the errors the clients logged.
+func runClients[T any](ctx context.Context, r *runner, kind, unit string, clients int, lock func(i int) string,
+	loop func(ctx, actx context.Context, l clientLoop) T) ([]T, window, *cpuMeter, *errorLog, error) {
+	t, sessions, done, err := r.connectSessions(ctx, clients)
+	if err != nil {
+		return nil, window{}, nil, nil, err
+	}
+	defer done()
+	var (
+		count   atomic.Int64
+		errs    errorLog
+		wg      sync.WaitGroup
+		results = make([]T, clients)
+		w       = newWindow(r.opts.Warmup, r.opts.Duration)
+	)
+	// Acquires stop at the window's end; releases (on ctx) complete.
+	actx, cancel := context.WithDeadline(ctx, w.end)
+	defer cancel()
+	cpu := r.meterCPU(ctx, t, w)
+	label := fmt.Sprintf("%s C=%d", kind, clients)
+	stop := r.progress(func(now time.Time) string { return windowStatus(label, w, now, count.Load(), unit) })
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = loop(ctx, actx, clientLoop{c: t.c, session: sessions[i].ID(), name: lock(i), idx: i, w: w,
+				count: &count, errs: &errs})
+		}()
+	}
+	wg.Wait()
+	stop()
+	if err := ctx.Err(); err != nil {
+		return nil, w, nil, nil, fmt.Errorf("bench: %s: %w", kind, err)
+	}
+	return results, w, cpu, &errs, nil
 }
 
 // analyze computes the throughput, handoff, fairness and FIFO figures from the holds.

@@ -2,16 +2,13 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/client"
 )
 
 // SemaphoreResult holds the figures of one semaphore run: C clients on one semaphore of
@@ -125,33 +122,27 @@ func (m *kindMonitor) note(v string) {
 
 // kindLoop is one client's loop: acquire (a long poll) with req's limit and mode, release at
 // once, until actx ends. It returns the waits of the grants inside the window.
-func kindLoop(ctx, actx context.Context, c *client.Client, session, name string, idx int, req api.AcquireRequest,
-	w window, mon *kindMonitor, grants *atomic.Int64, errs *errorLog) []time.Duration {
-	req.Session, req.Wait = session, contendedWait
+func kindLoop(ctx, actx context.Context, l clientLoop, req api.AcquireRequest, mon *kindMonitor) []time.Duration {
+	req.Session, req.Wait = l.session, contendedWait
 	exclusive := req.Mode != api.ModeShared
 	var waits []time.Duration
 	for actx.Err() == nil {
 		asked := time.Now()
-		resp, err := c.Raw().Acquire(actx, name, req)
+		resp, err := l.c.Raw().Acquire(actx, l.name, req)
 		granted := time.Now()
 		if err != nil {
-			if actx.Err() != nil {
+			if l.acquireFailed(actx, err) {
 				break
-			}
-			if !errors.Is(err, client.ErrLockHeld) {
-				errs.add(fmt.Errorf("acquire: %w", err))
-				sleep(actx, 10*time.Millisecond)
 			}
 			continue
 		}
-		mon.grant(idx, resp.Token, exclusive && req.Limit == nil)
-		if w.measuring(granted) {
-			grants.Add(1)
+		mon.grant(l.idx, resp.Token, exclusive && req.Limit == nil)
+		if l.w.measuring(granted) {
+			l.count.Add(1)
 			waits = append(waits, granted.Sub(asked))
 		}
 		mon.release(exclusive && req.Limit == nil)
-		if err := c.Raw().Release(ctx, name, session, resp.Token); err != nil {
-			errs.add(fmt.Errorf("release: %w", err))
+		if !l.release(ctx, resp.Token) {
 			break
 		}
 	}
@@ -215,40 +206,14 @@ func (r *runner) rwlock(ctx context.Context, clients int) (RWResult, error) {
 // window, and returns each client's waits of the grants inside the window.
 func (r *runner) runKind(ctx context.Context, kind string, clients int, request func(i int) api.AcquireRequest) (
 	[][]time.Duration, *cpuMeter, *kindMonitor, *errorLog, error) {
-	t, sessions, done, err := r.connectSessions(ctx, clients)
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	defer done()
-	var (
-		grants atomic.Int64
-		errs   errorLog
-		wg     sync.WaitGroup
-		waits  = make([][]time.Duration, clients)
-		name   = r.lockName(kind + strconv.Itoa(clients))
-		w      = newWindow(r.opts.Warmup, r.opts.Duration)
-		first  = request(clients - 1)
-		mon    = newKindMonitor(0)
-	)
-	if first.Limit != nil {
+	mon := newKindMonitor(0)
+	if first := request(clients - 1); first.Limit != nil {
 		mon = newKindMonitor(*first.Limit)
 	}
-	actx, cancel := context.WithDeadline(ctx, w.end)
-	defer cancel()
-	cpu := r.meterCPU(ctx, t, w)
-	label := fmt.Sprintf("%s C=%d", kind, clients)
-	stop := r.progress(func(now time.Time) string { return windowStatus(label, w, now, grants.Load(), "grants") })
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			waits[i] = kindLoop(ctx, actx, t.c, sessions[i].ID(), name, i, request(i), w, mon, &grants, &errs)
-		}()
-	}
-	wg.Wait()
-	stop()
-	if err := ctx.Err(); err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("bench: %s: %w", kind, err)
-	}
-	return waits, cpu, mon, &errs, nil
+	name := r.lockName(kind + strconv.Itoa(clients))
+	lock := func(int) string { return name }
+	waits, _, cpu, errs, err := runClients(ctx, r, kind, "grants", clients, lock, func(ctx, actx context.Context, l clientLoop) []time.Duration {
+		return kindLoop(ctx, actx, l, request(l.idx), mon)
+	})
+	return waits, cpu, mon, errs, err
 }

@@ -265,37 +265,31 @@ func (r *Report) writeNotes(out io.Writer) {
 	}
 }
 
+// errorSamples lists every workload's error samples, each after the run it came from.
 func (r *Report) errorSamples() []string {
 	var out []string
-	for _, u := range r.Uncontended {
-		for _, s := range u.ErrorSamples {
-			out = append(out, fmt.Sprintf("uncontended C=%d: %s", u.Clients, s))
+	add := func(run string, samples []string) {
+		for _, s := range samples {
+			out = append(out, run+": "+s)
 		}
+	}
+	for _, u := range r.Uncontended {
+		add(fmt.Sprintf("uncontended C=%d", u.Clients), u.ErrorSamples)
 	}
 	for _, c := range r.Contended {
-		for _, s := range c.ErrorSamples {
-			out = append(out, fmt.Sprintf("contended C=%d: %s", c.Clients, s))
-		}
+		add(fmt.Sprintf("contended C=%d", c.Clients), c.ErrorSamples)
 	}
 	for _, x := range r.Semaphore {
-		for _, s := range x.ErrorSamples {
-			out = append(out, fmt.Sprintf("semaphore C=%d: %s", x.Clients, s))
-		}
+		add(fmt.Sprintf("semaphore C=%d", x.Clients), x.ErrorSamples)
 	}
 	for _, x := range r.RWLock {
-		for _, s := range x.ErrorSamples {
-			out = append(out, fmt.Sprintf("rwlock C=%d: %s", x.Clients, s))
-		}
+		add(fmt.Sprintf("rwlock C=%d", x.Clients), x.ErrorSamples)
 	}
 	if s := r.Sessions; s != nil {
-		for _, e := range s.ErrorSamples {
-			out = append(out, "sessions: "+e)
-		}
+		add("sessions", s.ErrorSamples)
 	}
 	if w := r.Watch; w != nil {
-		for _, e := range w.ErrorSamples {
-			out = append(out, "watch: "+e)
-		}
+		add("watch", w.ErrorSamples)
 	}
 	return out
 }

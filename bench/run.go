@@ -65,11 +65,7 @@ func (r *runner) runWorkload(ctx context.Context, w string, rep *Report) error {
 	switch w {
 	case Uncontended:
 		for _, c := range r.opts.UncontendedClients {
-			var res UncontendedResult
-			steal, err := stealDuring(func() (err error) {
-				res, err = r.uncontended(ctx, c)
-				return err
-			})
+			res, steal, err := withSteal(func() (UncontendedResult, error) { return r.uncontended(ctx, c) })
 			if err != nil {
 				return err
 			}
@@ -81,11 +77,7 @@ func (r *runner) runWorkload(ctx context.Context, w string, rep *Report) error {
 			if c < 2 {
 				continue
 			}
-			var res ContendedResult
-			steal, err := stealDuring(func() (err error) {
-				res, err = r.contended(ctx, c)
-				return err
-			})
+			res, steal, err := withSteal(func() (ContendedResult, error) { return r.contended(ctx, c) })
 			if err != nil {
 				return err
 			}
@@ -108,11 +100,7 @@ func (r *runner) runWorkload(ctx context.Context, w string, rep *Report) error {
 		}
 		rep.Sessions = &res
 	case Watch:
-		var res WatchResult
-		steal, err := stealDuring(func() (err error) {
-			res, err = r.watch(ctx)
-			return err
-		})
+		res, steal, err := withSteal(func() (WatchResult, error) { return r.watch(ctx) })
 		res.StealPercent = steal
 		rep.Watch = &res
 		if err != nil {
@@ -131,11 +119,7 @@ func (r *runner) runWorkload(ctx context.Context, w string, rep *Report) error {
 // runKindRow runs one row of the semaphore or rwlock workload and adds it to rep.
 func (r *runner) runKindRow(ctx context.Context, w string, clients int, rep *Report) error {
 	if w == Semaphore {
-		var res SemaphoreResult
-		steal, err := stealDuring(func() (err error) {
-			res, err = r.semaphore(ctx, clients)
-			return err
-		})
+		res, steal, err := withSteal(func() (SemaphoreResult, error) { return r.semaphore(ctx, clients) })
 		if err != nil {
 			return err
 		}
@@ -143,11 +127,7 @@ func (r *runner) runKindRow(ctx context.Context, w string, clients int, rep *Rep
 		rep.Semaphore = append(rep.Semaphore, res)
 		return nil
 	}
-	var res RWResult
-	steal, err := stealDuring(func() (err error) {
-		res, err = r.rwlock(ctx, clients)
-		return err
-	})
+	res, steal, err := withSteal(func() (RWResult, error) { return r.rwlock(ctx, clients) })
 	if err != nil {
 		return err
 	}
@@ -322,4 +302,14 @@ func loadAvg() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// withSteal runs run and returns its result with the share of the machine's CPU time that the
+// hypervisor stole meanwhile (see stealDuring).
+func withSteal[T any](run func() (T, error)) (res T, steal *float64, err error) {
+	steal, err = stealDuring(func() (err error) {
+		res, err = run()
+		return err
+	})
+	return res, steal, err
 }

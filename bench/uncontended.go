@@ -45,33 +45,14 @@ type uncontendedWorker struct {
 
 func (r *runner) uncontended(ctx context.Context, clients int) (UncontendedResult, error) {
 	res := UncontendedResult{Clients: clients}
-	t, sessions, done, err := r.connectSessions(ctx, clients)
+	lock := func(i int) string { return r.lockName("u"+strconv.Itoa(clients), strconv.Itoa(i)) }
+	// Each client stops at the window's end by itself; its last release completes on ctx.
+	workers, w, cpu, errs, err := runClients(ctx, r, "uncontended", "ops", clients, lock,
+		func(ctx, _ context.Context, l clientLoop) uncontendedWorker {
+			return acquireReleaseLoop(ctx, l.c, l.session, l.name, l.w, l.count, l.errs)
+		})
 	if err != nil {
 		return res, err
-	}
-	defer done()
-	var (
-		ops     atomic.Int64
-		errs    errorLog
-		wg      sync.WaitGroup
-		workers = make([]uncontendedWorker, clients)
-		w       = newWindow(r.opts.Warmup, r.opts.Duration)
-	)
-	cpu := r.meterCPU(ctx, t, w)
-	label := fmt.Sprintf("uncontended C=%d", clients)
-	stop := r.progress(func(now time.Time) string { return windowStatus(label, w, now, ops.Load(), "ops") })
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			name := r.lockName("u"+strconv.Itoa(clients), strconv.Itoa(i))
-			workers[i] = acquireReleaseLoop(ctx, t.c, sessions[i].ID(), name, w, &ops, &errs)
-		}()
-	}
-	wg.Wait()
-	stop()
-	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("bench: uncontended: %w", err)
 	}
 	var acq, rel []time.Duration
 	for _, wk := range workers {

@@ -139,13 +139,9 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 		}
 		c.logger.Debug("retrying request", "method", cl.method, "path", cl.path, "endpoint", ep,
 			"error", err, "delay", delay)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, delay) {
 			return out, errorf("%s %s: %w (last error: %v)", cl.method, cl.path,
 				context.Cause(ctx), err)
-		case <-t.C:
 		}
 	}
 }
@@ -314,4 +310,16 @@ func codeOfStatus(status int) string {
 		return api.CodeTimeout // the request may have reached the cluster
 	}
 	return api.CodeInternal
+}
+
+// sleepCtx waits for d, or returns false at once when ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

@@ -115,15 +115,3 @@ func nonNilLocks(l []api.Lock) []api.Lock {
 	}
 	return l
 }
-
-// sleepCtx waits for d, or returns false at once when ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}

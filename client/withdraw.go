@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"time"
 )
 
 // withdraw ends m's use of the lock with a withdrawal of attempt t, which may have left a
@@ -50,12 +49,8 @@ func (m *Mutex) runWithdrawal(done func(), t attempt, token, keep uint64) {
 			return
 		}
 		m.s.c.logger.Debug("withdrawing an attempt failed; asking again", "lock", m.name, "error", err)
-		t := time.NewTimer(m.s.c.backoff(i))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, m.s.c.backoff(i)) {
 			return
-		case <-t.C:
 		}
 	}
 }

@@ -39,13 +39,15 @@ func (d *decoder) uvarint() uint64 {
 	return v
 }
 
+// varint reads a zig-zag encoded signed varint, as binary.Varint does: the checks of its
+// unsigned form are the same.
 func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.buf)
-	if !d.varintOK(n) {
-		return 0
+	ux := d.uvarint()
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
 	}
-	d.buf = d.buf[n:]
-	return v
+	return x
 }
 
 // varintOK checks the length n that binary.Uvarint or binary.Varint reported: a varint must be
@@ -111,14 +113,19 @@ func (d *decoder) strings() []string {
 	return out
 }
 
+// fixed fills dst with the next len(dst) bytes, or fails and leaves it zero.
+func (d *decoder) fixed(dst []byte) {
+	if len(d.buf) < len(dst) {
+		d.fail(ErrShortCommand)
+		return
+	}
+	copy(dst, d.buf)
+	d.buf = d.buf[len(dst):]
+}
+
 func (d *decoder) hash() [32]byte {
 	var h [32]byte
-	if len(d.buf) < len(h) {
-		d.fail(ErrShortCommand)
-		return h
-	}
-	copy(h[:], d.buf)
-	d.buf = d.buf[len(h):]
+	d.fixed(h[:])
 	return h
 }
 
@@ -142,11 +149,6 @@ func (d *decoder) policy() Policy {
 
 func (d *decoder) sessionID() SessionID {
 	var id SessionID
-	if len(d.buf) < len(id) {
-		d.fail(ErrShortCommand)
-		return id
-	}
-	copy(id[:], d.buf)
-	d.buf = d.buf[len(id):]
+	d.fixed(id[:])
 	return id
 }

@@ -125,12 +125,18 @@ func (f *FSM) Queued(lock string, session SessionID) bool {
 
 // Locks returns, sorted by name, every held, awaited or delayed lock whose name has prefix.
 func (f *FSM) Locks(prefix string) []LockInfo {
+	return listLocks(f, prefix, (*state).lockInfo)
+}
+
+// listLocks returns, sorted by name, what view reads of every held, awaited or delayed lock
+// whose name has prefix, all read at one moment.
+func listLocks[T any](f *FSM, prefix string, view func(*state, string) T) []T {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	names := f.st.sortedLockNames(prefix)
-	out := make([]LockInfo, len(names))
+	out := make([]T, len(names))
 	for i, n := range names {
-		out[i] = f.st.lockInfo(n)
+		out[i] = view(f.st, n)
 	}
 	return out
 }

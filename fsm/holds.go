@@ -376,14 +376,7 @@ func (f *FSM) LockView(name string) LockView {
 // LockViews returns, sorted by name, every held, awaited or delayed lock whose name has
 // prefix, with its grants, all read at one moment.
 func (f *FSM) LockViews(prefix string) []LockView {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	names := f.st.sortedLockNames(prefix)
-	out := make([]LockView, len(names))
-	for i, n := range names {
-		out[i] = f.st.lockView(n)
-	}
-	return out
+	return listLocks(f, prefix, (*state).lockView)
 }
 
 func (s *state) lockView(name string) LockView {

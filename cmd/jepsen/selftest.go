@@ -75,70 +75,100 @@ func selfTest(ctx context.Context, cfg jepsen.Config, stdout, stderr io.Writer) 
 		expect(r.Valid == c.Valid, "%-70s want %s: %s", c.Name, want, r.Line())
 	}
 
-	fmt.Fprintln(stdout, "\n== a resource that ignores tokens, under client pauses (must fail fencing)")
-	tokens := cfg
-	tokens.IgnoreTokens = true
-	tokens.Faults = []string{nemesis.ClientPause}
-	tokens.Time = min(cfg.Time, 30*time.Second)
-	tokens.Dir = filepath.Join(cfg.Dir, "ignore-tokens")
-	rep, err := jepsen.Run(ctx, tokens)
-	if err != nil {
-		fmt.Fprintln(stderr, "jepsen:", err)
-		return exitError
-	}
-	rep.Print(stdout)
-	fencing, _ := rep.Result("fencing")
-	expect(!fencing.Valid, "fencing flags the token-ignoring resource: %s", fencing.Line())
-
-	fmt.Fprintln(stdout, "\n== Go-client workers that ignore Done, under client pauses (must fail belief)")
-	done := cfg
-	done.IgnoreDone, done.Workload = true, jepsen.WorkloadClient
-	done.Faults = []string{nemesis.ClientPause}
-	done.Time = min(cfg.Time, 30*time.Second)
-	done.Dir = filepath.Join(cfg.Dir, "ignore-done")
-	if rep, err = jepsen.Run(ctx, done); err != nil {
-		fmt.Fprintln(stderr, "jepsen:", err)
-		return exitError
-	}
-	rep.Print(stdout)
-	belief, _ := rep.Result("belief")
-	expect(!belief.Valid, "belief flags the workers that go on believing after their session is gone: %s", belief.Line())
-
-	fmt.Fprintln(stdout, "\n== watchers that miss one change in seven (must fail watch)")
-	drop := cfg
-	drop.DropWatchChanges, drop.Watchers = true, max(cfg.Watchers, 2)
-	drop.Faults = nil
-	drop.Time = min(cfg.Time, 10*time.Second)
-	drop.Dir = filepath.Join(cfg.Dir, "drop-watch-changes")
-	if rep, err = jepsen.Run(ctx, drop); err != nil {
-		fmt.Fprintln(stderr, "jepsen:", err)
-		return exitError
-	}
-	rep.Print(stdout)
-	watch, _ := rep.Result("watch")
-	expect(!watch.Valid, "watch flags the watchers that miss changes: %s", watch.Line())
-
-	fmt.Fprintln(stdout, "\n== agents that skip the Raft log's fsync, under power losses of every node (must fail durability or linearizability)")
-	if err := faultfs.Available(); err != nil {
-		fmt.Fprintf(stdout, "SKIPPED: FUSE is not available here (%v), so power losses cannot be injected\n", err)
-	} else {
-		power := cfg
-		power.UnsafeNoLogFsync, power.LogStore = true, "boltdb" // an unsynced bbolt file goes back to empty
-		power.Faults = []string{nemesis.PowerLossAll}
-		power.Time = min(cfg.Time, 20*time.Second)
-		power.Dir = filepath.Join(cfg.Dir, "no-log-fsync")
-		if rep, err = jepsen.Run(ctx, power); err != nil {
+	for _, c := range brokenRuns() {
+		fmt.Fprintln(stdout, "\n== "+c.title)
+		if c.skip != nil {
+			if err := c.skip(); err != nil {
+				fmt.Fprintf(stdout, "SKIPPED: "+c.skipWhy+"\n", err)
+				continue
+			}
+		}
+		run := cfg
+		c.breakIt(&run)
+		run.Time = min(cfg.Time, c.most)
+		run.Dir = filepath.Join(cfg.Dir, c.dir)
+		rep, err := jepsen.Run(ctx, run)
+		if err != nil {
 			fmt.Fprintln(stderr, "jepsen:", err)
 			return exitError
 		}
 		rep.Print(stdout)
-		dur, _ := rep.Result("durability")
-		lin, _ := rep.Result("linearizable")
-		expect(!dur.Valid || !lin.Valid, "durability or linearizability flags the lost writes: %s / %s", dur.Line(), lin.Line())
+		ok, format, args := c.flagged(rep)
+		expect(ok, format, args...)
 	}
 	fmt.Fprintf(stdout, "\n%d passed, %d failed\n", passed, failed)
 	if failed > 0 {
 		return exitViolation
 	}
 	return exitOK
+}
+
+// brokenRun is one self-test run of a broken system: what it breaks in the Config, and the
+// check that the checkers flag what it breaks.
+type brokenRun struct {
+	title   string
+	dir     string        // below the Config's Dir
+	most    time.Duration // the most the run takes
+	skip    func() error  // when it returns an error, the run cannot be done here
+	skipWhy string        // what a skipped run says, a format for skip's error
+	breakIt func(*jepsen.Config)
+	// flagged returns whether the checkers flagged the run, and a format and its arguments
+	// that say how.
+	flagged func(*jepsen.Report) (bool, string, []any)
+}
+
+// brokenRuns are the self-test's runs of broken systems, in the order they run.
+func brokenRuns() []brokenRun {
+	return []brokenRun{{
+		title: "a resource that ignores tokens, under client pauses (must fail fencing)",
+		dir:   "ignore-tokens",
+		most:  30 * time.Second,
+		breakIt: func(c *jepsen.Config) {
+			c.IgnoreTokens = true
+			c.Faults = []string{nemesis.ClientPause}
+		},
+		flagged: func(rep *jepsen.Report) (bool, string, []any) {
+			fencing, _ := rep.Result("fencing")
+			return !fencing.Valid, "fencing flags the token-ignoring resource: %s", []any{fencing.Line()}
+		},
+	}, {
+		title: "Go-client workers that ignore Done, under client pauses (must fail belief)",
+		dir:   "ignore-done",
+		most:  30 * time.Second,
+		breakIt: func(c *jepsen.Config) {
+			c.IgnoreDone, c.Workload = true, jepsen.WorkloadClient
+			c.Faults = []string{nemesis.ClientPause}
+		},
+		flagged: func(rep *jepsen.Report) (bool, string, []any) {
+			belief, _ := rep.Result("belief")
+			return !belief.Valid, "belief flags the workers that go on believing after their session is gone: %s", []any{belief.Line()}
+		},
+	}, {
+		title: "watchers that miss one change in seven (must fail watch)",
+		dir:   "drop-watch-changes",
+		most:  10 * time.Second,
+		breakIt: func(c *jepsen.Config) {
+			c.DropWatchChanges, c.Watchers = true, max(c.Watchers, 2)
+			c.Faults = nil
+		},
+		flagged: func(rep *jepsen.Report) (bool, string, []any) {
+			watch, _ := rep.Result("watch")
+			return !watch.Valid, "watch flags the watchers that miss changes: %s", []any{watch.Line()}
+		},
+	}, {
+		title:   "agents that skip the Raft log's fsync, under power losses of every node (must fail durability or linearizability)",
+		dir:     "no-log-fsync",
+		most:    20 * time.Second,
+		skip:    faultfs.Available,
+		skipWhy: "FUSE is not available here (%v), so power losses cannot be injected",
+		breakIt: func(c *jepsen.Config) {
+			c.UnsafeNoLogFsync, c.LogStore = true, "boltdb" // an unsynced bbolt file goes back to empty
+			c.Faults = []string{nemesis.PowerLossAll}
+		},
+		flagged: func(rep *jepsen.Report) (bool, string, []any) {
+			dur, _ := rep.Result("durability")
+			lin, _ := rep.Result("linearizable")
+			return !dur.Valid || !lin.Valid, "durability or linearizability flags the lost writes: %s / %s", []any{dur.Line(), lin.Line()}
+		},
+	}}
 }

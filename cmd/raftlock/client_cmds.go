@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/tlsutil"
 	"github.com/spf13/cobra"
 )
 
@@ -127,14 +127,11 @@ func (f *clientFlags) tlsConfig() (*tls.Config, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if ca != "" {
-		pem, err := os.ReadFile(ca)
+		pool, err := tlsutil.LoadCAPool(ca)
 		if err != nil {
 			return nil, fmt.Errorf("--ca-file: %w", err)
 		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", ca)
-		}
+		cfg.RootCAs = pool
 	}
 	if cert != "" {
 		pair, err := tls.LoadX509KeyPair(cert, key)

@@ -45,16 +45,9 @@ type ClientWorker struct {
 
 // newClientWorker starts the worker's proxies and client.
 func (wl *Workload) newClientWorker(id, k int, endpoints []Endpoint) (*ClientWorker, error) {
-	nc, err := newNetCut(endpoints, wl.cfg.scheme(), wl.cfg.ProxyTLS, wl.cfg.TLS)
+	nc, c, err := wl.proxiedClient(id, endpoints)
 	if err != nil {
 		return nil, err
-	}
-	wl.addNet(nc)
-	c, err := client.New(nc.Endpoints(), wl.cfg.clientOptions(id, client.WithRequestTimeout(wl.cfg.OpTimeout),
-		client.WithRetryTimeout(2*wl.cfg.OpTimeout))...)
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("workload: client: %w", err)
 	}
 	w := &ClientWorker{id: id, cfg: wl.cfg, rec: wl.rec, res: wl.res, cuts: &wl.cuts, net: nc, c: c,
 		rng: rand.New(rand.NewSource(wl.cfg.Seed*1000 + int64(id))), unchecked: k%4 >= 2, cycler: k < wl.cfg.Cyclers}
@@ -78,17 +71,6 @@ func (w *ClientWorker) lockDelay() time.Duration {
 		return w.cfg.LockDelay
 	}
 	return 0
-}
-
-func (w *ClientWorker) sleep(stop <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-stop:
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func (w *ClientWorker) jitter(max time.Duration) time.Duration { return jitter(w.rng, max) }
@@ -170,7 +152,7 @@ func (w *ClientWorker) newSession(ctx context.Context, stop <-chan struct{}) *cl
 		// The session may have been created anyway: it then expires, unused and unrecorded.
 		op.Type, op.Error = history.Info, err.Error()
 		w.rec.Add(op)
-		if !w.sleep(stop, 50*time.Millisecond+w.jitter(100*time.Millisecond)) {
+		if !sleepOrStop(stop, 50*time.Millisecond+w.jitter(100*time.Millisecond)) {
 			return nil
 		}
 	}
@@ -285,11 +267,11 @@ func (w *ClientWorker) take(ctx context.Context, stop <-chan struct{}, s *client
 	h := w.newHolder(s, lock)
 	ok, token := w.acquire(ctx, s, lock, h, "")
 	if !ok {
-		w.sleep(stop, w.jitter(50*time.Millisecond))
+		sleepOrStop(stop, w.jitter(50*time.Millisecond))
 		return
 	}
 	// Asking again at once, or later, once the server may have handed the lock on.
-	if w.hold(ctx, stop, s, lock, h, token) && w.sleep(stop, w.jitter(2*w.cfg.TTL)) {
+	if w.hold(ctx, stop, s, lock, h, token) && sleepOrStop(stop, w.jitter(2*w.cfg.TTL)) {
 		if ok, token := w.acquire(ctx, s, lock, h, "asked again after losing the lock, without Unlock"); ok {
 			w.hold(ctx, stop, s, lock, h, token)
 		}

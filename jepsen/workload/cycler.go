@@ -52,7 +52,7 @@ func (w *ClientWorker) burst(ctx context.Context, stop <-chan struct{}, s *clien
 			return
 		}
 		if !settled {
-			w.sleep(stop, w.jitter(20*time.Millisecond))
+			sleepOrStop(stop, w.jitter(20*time.Millisecond))
 		}
 	}
 }
@@ -72,6 +72,6 @@ func (w *ClientWorker) cycleOnce(ctx context.Context, stop <-chan struct{}, s *c
 	if w.rng.Intn(4) == 0 && (w.cfg.IgnoreDone || m.Context().Err() == nil) {
 		w.res.WriteAt(w.id, lock, s.ID(), token, fmt.Sprintf("client-worker-%d", w.id), w.unchecked, checkedAt)
 	}
-	w.sleep(stop, w.jitter(cycleHold))
+	sleepOrStop(stop, w.jitter(cycleHold))
 	return w.letGo(ctx, s, lock, h, token, start, b, true)
 }

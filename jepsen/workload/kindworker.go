@@ -46,16 +46,9 @@ type kindHold struct {
 
 // newKindWorker starts the worker's proxies and client; process is its process id.
 func (wl *Workload) newKindWorker(process int, semaphore, writer bool) (*KindWorker, error) {
-	nc, err := newNetCut(wl.c.Endpoints(), wl.cfg.scheme(), wl.cfg.ProxyTLS, wl.cfg.TLS)
+	nc, c, err := wl.proxiedClient(process, wl.c.Endpoints())
 	if err != nil {
 		return nil, err
-	}
-	wl.addNet(nc)
-	c, err := client.New(nc.Endpoints(), wl.cfg.clientOptions(process, client.WithRequestTimeout(wl.cfg.OpTimeout),
-		client.WithRetryTimeout(2*wl.cfg.OpTimeout))...)
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("workload: client: %w", err)
 	}
 	w := &KindWorker{id: process, writer: writer, cfg: wl.cfg, rec: wl.rec, res: wl.kinds, net: nc, c: c,
 		rng: rand.New(rand.NewSource(wl.cfg.Seed*1000 + int64(process)))}
@@ -217,16 +210,4 @@ func (w *KindWorker) use(ctx context.Context, stop <-chan struct{}, s *client.Se
 	}
 	w.rec.Add(history.Op{Process: w.id, Kind: history.Hold, Type: history.OK, Lock: w.lock, Session: s.ID(), API: h.api,
 		Limit: w.limit, OutToken: token, Invoke: start, Complete: end, Detail: detail})
-}
-
-// sleepOrStop sleeps d, and reports false if stop closed first.
-func sleepOrStop(stop <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-stop:
-		return false
-	case <-t.C:
-		return true
-	}
 }

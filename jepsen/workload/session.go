@@ -66,7 +66,7 @@ func (w *Worker) newSession(ctx context.Context, stop <-chan struct{}) *session 
 			go w.keepalive(kctx, s, renewerProcess(w.cfg, w.id), rand.New(rand.NewSource(w.rng.Int63())))
 			return s
 		}
-		if !w.sleep(stop, 50*time.Millisecond+time.Duration(w.rng.Int63n(int64(100*time.Millisecond)))) {
+		if !sleepOrStop(stop, 50*time.Millisecond+time.Duration(w.rng.Int63n(int64(100*time.Millisecond)))) {
 			return nil
 		}
 	}

@@ -70,15 +70,10 @@ func (w *watcher) run(ctx context.Context, stop <-chan struct{}) {
 	for !stopped(stop) && ctx.Err() == nil {
 		w.ask(ctx, 100*time.Millisecond+jitter(w.rng, 2*w.wl.cfg.TTL))
 	}
-	end := history.Op{Process: w.process, Kind: history.WatchEnd, Type: history.Info, Invoke: w.wl.rec.Now()}
-	deadline := time.Now().Add(watchDrain)
-	target, at, err := w.target(ctx, deadline)
-	if err != nil {
-		end.Complete, end.Error = w.wl.rec.Now(), fmt.Sprintf("no index to reach: %v", err)
-		w.wl.rec.Add(end)
+	end, deadline, target, ok := w.startDrain(ctx)
+	if !ok {
 		return
 	}
-	end.Invoke, end.OutIndex = at, target
 	for w.index < target && time.Now().Before(deadline) && ctx.Err() == nil {
 		w.ask(ctx, 500*time.Millisecond)
 	}
@@ -184,4 +179,20 @@ func (w *watcher) get(ctx context.Context, ep Endpoint, index uint64, wait time.
 		return ans, fmt.Errorf("watch: %w", err)
 	}
 	return ans, nil
+}
+
+// startDrain begins a watcher's drain: the WatchEnd op it ends with, the drain's deadline and
+// the index every acknowledged change is at or below. When no such index is found it records
+// the op with the reason and returns false.
+func (w *watcher) startDrain(ctx context.Context) (end history.Op, deadline time.Time, target uint64, ok bool) {
+	end = history.Op{Process: w.process, Kind: history.WatchEnd, Type: history.Info, Invoke: w.wl.rec.Now()}
+	deadline = time.Now().Add(watchDrain)
+	target, at, err := w.target(ctx, deadline)
+	if err != nil {
+		end.Complete, end.Error = w.wl.rec.Now(), fmt.Sprintf("no index to reach: %v", err)
+		w.wl.rec.Add(end)
+		return end, deadline, 0, false
+	}
+	end.Invoke, end.OutIndex = at, target
+	return end, deadline, target, true
 }

@@ -75,15 +75,10 @@ func (w *watcher) runClient(ctx context.Context, stop <-chan struct{}) {
 // drainClient takes the client's events until a linearizable watch from the last index it
 // delivered finds no change up to the index every acknowledged change is at or below.
 func (w *watcher) drainClient(ctx context.Context, events <-chan client.WatchEvent, take func(client.WatchEvent) bool) {
-	end := history.Op{Process: w.process, Kind: history.WatchEnd, Type: history.Info, Invoke: w.wl.rec.Now()}
-	deadline := time.Now().Add(watchDrain)
-	target, at, err := w.target(ctx, deadline)
-	if err != nil {
-		end.Complete, end.Error = w.wl.rec.Now(), fmt.Sprintf("no index to reach: %v", err)
-		w.wl.rec.Add(end)
+	end, deadline, target, ok := w.startDrain(ctx)
+	if !ok {
 		return
 	}
-	end.Invoke, end.OutIndex = at, target
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		ans, err := w.get(ctx, w.wl.c.Endpoints()[w.node], w.index, 0, false)
 		if err == nil && len(ans.Locks) == 0 && !ans.Reset && ans.Index >= target {

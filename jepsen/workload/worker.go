@@ -160,6 +160,24 @@ type Workload struct {
 	fault *proxy.RequestFault // in force on them; nil for none
 }
 
+// proxiedClient starts proxies to endpoints, registers them (see addNet), and a Go client for
+// process that goes through them: a client worker's view of the cluster, which the network
+// faults cut.
+func (wl *Workload) proxiedClient(process int, endpoints []Endpoint) (*netCut, *client.Client, error) {
+	nc, err := newNetCut(endpoints, wl.cfg.scheme(), wl.cfg.ProxyTLS, wl.cfg.TLS)
+	if err != nil {
+		return nil, nil, err
+	}
+	wl.addNet(nc)
+	c, err := client.New(nc.Endpoints(), wl.cfg.clientOptions(process, client.WithRequestTimeout(wl.cfg.OpTimeout),
+		client.WithRetryTimeout(2*wl.cfg.OpTimeout))...)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("workload: client: %w", err)
+	}
+	return nc, c, nil
+}
+
 // addNet registers a client worker's proxies, and installs the fault in force on them.
 func (wl *Workload) addNet(n *netCut) {
 	wl.mu.Lock()
@@ -299,8 +317,8 @@ func (w *Worker) pick(rng *rand.Rand) Endpoint {
 	return eps[rng.Intn(len(eps))]
 }
 
-// sleep waits for d, or returns false at once if stop is closed.
-func (w *Worker) sleep(stop <-chan struct{}, d time.Duration) bool {
+// sleepOrStop sleeps d, and reports false at once if stop closes first.
+func sleepOrStop(stop <-chan struct{}, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -382,7 +400,7 @@ func (w *Worker) run(ctx context.Context, stop <-chan struct{}) {
 		case op.Code == api.CodeSessionNotFound:
 			s.lost.Store(true)
 		default:
-			w.sleep(stop, w.jitter(50*time.Millisecond))
+			sleepOrStop(stop, w.jitter(50*time.Millisecond))
 		}
 	}
 }
@@ -434,7 +452,7 @@ func (w *Worker) cancel(ctx context.Context, stop <-chan struct{}, s *session, l
 			release := w.c.Release(ctx, w.pick(w.rng), w.id, lock, s.id, op.OutToken)
 			return release.Type == history.OK || release.Code == api.CodeNotHolder
 		}
-		if !w.sleep(stop, 100*time.Millisecond) { // no leader, or an unknown outcome
+		if !sleepOrStop(stop, 100*time.Millisecond) { // no leader, or an unknown outcome
 			return false
 		}
 	}
@@ -449,7 +467,7 @@ func (w *Worker) hold(ctx context.Context, stop <-chan struct{}, s *session, loc
 	}
 	w.maybePause(ctx, s, lock, token)
 	w.res.Write(w.id, lock, s.id, token, fmt.Sprintf("worker-%d", w.id))
-	w.sleep(stop, w.jitter(w.cfg.MaxHold))
+	sleepOrStop(stop, w.jitter(w.cfg.MaxHold))
 	for attempt := 0; attempt < 3; attempt++ {
 		op := w.c.Release(ctx, w.pick(w.rng), w.id, lock, s.id, token)
 		switch {
