@@ -46,13 +46,22 @@ type ContendedResult struct {
 	FIFOInversions int `json:"fifo_inversions"`
 	// Overlaps counts grants received while another client still held the lock, and
 	// TokenRegressions grants whose token did not exceed the previous grant's. Both must be 0.
-	Overlaps         int      `json:"overlaps"`
-	TokenRegressions int      `json:"token_regressions"`
-	Violations       []string `json:"violations,omitempty"`
-	Errors           int64    `json:"errors"`
-	ErrorSamples     []string `json:"error_samples,omitempty"`
-	// ServerCPUMicros is the CPU time all server processes spent in the window per grant (its acquire and release), in
-	// microseconds (with an in-process cluster, the bench's own included); nil if unknown.
+	Overlaps         int `json:"overlaps"`
+	TokenRegressions int `json:"token_regressions"`
+	// Outcome has the violations, errors and servers' CPU per grant (acquire and release).
+	Outcome
+}
+
+// Outcome ends the result of a workload that checks what it was granted: the violations it
+// saw, its errors, and what the servers spent.
+type Outcome struct {
+	// Violations describe grants that broke the workload's rule (a lock or limit overrun, a
+	// token granted twice or out of order); there must be none.
+	Violations   []string `json:"violations,omitempty"`
+	Errors       int64    `json:"errors"`
+	ErrorSamples []string `json:"error_samples,omitempty"`
+	// ServerCPUMicros is the CPU time all server processes spent in the window per operation,
+	// in microseconds (with an in-process cluster, the bench's own included); nil if unknown.
 	ServerCPUMicros *float64 `json:"server_cpu_us_per_op,omitempty"`
 	// StealPercent is the CPU time the hypervisor gave to other guests while this ran.
 	StealPercent *float64 `json:"steal_percent,omitempty"`

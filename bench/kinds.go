@@ -24,14 +24,10 @@ type SemaphoreResult struct {
 	MostHolders int `json:"most_holders"`
 	// Overflows counts grants received while Limit other clients held a permit, and
 	// DuplicateTokens grants under a token granted before. Both must be 0.
-	Overflows       int      `json:"overflows"`
-	DuplicateTokens int      `json:"duplicate_tokens"`
-	Violations      []string `json:"violations,omitempty"`
-	Errors          int64    `json:"errors"`
-	ErrorSamples    []string `json:"error_samples,omitempty"`
-	// ServerCPUMicros is the servers' CPU time per grant (its acquire and release).
-	ServerCPUMicros *float64 `json:"server_cpu_us_per_op,omitempty"`
-	StealPercent    *float64 `json:"steal_percent,omitempty"`
+	Overflows       int `json:"overflows"`
+	DuplicateTokens int `json:"duplicate_tokens"`
+	// Outcome has the violations, errors and servers' CPU per grant (acquire and release).
+	Outcome
 }
 
 // RWResult holds the figures of one read/write-lock run: C clients on one read/write lock,
@@ -52,14 +48,10 @@ type RWResult struct {
 	// Overlaps counts exclusive grants received while another client held the lock, and
 	// shared ones while a writer did; DuplicateTokens grants under a token granted before.
 	// Both must be 0.
-	Overlaps        int      `json:"overlaps"`
-	DuplicateTokens int      `json:"duplicate_tokens"`
-	Violations      []string `json:"violations,omitempty"`
-	Errors          int64    `json:"errors"`
-	ErrorSamples    []string `json:"error_samples,omitempty"`
-	// ServerCPUMicros is the servers' CPU time per grant (its acquire and release).
-	ServerCPUMicros *float64 `json:"server_cpu_us_per_op,omitempty"`
-	StealPercent    *float64 `json:"steal_percent,omitempty"`
+	Overlaps        int `json:"overlaps"`
+	DuplicateTokens int `json:"duplicate_tokens"`
+	// Outcome has the violations, errors and servers' CPU per grant (acquire and release).
+	Outcome
 }
 
 // kindMonitor checks, as grants arrive, that a semaphore never has more than its limit of
