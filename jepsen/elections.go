@@ -25,29 +25,30 @@ func watchElections(ctx context.Context, stop <-chan struct{}, c *cluster.Cluste
 	defer t.Stop()
 	var term, from uint64
 	since := int64(-1) // start of the span being watched; -1 while the leader is settled
+	// last is when the poll before this one began: its leader was seen at some moment after.
 	last := rec.Now()
 	for {
 		select {
 		case <-stop:
 		case <-ctx.Done():
 		case <-t.C:
+			began := rec.Now()
 			qctx, cancel := context.WithTimeout(ctx, 2*electionPoll)
 			_, now, err := c.Leader(qctx)
 			cancel()
-			at := rec.Now()
 			switch {
 			case err != nil || (term != 0 && now != term):
 				if since < 0 {
 					since, from = last, term
 				}
 			case since >= 0:
-				recordLeaderChange(rec, since, at, from, now)
+				recordLeaderChange(rec, since, rec.Now(), from, now)
 				since = -1
 			}
 			if err == nil {
 				term = now
 			}
-			last = at
+			last = began
 			continue
 		}
 		if since >= 0 {

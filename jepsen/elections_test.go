@@ -31,10 +31,10 @@ func TestWatchElectionsRecordsAnUnplannedLeaderChange(t *testing.T) {
 	}
 	// Let the watcher see the settled leader before it goes.
 	testkit.Eventually(t, 10*time.Second, "a poll of the settled leader", func() bool { return rec.Now() > int64(3*electionPoll) })
-	killed := rec.Now()
 	if err := leader.Kill(ctx); err != nil {
 		t.Fatal(err)
 	}
+	killed := rec.Now() // the leader is gone by now: no later poll can have seen it
 	if _, err := c.WaitLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +49,6 @@ func TestWatchElectionsRecordsAnUnplannedLeaderChange(t *testing.T) {
 		t.Fatalf("recorded %+v, want one %s", faults, LeaderChange)
 	}
 	if f := faults[0]; f.Start > killed || f.End < elected-int64(2*electionPoll) {
-		t.Errorf("the event spans [%d, %d] ns, which misses the kill at %d or the election by %d", f.Start, f.End, killed, elected)
+		t.Errorf("the event spans [%d, %d] ns, which misses the kill (done at %d) or the election by %d", f.Start, f.End, killed, elected)
 	}
 }
