@@ -362,6 +362,16 @@ func giveUpWhileHeld(ctx context.Context, t *testing.T, h holder, call func(cont
 	}
 }
 
+// lateRequestChangesNothing delivers the held request late (see deliverLate) and checks that
+// the lock name is left free and unawaited.
+func lateRequestChangesNothing(ctx context.Context, t *testing.T, h holder, c *client.Client, name string) {
+	t.Helper()
+	deliverLate(ctx, t, h)
+	if l, err := c.GetLock(ctx, name); err != nil || l.Held || l.Waiters != 0 {
+		t.Fatalf("after the late acquire, lock %+v (%v): want free and unawaited", l, err)
+	}
+}
+
 // deliverLate delivers the held request and checks that the node refused it as the request of
 // a cancelled attempt.
 func deliverLate(ctx context.Context, t *testing.T, h holder) {

@@ -40,34 +40,20 @@ func (r *loadResult) granted(tok uint64) {
 func runLoad(t *testing.T, cl *client.Client, workers int, prefix string) (stop func(), res *loadResult) {
 	t.Helper()
 	res = &loadResult{}
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go func() { <-quit; cancel() }()
-			s, err := cl.NewSession(ctx, client.WithTTL(15*time.Second))
-			if err != nil {
-				return
+	stop = sessionWorkers(cl, workers, 15*time.Second, nil, func(ctx context.Context, w int, s *client.Session) {
+		m := client.NewMutex(s, fmt.Sprintf("%s/%d", prefix, w%2))
+		for ctx.Err() == nil {
+			if err := m.Lock(ctx); err != nil {
+				res.mu.Lock()
+				res.lastErr = err
+				res.mu.Unlock()
+				continue
 			}
-			defer s.Close(context.Background())
-			m := client.NewMutex(s, fmt.Sprintf("%s/%d", prefix, w%2))
-			for ctx.Err() == nil {
-				if err := m.Lock(ctx); err != nil {
-					res.mu.Lock()
-					res.lastErr = err
-					res.mu.Unlock()
-					continue
-				}
-				res.granted(m.Token())
-				_ = m.Unlock(context.Background())
-			}
-		}()
-	}
-	return func() { close(quit); wg.Wait() }, res
+			res.granted(m.Token())
+			_ = m.Unlock(context.Background())
+		}
+	})
+	return stop, res
 }
 
 // lockTableOf reads the lock table a backup file holds, as a node would restore it.

@@ -254,3 +254,32 @@ func lockTable(t *testing.T, cl *client.Client) []api.Lock {
 	}
 	return locks
 }
+
+// sessionWorkers runs work in workers goroutines, each on a session of its own (TTL ttl) from
+// cl, until the returned stop is called; stop returns once they have all ended and may be
+// called again. A worker whose session cannot be created tells failed, if set, and ends.
+func sessionWorkers(cl *client.Client, workers int, ttl time.Duration, failed func(w int, err error),
+	work func(ctx context.Context, w int, s *client.Session)) (stop func()) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() { <-quit; cancel() }()
+			s, err := cl.NewSession(ctx, client.WithTTL(ttl))
+			if err != nil {
+				if failed != nil {
+					failed(w, err)
+				}
+				return
+			}
+			defer s.Close(context.Background())
+			work(ctx, w, s)
+		}()
+	}
+	var once sync.Once
+	return func() { once.Do(func() { close(quit); wg.Wait() }) }
+}

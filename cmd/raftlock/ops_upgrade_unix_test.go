@@ -37,49 +37,33 @@ type ledger struct {
 
 func (l *ledger) run(t *testing.T, cl *client.Client, workers int) (stop func()) {
 	t.Helper()
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go func() { <-quit; cancel() }()
-			s, err := cl.NewSession(ctx, client.WithTTL(20*time.Second))
-			if err != nil {
-				l.fail(fmt.Errorf("worker %d: session: %w", w, err))
-				return
+	failed := func(w int, err error) { l.fail(fmt.Errorf("worker %d: session: %w", w, err)) }
+	return sessionWorkers(cl, workers, 20*time.Second, failed, func(ctx context.Context, w int, s *client.Session) {
+		shared := client.NewMutex(s, fmt.Sprintf("upgrade/shared/%d", w%2))
+		for k := 0; ctx.Err() == nil; k++ {
+			if err := shared.Lock(ctx); err != nil {
+				if s.Err() != nil {
+					l.fail(fmt.Errorf("worker %d: session lost: %w", w, s.Err()))
+					return
+				}
+				continue
 			}
-			defer s.Close(context.Background())
-			shared := client.NewMutex(s, fmt.Sprintf("upgrade/shared/%d", w%2))
-			for k := 0; ctx.Err() == nil; k++ {
-				if err := shared.Lock(ctx); err != nil {
-					if s.Err() != nil {
-						l.fail(fmt.Errorf("worker %d: session lost: %w", w, s.Err()))
-						return
-					}
-					continue
-				}
-				name := fmt.Sprintf("upgrade/kept/%d/%d", w, k)
-				own := client.NewMutex(s, name)
-				if err := own.TryLock(ctx); err == nil {
-					l.mu.Lock()
-					l.kept[name] = own.Token()
-					l.mu.Unlock()
-				}
+			name := fmt.Sprintf("upgrade/kept/%d/%d", w, k)
+			own := client.NewMutex(s, name)
+			if err := own.TryLock(ctx); err == nil {
 				l.mu.Lock()
-				l.shared++
+				l.kept[name] = own.Token()
 				l.mu.Unlock()
-				_ = shared.Unlock(context.Background())
 			}
-			if s.Err() != nil {
-				l.fail(fmt.Errorf("worker %d: session lost: %w", w, s.Err()))
-			}
-		}()
-	}
-	var once sync.Once
-	return func() { once.Do(func() { close(quit); wg.Wait() }) }
+			l.mu.Lock()
+			l.shared++
+			l.mu.Unlock()
+			_ = shared.Unlock(context.Background())
+		}
+		if s.Err() != nil {
+			l.fail(fmt.Errorf("worker %d: session lost: %w", w, s.Err()))
+		}
+	})
 }
 
 func (l *ledger) fail(err error) {
