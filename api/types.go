@@ -41,6 +41,9 @@ const (
 	// CodeRemoved is the answer of /v1/health and /v1/ready on a node that was removed from
 	// its cluster (an addition to v1).
 	CodeRemoved = "removed"
+	// CodeMemberConflict refuses to add a member whose id is an existing member's with other
+	// addresses, or whose Raft address another member has (an addition to v1, HTTP 409).
+	CodeMemberConflict = "member_conflict"
 	// CodeLimitMismatch refuses an acquire whose limit is not the one the lock is used with
 	// while it has holders, waiters or lock-delays (an addition to v1, HTTP 409; the body adds
 	// "limit").

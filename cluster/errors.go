@@ -20,6 +20,9 @@ var (
 	ErrSessionNotFound = errors.New("cluster: session not found")
 	// ErrUnknownMember means no member has the given id.
 	ErrUnknownMember = errors.New("cluster: unknown member")
+	// ErrMemberConflict refuses to add a member whose id is a member's at other addresses, or
+	// whose Raft address is another member's; nothing was changed.
+	ErrMemberConflict = errors.New("cluster: member conflict")
 	// ErrNotProposed means the request ended (its context) before its command was proposed;
 	// nothing was applied.
 	ErrNotProposed = errors.New("cluster: not proposed")

@@ -94,9 +94,11 @@ func (n *Node) Members() ([]MemberInfo, error) {
 }
 
 // AddMember adds a voter, or only records its HTTP address when a member with that id and Raft
-// address already exists (whatever its suffrage: a non-voter stays one until promoted). A
-// different member under an existing id is replaced. A new voter counts towards the quorum at
-// once, even while it catches up: AddNonvoter, then PromoteMember, does not risk that.
+// address already exists (whatever its suffrage: a non-voter stays one until promoted). An
+// existing id with another Raft address, or a Raft address another member has, is refused
+// with ErrMemberConflict: either would move a voter (its votes and its log) to another
+// process. A new voter counts towards the quorum at once, even while it catches up:
+// AddNonvoter, then PromoteMember, does not risk that.
 func (n *Node) AddMember(ctx context.Context, id, raftAddr, httpAddr string) error {
 	return n.addMember(ctx, id, raftAddr, httpAddr, true)
 }
@@ -116,11 +118,12 @@ func (n *Node) addMember(ctx context.Context, id, raftAddr, httpAddr string, vot
 	if err := f.Error(); err != nil {
 		return applyError(err)
 	}
-	present := false
-	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == id && string(s.Address) == raftAddr {
-			present = true
-		}
+	present, err := memberPresent(f.Configuration(), id, raftAddr)
+	if err != nil {
+		return err
+	}
+	if err := n.httpAddrFree(f.Configuration(), id, httpAddr); err != nil {
+		return err
 	}
 	if !present {
 		if err := n.checkCompatible(ctx, id, httpAddr); err != nil {
@@ -140,8 +143,44 @@ func (n *Node) addMember(ctx context.Context, id, raftAddr, httpAddr string, vot
 	if have, ok := n.fsm.Member(id); ok && have == m {
 		return nil
 	}
-	_, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeSetMember, Member: m})
+	_, err = n.propose(ctx, &fsm.Command{Type: fsm.TypeSetMember, Member: m})
 	return err
+}
+
+// memberPresent says whether the configuration has a member with this id and Raft address,
+// or refuses with ErrMemberConflict when it has this id at another address, or this address
+// under another id: raft would replace the first member's address, or let the process at the
+// address vote under the new id, with the votes and log it gave as the old one.
+func memberPresent(c raft.Configuration, id, raftAddr string) (bool, error) {
+	for _, s := range c.Servers {
+		switch sameID, sameAddr := string(s.ID) == id, string(s.Address) == raftAddr; {
+		case sameID && sameAddr:
+			return true, nil
+		case sameID:
+			return false, fmt.Errorf("%w: %s is a member at Raft address %s, not %s: to move it, remove it "+
+				"(raftlock members remove %s) and add it again with an empty data directory", ErrMemberConflict, id, s.Address, raftAddr, id)
+		case sameAddr:
+			return false, fmt.Errorf("%w: Raft address %s is member %s's: the process there would vote as %s "+
+				"with what it promised as %s; remove %s first, or give the new member an address of its own",
+				ErrMemberConflict, raftAddr, s.ID, id, s.ID, s.ID)
+		}
+	}
+	return false, nil
+}
+
+// httpAddrFree refuses with ErrMemberConflict when another member of the configuration has
+// published httpAddr: requests forwarded to one would reach the other.
+func (n *Node) httpAddrFree(c raft.Configuration, id, httpAddr string) error {
+	for _, s := range c.Servers {
+		if string(s.ID) == id {
+			continue
+		}
+		if m, ok := n.fsm.Member(string(s.ID)); ok && m.HTTPAddr == httpAddr {
+			return fmt.Errorf("%w: HTTP address %s is member %s's; give the new member an address of its own",
+				ErrMemberConflict, httpAddr, s.ID)
+		}
+	}
+	return nil
 }
 
 // RemoveMember removes a member from the configuration and forgets its metadata.
@@ -238,7 +277,7 @@ func (n *Node) announce(ctx context.Context, endpoints []string, suffrage string
 		for _, ep := range endpoints {
 			if last = n.postMember(ctx, ep, body); last == nil {
 				return nil
-			} else if errors.Is(last, errRefused) || errors.Is(last, errNoSuffrage) {
+			} else if errors.Is(last, errRefused) || errors.Is(last, errNoSuffrage) || errors.Is(last, ErrMemberConflict) {
 				return fmt.Errorf("cluster: join: %w", last) // asking again will not help
 			}
 		}
@@ -304,6 +343,8 @@ func (n *Node) postMember(ctx context.Context, endpoint string, body []byte) err
 			return fmt.Errorf("%s: %w: %s %s", url, errRefused, resp.Status, eb.Error.Message)
 		case resp.StatusCode == http.StatusBadRequest && strings.Contains(eb.Error.Message, "suffrage"):
 			return fmt.Errorf("%s: %w: %s", url, errNoSuffrage, eb.Error.Message)
+		case resp.StatusCode == http.StatusConflict && eb.Error.Code == api.CodeMemberConflict:
+			return fmt.Errorf("%s: %w: %s", url, ErrMemberConflict, eb.Error.Message)
 		}
 		return fmt.Errorf("%s: %s %s", url, resp.Status, eb.Error.Message)
 	}

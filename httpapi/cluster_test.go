@@ -330,6 +330,41 @@ func TestAddExistingMemberIsNoop(t *testing.T) {
 	}
 }
 
+// Adding a member under an existing id with other addresses, or at an address another member
+// has, is a definite refusal (409 member_conflict) that changes nothing: before, the first
+// moved voter n2 to an address where nothing listens, and the second made the process at
+// n2's address vote as the new id, both answered 200.
+func TestAddConflictingMemberIsRefused(t *testing.T) {
+	d := sharedCluster(t)
+	leader, followers := roles(t, d)
+	var before api.Cluster
+	ok(t, do(t, http.MethodGet, leader+"/v1/cluster", nil), http.StatusOK, &before)
+	m := before.Members[1]
+	other := before.Members[2]
+	for _, ep := range []string{leader, followers[0]} {
+		for _, req := range []api.AddMemberRequest{
+			{ID: m.ID, RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"}, // its id elsewhere
+			{ID: m.ID, RaftAddr: "127.0.0.1:1", HTTPAddr: m.HTTPAddr},    // its id at another Raft address
+			{ID: "n9", RaftAddr: m.RaftAddr, HTTPAddr: "127.0.0.1:2"},    // its Raft address under another id
+			{ID: "n9", RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Suffrage: "nonvoter"},
+			{ID: "n9", RaftAddr: "127.0.0.1:1", HTTPAddr: other.HTTPAddr}, // another's HTTP address
+			{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: other.HTTPAddr},    // its own, with another's HTTP address
+		} {
+			apiError(t, do(t, http.MethodPost, ep+"/v1/cluster/members", req), http.StatusConflict, api.CodeMemberConflict)
+		}
+	}
+	var after api.Cluster
+	ok(t, do(t, http.MethodGet, followers[1]+"/v1/cluster", nil), http.StatusOK, &after)
+	if membership(after.Members) != membership(before.Members) {
+		t.Fatalf("members after refused adds %+v, before %+v", after.Members, before.Members)
+	}
+	for i, x := range after.Members {
+		if x.HTTPAddr != before.Members[i].HTTPAddr {
+			t.Fatalf("member %s's HTTP address changed: %s, before %s", x.ID, x.HTTPAddr, before.Members[i].HTTPAddr)
+		}
+	}
+}
+
 func TestRemoveUnknownMember(t *testing.T) {
 	d := sharedCluster(t)
 	leader, followers := roles(t, d)

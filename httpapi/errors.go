@@ -85,6 +85,8 @@ func fromClusterError(err error) *apiError {
 	case errors.Is(err, cluster.ErrFeatureNotEnabled):
 		return newError(http.StatusConflict, api.CodeFeatureNotEnabled,
 			"%v: a member runs a version without it; upgrade every member, or ask without it", err)
+	case errors.Is(err, cluster.ErrMemberConflict):
+		return newError(http.StatusConflict, api.CodeMemberConflict, "%v", err)
 	case errors.Is(err, cluster.ErrIncompatible):
 		return newError(http.StatusConflict, api.CodeIncompatible, "%v", err)
 	case errors.Is(err, cluster.ErrInvalidACL):
