@@ -94,6 +94,11 @@ type Config struct {
 	// process at once (the agent exits). If nil, the node closes itself. Either way the node
 	// never writes again: a retried fsync can succeed without the data of the failed one.
 	OnStorageFailure func(error)
+	// OnRefusal, if set, is called once when the node must stop for a reason a restart of the
+	// same version cannot cure: its log holds an entry only a newer version can apply
+	// (ErrNeedsNewerVersion). It should stop the process (the agent exits with its refusal
+	// status). If nil, the node closes itself.
+	OnRefusal func(error)
 	// UnsafeNoLogFsync skips the fsync of the Raft log's appends (and, with LogStoreBoltDB, of
 	// the stable store): acknowledged writes are lost to a power cut. For tests that must see
 	// the harness catch it; never for users.

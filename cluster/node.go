@@ -55,6 +55,10 @@ type Node struct {
 	removed     atomic.Bool
 	removedCh   chan struct{}
 	removedOnce sync.Once
+	// refuseOnce makes refuse stop the node once.
+	refuseOnce sync.Once
+	// featureSnap asks snapshotLoop for a snapshot: features were enabled.
+	featureSnap chan struct{}
 
 	leaderCh    chan bool
 	stop        chan struct{}
@@ -97,6 +101,8 @@ func New(cfg Config) (*Node, error) {
 		leaderCh:  make(chan bool, 16),
 		stop:      make(chan struct{}),
 		removedCh: make(chan struct{}),
+
+		featureSnap: make(chan struct{}, 1),
 	}
 	var opts []fsm.Option
 	if cfg.Features != nil {
@@ -114,11 +120,12 @@ func New(cfg Config) (*Node, error) {
 	n.verify = newConfirmer(n.raft, raft.ServerID(cfg.ID), n.acks, n.stop)
 	ctx, cancel := context.WithCancel(context.Background())
 	n.loops, n.cancelLoops = ctx, cancel
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go n.monitorLeadership()
 	go n.publishLoop(ctx)
 	go n.gate.run(ctx)
 	go n.watchRemoval(ctx)
+	go n.snapshotLoop(ctx)
 	return n, nil
 }
 
@@ -230,12 +237,13 @@ func (n *Node) open() error {
 		}
 		n.log.Info("bootstrapped a new cluster", "members", len(servers))
 	}
-	var machine raft.FSM = n.fsm
+	var machine raft.BatchingFSM = n.fsm
 	restore := beginStartupRestore(n.fsm, snaps, n.log)
 	if restore != nil {
 		rc.NoSnapshotRestoreOnStart = true
 		machine = gatedFSM{FSM: n.fsm, restore: restore}
 	}
+	machine = haltingFSM{BatchingFSM: machine, state: n.fsm, onHalt: n.refuse}
 	replay.startFilling() // NewRaft reads the log after the snapshot; it is applied soon after
 	r, err := raft.NewRaft(rc, machine, logs, store, snaps, n.acks)
 	replay.stopFilling()
@@ -249,6 +257,9 @@ func (n *Node) open() error {
 		if err := restore.wait(); err != nil {
 			// raft holds an index the state machine never reached: stop it before anyone reads.
 			_ = r.Shutdown().Error()
+			if errors.Is(err, fsm.ErrNewerFormat) {
+				err = needsNewer(err)
+			}
 			return err
 		}
 	}

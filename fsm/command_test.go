@@ -216,24 +216,42 @@ func TestDecodeErrorsReturnResultErr(t *testing.T) {
 // flag) stops the node instead of being skipped: the nodes of that version apply it, and a node
 // that skipped it would go on from a different state.
 func TestEntryFromANewerVersionStopsTheNode(t *testing.T) {
-	h, a, before := oneHolder(t, "L", "v")
+	_, a, _ := oneHolder(t, "L", "v")
 	newFlag := (&fsm.Command{Type: fsm.TypeAcquire, Session: a, Lock: "L"}).Encode(nil)
 	newFlag[2+16+1+1] |= 0x80
 	newFeature := (&fsm.Command{Type: fsm.TypeEnableFeatures, Features: []fsm.Feature{"from-the-future"}}).Encode(nil)
 	for i, b := range [][]byte{{2, byte(fsm.TypeRelease)}, {1, byte(fsm.TypeServeQueue) + 1}, newFlag, newFeature} {
-		index := uint64(100 + i)
-		func() {
-			defer func() {
-				msg, _ := recover().(string)
-				if !strings.Contains(msg, fmt.Sprintf("log entry %d needs a newer raftlock", index)) {
-					t.Fatalf("apply % x: recovered %q, want the node stopped", b, msg)
-				}
-			}()
-			h.f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: b})
-		}()
+		h, _, _ := oneHolder(t, "L", "v")
+		before := h.f.Lock("L")
+		mustHalt(t, h.f, uint64(100+i), b)
+		if got := h.f.ApplyCommand(200, fsm.Command{Type: fsm.TypeRelease, Session: a, Lock: "L"}); !errors.Is(got.Err, fsm.ErrNewerFormat) {
+			t.Fatalf("an entry after the halt: %+v, want it refused", got)
+		}
+		if got := h.f.Lock("L"); !reflect.DeepEqual(got, before) {
+			t.Fatalf("lock after the halt %+v, before %+v: entries of a newer format changed the state", got, before)
+		}
+		if _, err := h.f.Snapshot(); !errors.Is(err, fsm.ErrNewerFormat) {
+			t.Fatalf("snapshot of a halted state machine: %v, want refused", err)
+		}
 	}
-	if got := snapshotBytes(t, h.f); !bytes.Equal(got, before) {
-		t.Fatal("entries of a newer format changed the state")
+}
+
+// mustHalt applies the entry b at index, which f cannot apply, and checks that f halts there
+// (instead of panicking, which a node's supervisor would restart into the same panic): the
+// entry is answered with the error that Halted keeps, naming it, and not applied.
+func mustHalt(t *testing.T, f *fsm.FSM, index uint64, b []byte) {
+	t.Helper()
+	before := f.AppliedIndex()
+	r := f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: b}).(fsm.Result)
+	want := fmt.Sprintf("log entry %d needs a newer raftlock", index)
+	if !errors.Is(r.Err, fsm.ErrNewerFormat) || !strings.Contains(r.Err.Error(), want) {
+		t.Fatalf("apply % x: %+v, want %q", b, r, want)
+	}
+	if err := f.Halted(); !errors.Is(err, fsm.ErrNewerFormat) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("halted: %v, want %q", err, want)
+	}
+	if f.AppliedIndex() != before {
+		t.Fatalf("applied index %d after the halt, want %d as before", f.AppliedIndex(), before)
 	}
 }
 

@@ -69,7 +69,7 @@ func (s featureSet) with(fs []Feature) featureSet {
 type Option func(*FSM)
 
 // WithFeatures restricts the features this state machine can apply to fs, as a node of an
-// older version is restricted. It stops the node (as ApplyBatch does for ErrNewerFormat) on an
+// older version is restricted. It halts (as ApplyBatch does for ErrNewerFormat) on an
 // entry that enables or uses any other; tests use it to stand in for an older version.
 func WithFeatures(fs ...Feature) Option {
 	return func(f *FSM) { f.known = featureSet(nil).with(fs) }
@@ -134,7 +134,8 @@ func (f *FSM) FeatureEnabled(feature Feature) bool {
 // KnownFeatures returns the features this state machine can apply, sorted.
 func (f *FSM) KnownFeatures() []Feature { return slices.Clone(f.known) }
 
-// newerFormat is the panic message of ApplyBatch for an entry this state machine cannot apply.
-func newerFormat(index uint64, err error) string {
-	return fmt.Sprintf("fsm: log entry %d needs a newer raftlock (%v): upgrade this node", index, err)
+// newerFormat is the error with which ApplyBatch halts at an entry this state machine cannot
+// apply; err wraps ErrNewerFormat.
+func newerFormat(index uint64, err error) error {
+	return fmt.Errorf("fsm: log entry %d needs a newer raftlock (%w): upgrade this node", index, err)
 }

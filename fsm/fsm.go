@@ -30,6 +30,9 @@ type FSM struct {
 	appliedTerm uint64
 	// restores counts the snapshots Restore installed (local bookkeeping, like applied).
 	restores atomic.Uint64
+	// halted is set, for good, at the first entry this state machine cannot apply (see
+	// ApplyBatch); only touched under mu.
+	halted error
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -49,13 +52,22 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 }
 
 // ApplyBatch applies a batch of log entries in order and returns one Result per entry (nil for
-// entries that are not commands, such as configuration changes). It panics on an entry in a
-// format only a newer version writes (ErrNewerFormat), which this node must not skip.
+// entries that are not commands, such as configuration changes). At an entry in a format only
+// a newer version writes (ErrNewerFormat), which this node must not skip, it halts: that
+// entry and every later one, in this batch and after, is answered with Halted's error and
+// changes nothing, the applied index stays before it, and Snapshot refuses, so that nothing
+// of a state that misses the entry is kept. Its embedder stops the node (see Halted).
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
 	f.mu.Lock()
 	a := applier{st: f.st, events: f.events[:0]}
+	last := -1 // the last entry applied
 	for i, l := range logs {
+		if f.halted != nil {
+			out[i] = Result{Index: l.Index, Err: f.halted}
+			continue
+		}
+		last = i
 		if l.Type != raft.LogCommand {
 			continue
 		}
@@ -69,8 +81,10 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		if errors.Is(err, ErrNewerFormat) {
 			// A newer version wrote it, and the nodes of that version apply it: skipping it
 			// here would let this node's state drift from theirs. Stop instead, until upgraded.
-			f.mu.Unlock()
-			panic(newerFormat(l.Index, err))
+			f.halted = newerFormat(l.Index, err)
+			out[i] = Result{Index: l.Index, Err: f.halted}
+			last = i - 1
+			continue
 		}
 		if err != nil {
 			// Malformed in the format this node knows, so every node refuses it alike.
@@ -84,15 +98,24 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		out[i] = r
 	}
 	f.events = a.events
-	if n := len(logs); n > 0 {
-		f.applied.Store(logs[n-1].Index)
-		f.appliedTerm = logs[n-1].Term
+	if last >= 0 {
+		f.applied.Store(logs[last].Index)
+		f.appliedTerm = logs[last].Term
 	}
 	f.mu.Unlock()
 	if f.observer != nil && len(a.events) > 0 {
 		f.observer.Observe(a.events)
 	}
 	return out
+}
+
+// Halted returns nil, or, once ApplyBatch has met an entry this state machine cannot apply
+// (it needs a newer version), an error that wraps ErrNewerFormat and names the entry. The
+// state machine applies nothing more after it: stop the node and upgrade it.
+func (f *FSM) Halted() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.halted
 }
 
 // ApplyCommand encodes and applies c at index, without raft; for tests and tools that replay
@@ -231,6 +254,9 @@ func (f *FSM) Stats() Stats {
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock() // the capture starts a new generation of the state
 	defer f.mu.Unlock()
+	if f.halted != nil {
+		return nil, f.halted
+	}
 	return captureSnapshot(f.st), nil
 }
 

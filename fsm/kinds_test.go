@@ -357,13 +357,10 @@ func TestKindsNeedTheirFeature(t *testing.T) {
 			others := []fsm.Feature{fsm.FeatureAttemptNumbers, fsm.FeatureExpiryTerm, fsm.FeatureTokenDeleteDropsWaits}
 			old := fsm.New(nil, fsm.WithFeatures(others...))
 			old.ApplyCommand(1, fsm.Command{Type: fsm.TypeCreateSession, Session: sid(1), TTL: time.Second})
-			defer func() {
-				msg, _ := recover().(string)
-				if !strings.Contains(msg, "log entry 2 needs a newer raftlock") || !strings.Contains(msg, string(fsm.FeatureSemaphoresRWLocks)) {
-					t.Fatalf("recovered %q, want the node stopped", msg)
-				}
-			}()
-			old.ApplyCommand(2, c)
+			mustHalt(t, old, 2, c.Encode(nil))
+			if !strings.Contains(old.Halted().Error(), string(fsm.FeatureSemaphoresRWLocks)) {
+				t.Fatalf("halted: %v, want it to name %s", old.Halted(), fsm.FeatureSemaphoresRWLocks)
+			}
 		})
 	}
 	// The command says which feature it misses.
