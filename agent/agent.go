@@ -104,6 +104,11 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		AdvertiseRaft:      cfg.AdvertiseRaft,
 		AdvertiseHTTP:      advHTTP,
 		InitialCluster:     cfg.InitialCluster,
+		Join:               cfg.Join,
+		// The members' API on the Raft port too: a member whose data directory is new asks
+		// the others listed in --initial-cluster, whose HTTP addresses it does not know,
+		// whether the cluster counts it already (cluster.ErrAlreadyBootstrapped).
+		APIOnRaftPort: true,
 		PeerAddrs:          cfg.RaftPeerAddrs,
 		ClockOffset:        cfg.ClockOffset,
 		HeartbeatTimeout:   cfg.HeartbeatTimeout,
@@ -119,6 +124,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		Version:            version.Version,
 		Features:           features,
 		OnStorageFailure:   exitOnStorageFailure,
+		OnRefusal:          exitOnRefusal,
 		UnsafeNoLogFsync:   cfg.UnsafeNoLogFsync,
 	})
 	if err != nil {
@@ -146,6 +152,11 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		serveErr: make(chan error, 1),
 	}
 	go func() { a.serveErr <- a.http.Serve(ls.HTTP) }()
+	go func() {
+		if err := a.http.ServePeers(node.APIListener()); err != nil {
+			log.Error("the members' API on the Raft port stopped", "error", err)
+		}
+	}()
 	log.Info("serving", "id", cfg.ID, "api", a.Endpoint(), "raft", ls.Raft.Addr().String(), "tls", store != nil, "data_dir", cfg.DataDir)
 	if len(cfg.Join) > 0 {
 		if err := node.Join(ctx, cfg.Join); err != nil {
@@ -165,6 +176,24 @@ const ExitStorageFailure = 3
 // fails (the node has logged why): nothing more may be written or acknowledged, and a crash
 // is what the rest of the cluster and the node's own restart are built to handle.
 func exitOnStorageFailure(error) { os.Exit(ExitStorageFailure) }
+
+// ExitRefused is the exit status of an agent that stopped, or would not start, for a reason a
+// restart of the same binary on the same data cannot cure (see Refused): a supervisor must not
+// restart it in a loop.
+const ExitRefused = 4
+
+// exitOnRefusal ends the process when the node meets what only a newer version can apply (the
+// node has logged why).
+func exitOnRefusal(error) { os.Exit(ExitRefused) }
+
+// Refused reports whether err, from Start, is a refusal a restart cannot cure: the data needs
+// a newer version (cluster.ErrNeedsNewerVersion), the data directory was lost while the
+// cluster still counts this member (cluster.ErrAlreadyBootstrapped), or the cluster has
+// another member at this node's id or address (cluster.ErrMemberConflict).
+func Refused(err error) bool {
+	return errors.Is(err, cluster.ErrNeedsNewerVersion) || errors.Is(err, cluster.ErrAlreadyBootstrapped) ||
+		errors.Is(err, cluster.ErrMemberConflict)
+}
 
 // Removed returns a channel closed once the node has been removed from its cluster.
 func (a *Agent) Removed() <-chan struct{} { return a.node.Removed() }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -123,15 +124,24 @@ func StartDev(ctx context.Context, opts DevOptions) (*Dev, error) {
 			opts.Tune(&cfg)
 		}
 		d.configs[i] = cfg
-		a, err := Start(ctx, cfg, opts.Logger.Named(cfg.ID), Listeners{HTTP: httpLns[i], Raft: raftLns[i]})
-		if err != nil {
-			for _, ln := range append(httpLns[i+1:], raftLns[i+1:]...) {
-				ln.Close()
-			}
-			d.Close()
-			return nil, err
-		}
-		d.agents[i] = a
+	}
+	// All at once, as the machines of a cluster come up: a node with a new data directory asks
+	// the others whether the cluster counts it already before it bootstraps, and one still
+	// waiting for its turn to start would hold that question until its timeout.
+	errs := make([]error, opts.Nodes)
+	var wg sync.WaitGroup
+	for i := range opts.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cfg := d.configs[i]
+			d.agents[i], errs[i] = Start(ctx, cfg, opts.Logger.Named(cfg.ID), Listeners{HTTP: httpLns[i], Raft: raftLns[i]})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		d.Close()
+		return nil, err
 	}
 	if err := d.waitPublished(ctx); err != nil {
 		d.Close()
@@ -230,6 +240,13 @@ func (d *Dev) Agent(i int) *Agent {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.agents[i]
+}
+
+// Config returns node i's configuration, as Restart starts it.
+func (d *Dev) Config(i int) config.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.configs[i]
 }
 
 // Size returns the number of nodes.

@@ -284,6 +284,19 @@ type Health struct {
 	// a node that names itself has received the log up to its own addition (an addition to
 	// v1).
 	Suffrage string `json:"suffrage,omitempty"`
+	// Member is this node's view of the member named by ?member= (an addition to v1): a node
+	// whose data directory is empty asks it before it bootstraps or joins under its id.
+	Member *MemberView `json:"member,omitempty"`
+}
+
+// MemberView is what a node's own state says of one member (GET /v1/health?member=ID).
+type MemberView struct {
+	ID string `json:"id"`
+	// Suffrage is "voter" or "nonvoter" in the node's latest Raft configuration, or absent
+	// when it does not name the member.
+	Suffrage string `json:"suffrage,omitempty"`
+	// Started says the member has run in this cluster: it published its HTTP address.
+	Started bool `json:"started"`
 }
 
 // AddMemberRequest is the body of POST /v1/cluster/members.

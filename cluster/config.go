@@ -43,6 +43,10 @@ type Config struct {
 	// InitialCluster maps node ids to Raft addresses; used to bootstrap only when DataDir holds no
 	// Raft state yet. Leave empty to join an existing cluster.
 	InitialCluster map[string]string
+	// Join lists the API endpoints of the cluster this node will join (Node.Join). With a
+	// data directory that holds no Raft state, New first asks them whether the cluster counts
+	// this id as a voter already, and refuses with ErrAlreadyBootstrapped if so.
+	Join []string
 	// PeerAddrs overrides the address this node dials for some peers (a fault-injection hook).
 	PeerAddrs map[string]string
 	// ClockOffset is added to the wall-clock readings this node writes into commands (a

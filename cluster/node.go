@@ -223,6 +223,19 @@ func (n *Node) open() error {
 	if err != nil {
 		return fmt.Errorf("cluster: inspect raft state: %w", err)
 	}
+	if !existing {
+		// Before raft runs: a refused node must not take a byte of the log, nor a vote.
+		if n.mux != nil {
+			n.mux.apiClosed.Store(true) // nobody serves the API yet
+		}
+		err := n.checkNewMember(context.Background())
+		if n.mux != nil {
+			n.mux.apiClosed.Store(false)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	if !existing && len(cfg.InitialCluster) > 0 {
 		var servers []raft.Server
 		for id, addr := range cfg.InitialCluster {

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,6 +24,11 @@ type portMux struct {
 	mu      sync.Mutex
 	peeking map[net.Conn]struct{} // connections whose first byte is awaited
 	closed  bool
+
+	// apiClosed closes HTTP connections at once instead of handing them out: while the node
+	// starts and nobody serves the API yet (see checkNewMember), a member asking it gets an
+	// answer at once rather than at its timeout.
+	apiClosed atomic.Bool
 }
 
 // peekTimeout bounds the wait for a new connection's first byte; peers write at once.
@@ -74,6 +80,10 @@ func (m *portMux) route(c net.Conn) {
 	}
 	to := m.raft
 	if first[0] >= 'A' && first[0] <= 'Z' {
+		if m.apiClosed.Load() {
+			c.Close()
+			return
+		}
 		to = m.api
 	}
 	select {

@@ -79,8 +79,29 @@ func newTestCluster(t testing.TB, size int, tune func(*cluster.Config)) *testClu
 		t.Cleanup(srv.Close) // runs after the nodes are closed (cleanups run last-in first-out)
 	}
 	t.Cleanup(c.closeAll)
+	// All at once, as machines come up: a node with a new data directory asks the others
+	// whether the cluster counts it before it bootstraps, and a listener whose node has not
+	// started yet would hold the question until its timeout.
+	var wg sync.WaitGroup
+	errs := make([]error, size)
 	for i := range size {
-		c.start(i, lns[i])
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := cluster.New(c.config(i, lns[i]))
+			if err != nil {
+				lns[i].Close()
+				errs[i] = fmt.Errorf("start %s: %w", c.ids[i], err)
+				return
+			}
+			c.mu.Lock()
+			c.nodes[i] = n
+			c.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 	return c
 }

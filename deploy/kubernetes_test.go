@@ -169,6 +169,11 @@ func checkContainer(t *testing.T, sts map[string]any, c any) {
 		}
 	}
 	checkAgentVars(t, "StatefulSet env", vars)
+	// A stop a restart cannot cure (agent.ExitStorageFailure, agent.ExitRefused) says why in
+	// the pod's status, not only in logs that the restart rotates.
+	if p := str(get(c, "terminationMessagePolicy")); p != "FallbackToLogsOnError" {
+		t.Errorf("terminationMessagePolicy %q; want FallbackToLogsOnError", p)
+	}
 	for _, v := range get(sts, "spec", "template", "spec", "volumes").([]any) {
 		if s := str(get(v, "secret", "secretName")); s != "" {
 			secrets[s] = true

@@ -6,12 +6,14 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
 
+	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/config"
 )
 
@@ -145,6 +147,11 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("%s: TLS (with client certificates) and ACLs must be on", a.where)
 		}
 		svc := services[name]
+		// A restart cannot cure some stops (agent.ExitStorageFailure, agent.ExitRefused), and
+		// Compose cannot tell them apart: a bounded number of restarts, and none after exit 0.
+		if r := str(get(svc, "restart")); !strings.HasPrefix(r, "on-failure:") {
+			t.Errorf("%s: restart %q; want on-failure:N, so that a node that keeps stopping stays stopped", a.where, r)
+		}
 		if get(svc, "volumes") == nil || !strings.Contains(strings.Join(strs(get(svc, "volumes")), " "), ":"+imageEnv(t)["RAFTLOCK_DATA_DIR"]) {
 			t.Errorf("%s: no volume on the data dir %s", a.where, imageEnv(t)["RAFTLOCK_DATA_DIR"])
 		}
@@ -207,6 +214,13 @@ func TestSystemdUnit(t *testing.T) {
 	for k, v := range want {
 		if _, ok := svc[k]; !ok || one(k) != v {
 			t.Errorf("[Service] %s=%q; want %q", k, one(k), v)
+		}
+	}
+	// Not restarted after a stop that a restart cannot cure.
+	prevent := strings.Fields(strings.Join(svc["RestartPreventExitStatus"], " "))
+	for _, code := range []int{agent.ExitStorageFailure, agent.ExitRefused} {
+		if !slices.Contains(prevent, strconv.Itoa(code)) {
+			t.Errorf("[Service] RestartPreventExitStatus=%v; want it to hold %d", prevent, code)
 		}
 	}
 	env := envFile(t, "systemd/raftlock.env")

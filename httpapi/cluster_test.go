@@ -502,3 +502,25 @@ func membership(ms []api.Member) string {
 	}
 	return b.String()
 }
+
+// GET /v1/health?member=ID adds what the node's own state says of the member: a node whose
+// data directory was lost asks it before it bootstraps or joins under its old id.
+func TestHealthMemberView(t *testing.T) {
+	d := sharedCluster(t)
+	leader, followers := roles(t, d)
+	var c api.Cluster
+	ok(t, do(t, http.MethodGet, leader+"/v1/cluster", nil), http.StatusOK, &c)
+	id := c.Members[0].ID
+	for _, ep := range []string{leader, followers[0]} {
+		var h api.Health
+		ok(t, do(t, http.MethodGet, ep+"/v1/health?member="+id, nil), http.StatusOK, &h)
+		if h.Member == nil || *h.Member != (api.MemberView{ID: id, Suffrage: api.SuffrageVoter, Started: true}) {
+			t.Fatalf("%s's view of %s: %+v", ep, id, h.Member)
+		}
+		ok(t, do(t, http.MethodGet, ep+"/v1/health?member=nobody", nil), http.StatusOK, &h)
+		if h.Member == nil || *h.Member != (api.MemberView{ID: "nobody"}) {
+			t.Fatalf("%s's view of a stranger: %+v", ep, h.Member)
+		}
+		ok(t, do(t, http.MethodGet, ep+"/v1/health", nil), http.StatusOK, &h)
+	}
+}

@@ -60,6 +60,7 @@ type Node interface {
 	TransferLeadership(ctx context.Context, id string) error
 	IsRemoved() bool
 	OwnSuffrage() string
+	MemberView(id string) (suffrage string, started bool)
 	WriteBackup(ctx context.Context, w io.Writer) (backup.Header, error)
 	RestoreBackup(ctx context.Context, r io.Reader, opts cluster.RestoreOptions) (cluster.RestoreResult, error)
 
@@ -415,9 +416,17 @@ func (s *Server) health(c echo.Context) error {
 		return removedError()
 	}
 	f := s.node.FSM()
-	return c.JSON(http.StatusOK, api.Health{Status: "ok", ID: s.node.ID(), Version: s.cfg.Version,
+	h := api.Health{Status: "ok", ID: s.node.ID(), Version: s.cfg.Version,
 		Features: featureNames(f.KnownFeatures()), ClusterFeatures: featureNames(f.Features()), AppliedIndex: f.AppliedIndex(),
-		Suffrage: s.node.OwnSuffrage()})
+		Suffrage: s.node.OwnSuffrage()}
+	if id := c.QueryParam("member"); id != "" {
+		if len(id) > 128 {
+			return invalid("member: at most 128 characters")
+		}
+		suffrage, started := s.node.MemberView(id)
+		h.Member = &api.MemberView{ID: id, Suffrage: suffrage, Started: started}
+	}
+	return c.JSON(http.StatusOK, h)
 }
 
 // featureNames returns the features' names; an empty list, not null, when there are none.

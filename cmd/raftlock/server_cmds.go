@@ -92,6 +92,10 @@ func runAgent(ctx context.Context, cfg config.Config, log hclog.Logger) error {
 		defer signal.Stop(hup)
 	}
 	a, err := agent.Start(ctx, cfg, log, agent.Listeners{})
+	if agent.Refused(err) {
+		// A restart cannot cure it: its own status, which the shipped units do not restart.
+		return &exitError{code: agent.ExitRefused, msg: err.Error()}
+	}
 	if err != nil {
 		return err
 	}
