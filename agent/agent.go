@@ -97,18 +97,18 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		apiCfg.IsNode = store.IsNode
 	}
 	node, err := cluster.New(cluster.Config{
-		ID:                 cfg.ID,
-		DataDir:            cfg.DataDir,
-		LogStore:           cfg.LogStore,
-		RaftListener:       ls.Raft,
-		AdvertiseRaft:      cfg.AdvertiseRaft,
-		AdvertiseHTTP:      advHTTP,
-		InitialCluster:     cfg.InitialCluster,
-		Join:               cfg.Join,
+		ID:             cfg.ID,
+		DataDir:        cfg.DataDir,
+		LogStore:       cfg.LogStore,
+		RaftListener:   ls.Raft,
+		AdvertiseRaft:  cfg.AdvertiseRaft,
+		AdvertiseHTTP:  advHTTP,
+		InitialCluster: cfg.InitialCluster,
+		Join:           cfg.Join,
 		// The members' API on the Raft port too: a member whose data directory is new asks
 		// the others listed in --initial-cluster, whose HTTP addresses it does not know,
 		// whether the cluster counts it already (cluster.ErrAlreadyBootstrapped).
-		APIOnRaftPort: true,
+		APIOnRaftPort:      true,
 		PeerAddrs:          cfg.RaftPeerAddrs,
 		ClockOffset:        cfg.ClockOffset,
 		HeartbeatTimeout:   cfg.HeartbeatTimeout,
