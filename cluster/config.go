@@ -103,6 +103,10 @@ type Config struct {
 	// (ErrNeedsNewerVersion). It should stop the process (the agent exits with its refusal
 	// status). If nil, the node closes itself.
 	OnRefusal func(error)
+	// UnsafeSkipRejoinCheck starts the node on an empty data directory without asking the
+	// others whether the cluster counts it already (see ErrAlreadyBootstrapped): a lost disk
+	// then comes back as a voter that forgot its votes. For the harness's self-test only.
+	UnsafeSkipRejoinCheck bool
 	// UnsafeNoLogFsync skips the fsync of the Raft log's appends (and, with LogStoreBoltDB, of
 	// the stable store): acknowledged writes are lost to a power cut. For tests that must see
 	// the harness catch it; never for users.

@@ -90,6 +90,9 @@ type Config struct {
 	// UnsafeNoLogFsync starts the agents with the hidden --unsafe-no-log-fsync: a self-test
 	// in which power losses must make durability or linearizability fail.
 	UnsafeNoLogFsync bool
+	// UnsafeSkipRejoinCheck starts the agents with the hidden --unsafe-skip-rejoin-check: a
+	// self-test in which the disk-loss nemesis must find a wiped node that came back as a voter.
+	UnsafeSkipRejoinCheck bool
 	// Out receives progress, the nemesis log and the summary; may be nil.
 	Out io.Writer
 }
@@ -223,6 +226,9 @@ func (c Config) String() string {
 	}
 	if c.UnsafeNoLogFsync {
 		s += " agents=NO-LOG-FSYNC(self-test)"
+	}
+	if c.UnsafeSkipRejoinCheck {
+		s += " agents=NO-REJOIN-CHECK(self-test)"
 	}
 	return s
 }

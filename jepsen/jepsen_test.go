@@ -117,6 +117,16 @@ func scenarios() []scenario {
 			expectFault(nemesis.DelayDup)(t, rep, ops)
 			expectLateRequests(t, ops)
 		}},
+		// A node whose data dir is wiped and that is started again with its usual flags must
+		// refuse to start under its old id, saying why; the nemesis then removes it and joins
+		// it again as a new member. Before the refusal, it served as a voter that forgot its
+		// votes (self-test-no-rejoin-check below).
+		{"disk-loss", func(c *Config) { c.Faults, c.Seed, c.Time = []string{nemesis.DiskLoss}, 31, 10*time.Second }, func(t *testing.T, rep *Report, ops []history.Op) {
+			expectFault(nemesis.DiskLoss)(t, rep, ops)
+			if d, _ := rep.Result("disk"); !strings.Contains(d.Figures, "refused") || strings.Contains(d.Figures, "(0 wiped nodes refused") {
+				t.Errorf("want a wiped node refused: %s", d.Line())
+			}
+		}},
 		// Power cuts of a minority and of every node, a node whose fsync fails (it must stop and
 		// say why), a slow leader disk and a full one, on faultfs (needs FUSE; skipped without).
 		// Every acknowledged grant, release and session must survive each cut.
@@ -384,6 +394,19 @@ func TestScenarios(t *testing.T) {
 			t.Errorf("agents that skip the log's fsync must fail durability or linearizability under power-loss-all:\n%s\n%s", d.Line(), l.Line())
 		}
 	})
+	// Agents that start on a wiped data dir without asking the cluster (the refusal switched
+	// off), under disk losses: the wiped node comes back as a voter, and disk must fail.
+	t.Run("self-test-no-rejoin-check", func(t *testing.T) {
+		t.Parallel()
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		rep, _ := runScenario(t, ctx, bin, func(c *Config) {
+			c.Faults, c.Seed, c.UnsafeSkipRejoinCheck, c.Time = []string{nemesis.DiskLoss}, 32, true, watchSelfTestTime
+		})
+		if d, _ := rep.Result("disk"); d.Valid || !strings.Contains(strings.Join(d.Examples, "\n"), "forgot its votes") {
+			t.Errorf("a wiped node that comes back under its old id must fail disk: %s", d)
+		}
+	})
 	// Watchers that leave one change in seven out of the history, as a watcher that misses
 	// changes would: the watch checker must flag them, and nothing else fail.
 	t.Run("self-test-dropping-watch-changes", func(t *testing.T) {
@@ -451,6 +474,7 @@ func TestCheckerKnowsTheNemesisFaultNames(t *testing.T) {
 		checker.FaultDiskEIO:      nemesis.DiskEIO,
 		checker.FaultDiskFull:     nemesis.DiskFull,
 		checker.FaultDiskSlow:     nemesis.DiskSlow,
+		checker.FaultDiskLoss:     nemesis.DiskLoss,
 	} {
 		if checkerName != nemesisName {
 			t.Errorf("checker calls a fault %q, the nemesis %q", checkerName, nemesisName)

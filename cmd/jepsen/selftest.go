@@ -50,7 +50,8 @@ func recheck(cfg jepsen.Config, path string, stdout, stderr io.Writer) int {
 // run whose resource ignores tokens, under client pauses, fails the fencing checker, a run
 // whose Go-client workers ignore Done (they go on believing they hold a lock after their
 // session is gone), under client pauses, fails the belief checker, a run whose watchers miss
-// changes fails the watch checker, and (where FUSE works) a run
+// changes fails the watch checker, a run whose agents start on a wiped data dir without asking
+// the cluster, under disk losses, fails the disk checker, and (where FUSE works) a run
 // whose agents skip the log's fsync, under power losses of every node, fails durability or
 // linearizability.
 func selfTest(ctx context.Context, cfg jepsen.Config, stdout, stderr io.Writer) int {
@@ -169,6 +170,18 @@ func brokenRuns() []brokenRun {
 			dur, _ := rep.Result("durability")
 			lin, _ := rep.Result("linearizable")
 			return !dur.Valid || !lin.Valid, "durability or linearizability flags the lost writes: %s / %s", []any{dur.Line(), lin.Line()}
+		},
+	}, {
+		title: "agents that start on a wiped data dir without asking the cluster, under disk losses (must fail disk)",
+		dir:   "no-rejoin-check",
+		most:  20 * time.Second,
+		breakIt: func(c *jepsen.Config) {
+			c.UnsafeSkipRejoinCheck = true
+			c.Faults = []string{nemesis.DiskLoss}
+		},
+		flagged: func(rep *jepsen.Report) (bool, string, []any) {
+			disk, _ := rep.Result("disk")
+			return !disk.Valid, "disk flags the wiped node that came back under its old id: %s", []any{disk.Line()}
 		},
 	}}
 }

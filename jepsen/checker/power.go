@@ -15,6 +15,7 @@ const (
 	FaultDiskEIO      = "disk-eio"
 	FaultDiskFull     = "disk-full"
 	FaultDiskSlow     = "disk-slow"
+	FaultDiskLoss     = "disk-loss"
 )
 
 // powerFaults are the faults after which the nemesis audits the cluster.
@@ -282,7 +283,7 @@ func CheckDisk(ops []history.Op, _ Config) Result {
 			continue
 		}
 		switch op.Fault {
-		case FaultDiskEIO, FaultDiskFull, FaultDiskSlow:
+		case FaultDiskEIO, FaultDiskFull, FaultDiskSlow, FaultDiskLoss:
 		default:
 			continue
 		}
@@ -292,7 +293,7 @@ func CheckDisk(ops []history.Op, _ Config) Result {
 		case history.ActionEvent:
 			if op.Type != history.OK {
 				res.violate("%s (fault %d): %s", op.Fault, op.FaultID, op.Error)
-			} else if strings.Contains(op.Detail, " stopped") {
+			} else if strings.Contains(op.Detail, " stopped") || strings.Contains(op.Detail, " refused") {
 				stopped[op.Fault]++
 			}
 		}
@@ -301,7 +302,9 @@ func CheckDisk(ops []history.Op, _ Config) Result {
 		res.Figures = "no disk faults injected"
 		return res
 	}
-	res.Figures = fmt.Sprintf("disk-eio %d (%d nodes stopped saying why), disk-full %d (%d stopped saying why, the others needed no new space), disk-slow %d",
-		counts[FaultDiskEIO], stopped[FaultDiskEIO], counts[FaultDiskFull], stopped[FaultDiskFull], counts[FaultDiskSlow])
+	res.Figures = fmt.Sprintf("disk-eio %d (%d nodes stopped saying why), disk-full %d (%d stopped saying why, the others needed no new space), disk-slow %d, "+
+		"disk-loss %d (%d wiped nodes refused to start under their old id)",
+		counts[FaultDiskEIO], stopped[FaultDiskEIO], counts[FaultDiskFull], stopped[FaultDiskFull], counts[FaultDiskSlow],
+		counts[FaultDiskLoss], stopped[FaultDiskLoss])
 	return res
 }

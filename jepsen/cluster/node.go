@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -48,15 +50,64 @@ type Node struct {
 	binary string
 	args   []string
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	state  State
-	exited chan struct{} // closed when the current process has been reaped
-	starts int
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	state    State
+	exited   chan struct{} // closed when the current process has been reaped
+	starts   int
+	exitCode int // of the last process that exited: -1 if a signal ended it
 }
 
 // Start launches the process in its own process group. It does not wait for it to serve.
-func (n *Node) Start() error {
+func (n *Node) Start() error { return n.start(n.args, nil) }
+
+// StartJoining launches the process as a new member of the running cluster, as an operator
+// brings back a node whose data was lost: with --join endpoints instead of
+// --initial-cluster, and the agent token (RAFTLOCK_AGENT_TOKEN) when token is not empty.
+func (n *Node) StartJoining(endpoints []string, token string) error {
+	var args []string
+	for i := 0; i < len(n.args); i++ {
+		if n.args[i] == "--initial-cluster" && i+1 < len(n.args) {
+			args = append(args, "--join", strings.Join(endpoints, ","))
+			i++
+			continue
+		}
+		args = append(args, n.args[i])
+	}
+	var env []string
+	if token != "" {
+		env = append(os.Environ(), "RAFTLOCK_AGENT_TOKEN="+token)
+	}
+	return n.start(args, env)
+}
+
+// ExitCode is the exit status of the node's last process that exited, -1 if a signal ended
+// it, 0 before any did.
+func (n *Node) ExitCode() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.exitCode
+}
+
+// WipeData deletes everything in the stopped node's data directory, as a lost disk or a new
+// volume leaves it.
+func (n *Node) WipeData() error {
+	if n.State() != Stopped {
+		return fmt.Errorf("%s: %w", n.ID, ErrRunning)
+	}
+	entries, err := os.ReadDir(n.DataDir)
+	if err != nil {
+		return fmt.Errorf("cluster: wipe %s: %w", n.ID, err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(n.DataDir, e.Name())); err != nil {
+			return fmt.Errorf("cluster: wipe %s: %w", n.ID, err)
+		}
+	}
+	return nil
+}
+
+func (n *Node) start(args, env []string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.state != Stopped {
@@ -67,9 +118,9 @@ func (n *Node) Start() error {
 		return fmt.Errorf("cluster: %s: %w", n.ID, err)
 	}
 	n.starts++
-	fmt.Fprintf(log, "=== jepsen: start %d of %s at %s: %s %v\n", n.starts, n.ID, time.Now().Format(time.RFC3339Nano), n.binary, n.args)
-	cmd := exec.Command(n.binary, n.args...)
-	cmd.Stdout, cmd.Stderr = log, log
+	fmt.Fprintf(log, "=== jepsen: start %d of %s at %s: %s %v\n", n.starts, n.ID, time.Now().Format(time.RFC3339Nano), n.binary, args)
+	cmd := exec.Command(n.binary, args...)
+	cmd.Stdout, cmd.Stderr, cmd.Env = log, log, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		log.Close()
@@ -83,6 +134,7 @@ func (n *Node) Start() error {
 		n.mu.Lock()
 		if n.cmd == cmd {
 			n.state = Stopped
+			n.exitCode = cmd.ProcessState.ExitCode()
 		}
 		n.mu.Unlock()
 		close(exited)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -313,3 +314,13 @@ func (c *Cluster) Panics() map[string][]string {
 	}
 	return out
 }
+
+// RemoveMember asks node n (which forwards to the leader) to remove member id from the cluster.
+func (c *Cluster) RemoveMember(ctx context.Context, n *Node, id string) error {
+	_, err := c.call(ctx, n, http.MethodDelete, "/v1/cluster/members/"+url.PathEscape(id), nil, nil)
+	return err
+}
+
+// AgentToken is the token a node started by the harness needs to join the cluster: the
+// management token with --secure, else "".
+func (c *Cluster) AgentToken() string { return c.token }

@@ -31,11 +31,13 @@ const (
 	DiskEIO      = "disk-eio"
 	DiskSlow     = "disk-slow"
 	DiskFull     = "disk-full"
+	// DiskLoss wipes a node's data dir and starts it with its usual flags (see diskLoss).
+	DiskLoss = "disk-loss"
 )
 
 // All lists every fault, in the order "all" expands to.
 var All = []string{Kill, Restart, RestartAll, Pause, Partition, ClientPause, Churn, Clock, DelayDup,
-	PowerLoss, PowerLossAll, DiskEIO, DiskSlow, DiskFull}
+	PowerLoss, PowerLossAll, DiskEIO, DiskSlow, DiskFull, DiskLoss}
 
 // Disk lists the faults that need the nodes' data dirs on a fault-injecting file system.
 var Disk = []string{PowerLoss, PowerLossAll, DiskEIO, DiskSlow, DiskFull}
@@ -214,6 +216,8 @@ func (n *Nemesis) inject(ctx context.Context, stop <-chan struct{}, fault string
 		n.diskSlow(ctx)
 	case DiskFull:
 		n.diskFull(ctx)
+	case DiskLoss:
+		n.diskLoss(ctx)
 	}
 }
 
