@@ -381,11 +381,15 @@ func (n *Node) publishLoop(ctx context.Context) {
 				if err != nil && !errors.Is(err, context.Canceled) {
 					n.log.Debug("publishing own address failed", "error", err)
 				}
-				if errors.Is(err, errRefused) {
-					// ACLs are on and this agent has no token for it: asking four times a
-					// second would only fill the audit log. The address is published anyway
-					// once this node leads.
-					n.log.Warn("the cluster refused to record this node's HTTP address: give the agent a token with operator:write (--agent-token)")
+				if errors.Is(err, errRefused) || errors.Is(err, ErrMemberConflict) {
+					// ACLs are on and this agent has no token for it, or another member has
+					// this node's address: asking four times a second would only fill the
+					// logs. The address is published anyway once this node leads.
+					if errors.Is(err, ErrMemberConflict) {
+						n.log.Warn("the cluster refused to record this node's addresses", "error", err)
+					} else {
+						n.log.Warn("the cluster refused to record this node's HTTP address: give the agent a token with operator:write (--agent-token)")
+					}
 					select {
 					case <-ctx.Done():
 						return
