@@ -517,10 +517,15 @@ func TestHealthMemberView(t *testing.T) {
 		if h.Member == nil || *h.Member != (api.MemberView{ID: id, Suffrage: api.SuffrageVoter, Started: true}) {
 			t.Fatalf("%s's view of %s: %+v", ep, id, h.Member)
 		}
-		ok(t, do(t, http.MethodGet, ep+"/v1/health?member=nobody", nil), http.StatusOK, &h)
-		if h.Member == nil || *h.Member != (api.MemberView{ID: "nobody"}) {
-			t.Fatalf("%s's view of a stranger: %+v", ep, h.Member)
+		var stranger api.Health
+		ok(t, do(t, http.MethodGet, ep+"/v1/health?member=nobody", nil), http.StatusOK, &stranger)
+		if stranger.Member == nil || *stranger.Member != (api.MemberView{ID: "nobody"}) {
+			t.Fatalf("%s's view of a stranger: %+v", ep, stranger.Member)
 		}
-		ok(t, do(t, http.MethodGet, ep+"/v1/health", nil), http.StatusOK, &h)
+		var plain api.Health
+		ok(t, do(t, http.MethodGet, ep+"/v1/health", nil), http.StatusOK, &plain)
+		if plain.Member != nil {
+			t.Fatalf("%s's health without ?member has a member view: %+v", ep, plain.Member)
+		}
 	}
 }
