@@ -57,8 +57,6 @@ type Node struct {
 	removedOnce sync.Once
 	// refuseOnce makes refuse stop the node once.
 	refuseOnce sync.Once
-	// featureSnap asks snapshotLoop for a snapshot: features were enabled.
-	featureSnap chan struct{}
 
 	leaderCh    chan bool
 	stop        chan struct{}
@@ -101,8 +99,6 @@ func New(cfg Config) (*Node, error) {
 		leaderCh:  make(chan bool, 16),
 		stop:      make(chan struct{}),
 		removedCh: make(chan struct{}),
-
-		featureSnap: make(chan struct{}, 1),
 	}
 	var opts []fsm.Option
 	if cfg.Features != nil {
@@ -120,12 +116,11 @@ func New(cfg Config) (*Node, error) {
 	n.verify = newConfirmer(n.raft, raft.ServerID(cfg.ID), n.acks, n.stop)
 	ctx, cancel := context.WithCancel(context.Background())
 	n.loops, n.cancelLoops = ctx, cancel
-	n.wg.Add(5)
+	n.wg.Add(4)
 	go n.monitorLeadership()
 	go n.publishLoop(ctx)
 	go n.gate.run(ctx)
 	go n.watchRemoval(ctx)
-	go n.snapshotLoop(ctx)
 	return n, nil
 }
 

@@ -47,5 +47,4 @@ func (n *Node) Observe(events []fsm.Event) {
 	n.timers.observe(events)
 	n.stats.observe(events)
 	n.gate.observe(events)
-	n.snapshotOnFeatures(events)
 }
