@@ -134,6 +134,13 @@ func (f *FSM) Features() []Feature {
 	return slices.Clone(f.st.features)
 }
 
+// FeatureCount returns how many features are enabled in the cluster.
+func (f *FSM) FeatureCount() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.st.features)
+}
+
 // FeatureEnabled reports whether the feature is enabled in the cluster.
 func (f *FSM) FeatureEnabled(feature Feature) bool {
 	f.mu.RLock()
