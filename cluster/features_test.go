@@ -122,3 +122,30 @@ func TestJoinOfANodeLackingAnEnabledFeatureIsRefused(t *testing.T) {
 		t.Fatalf("members after the refusal: %+v", ms)
 	}
 }
+
+// A try refused because the lock is held ends its attempt in the command that refused it
+// (feature attempt-ends), through the log of a real cluster: the same request delivered
+// again once the lock is free is refused, not granted to a session whose client gave the
+// try up.
+func TestRefusedTryEndsItsAttemptInTheLog(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	_, leader := c.waitLeader()
+	testkit.Eventually(t, leaderTimeout, "features enabled", func() bool { return leader.FeatureEnabled(fsm.FeatureAttemptEnds) })
+	a := createSession(t, leader, "a", longTTL, 0)
+	b := createSession(t, leader, "b", longTTL, 0)
+	token := mustAcquire(t, leader, a, "l", "")
+	try := cluster.AcquireRequest{Session: b, Lock: "l", Attempt: cluster.Attempt{Seq: 1, Floor: 1}}
+	res, err := leader.Acquire(opContext(t), try)
+	if err != nil || res.Status != fsm.StatusLockHeld {
+		t.Fatalf("try while held: %+v, %v", res, err)
+	}
+	mustRelease(t, leader, a, "l", token)
+	late, err := leader.Acquire(opContext(t), try)
+	if err != nil || late.Status != fsm.StatusAttemptCancelled {
+		t.Fatalf("the refused try delivered again: %+v, %v; want attempt_cancelled", late, err)
+	}
+	if l := leader.FSM().Lock("l"); l.Held || l.Waiters != 0 {
+		t.Fatalf("lock after the late try: %+v", l)
+	}
+	c.waitConverged()
+}
