@@ -38,9 +38,10 @@ const (
 	// lock_held or lock_delayed, any acquire refused limit_mismatch or mode_mismatch) ends
 	// its numbered attempt in the same command; a cancel-wait naming an attempt that had
 	// already ended takes nothing out of the queue (the session's entry there is a newer
-	// attempt's); and, with FeatureAttemptNumbers, a string attempt of the form "~N" is the
-	// numbered attempt N, so that a client may number its attempts before the cluster
-	// enables numbered ones and have them kept, never forgotten, once it does.
+	// attempt's); and a string attempt of the form "~N" is the numbered attempt N, so that a
+	// client may number its attempts before the cluster enables numbered ones and have them
+	// kept, never forgotten, once it does. Its rules apply once FeatureAttemptNumbers is
+	// enabled too (a leader enables both together, every member of this version having both).
 	FeatureAttemptEnds Feature = "attempt-ends"
 )
 
