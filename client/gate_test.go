@@ -14,10 +14,10 @@ import (
 
 // lateFirstRequest runs the sequence on a client of node 0 of dev: the first request
 // of a Lock is held back (the Lock wins with its next one), then, after between (an upgrade,
-// say), 40 more Lock/Unlock cycles of the same session, and the held request is delivered:
-// it must be refused, leaving the lock free and unawaited, not granted to a session in which
-// no Mutex believes it holds the lock.
-func lateFirstRequest(ctx context.Context, t *testing.T, dev *agent.Dev, between func()) {
+// say), more Lock/Unlock cycles of the same session (cycles), and the held request is
+// delivered: it must be refused, leaving the lock free and unawaited, not granted to a
+// session in which no Mutex believes it holds the lock.
+func lateFirstRequest(ctx context.Context, t *testing.T, dev *agent.Dev, cycles int, between func()) {
 	t.Helper()
 	p, c := inProcessHolding(t, dev)
 	name := lockName(t, "first")
@@ -38,7 +38,7 @@ func lateFirstRequest(ctx context.Context, t *testing.T, dev *agent.Dev, between
 		t.Fatal(err)
 	}
 	between()
-	for range 40 {
+	for range cycles {
 		if err := m.Lock(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestFirstLockOnANewClusterIsNotGrantedLate(t *testing.T) {
 	if n := dev.Agent(leader).Node(); !n.FeatureEnabled(fsm.FeatureAttemptEnds) {
 		t.Fatalf("a node was ready before the leader %s enabled the features (%v)", n.ID(), n.FSM().Features())
 	}
-	lateFirstRequest(ctx, t, dev, func() {})
+	lateFirstRequest(ctx, t, dev, 40, func() {})
 }
 
 // The same during a rolling upgrade: a client that starts while a member runs an older
@@ -99,7 +99,13 @@ func TestLockBegunBeforeAnUpgradeIsNotGrantedLateAfterIt(t *testing.T) {
 	if enabled(fsm.FeatureAttemptNumbers) {
 		t.Fatal("attempt-numbers enabled while n3 lacks it")
 	}
-	lateFirstRequest(ctx, t, dev, func() {
+	// Before the gate moves, the client gets the previous version's rule: its tries, in the
+	// string form, are fenced by the session's last 16 ends.
+	lateFirstRequest(ctx, t, dev, 10, func() {})
+	if enabled(fsm.FeatureAttemptNumbers) {
+		t.Fatal("attempt-numbers enabled while n3 lacks it")
+	}
+	lateFirstRequest(ctx, t, dev, 40, func() {
 		// Upgrade n3 (node 2; the client's node is node 0).
 		if err := dev.Kill(2); err != nil {
 			t.Fatal(err)
