@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -148,5 +149,40 @@ func TestClientDoesNotReadFeaturesOnEveryTry(t *testing.T) {
 	}
 	if a := g.last(); !strings.HasPrefix(a.Attempt, "~") {
 		t.Fatalf("attempt %q, want the string form", a.Attempt)
+	}
+}
+
+// A TryLock whose first request was refused but whose answer was lost, and whose retry is
+// then refused attempt_cancelled (the server ended the refused try's attempt), fails as a
+// TryLock of a lock not to be had: with an error that matches ErrLockHeld.
+func TestTryLockRetryAfterALostRefusalReportsTheLockHeld(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var acquires atomic.Int32
+	sessions := newSessionNode(t, new(atomic.Int32), new(atomic.Int32))
+	node := newFakeNode(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if !isLockAction(r, "acquire") {
+			if r.Method == http.MethodDelete && strings.HasSuffix(r.URL.Path, "/acquire") {
+				writeJSON(w, http.StatusOK, api.CancelAcquireResponse{})
+				return true
+			}
+			return sessions.handler(w, r)
+		}
+		if acquires.Add(1) == 1 {
+			// Refused, but the answer never reaches the client: the connection drops.
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return true
+		}
+		writeError(w, http.StatusConflict, api.CodeAttemptCancelled, "this attempt was cancelled", nil)
+		return true
+	})
+	s := fakeSession(t, node, client.WithTTL(10*time.Second))
+	defer s.Client().Close()
+	err := client.NewMutex(s, "l").TryLock(ctx)
+	if !errors.Is(err, client.ErrLockHeld) || acquires.Load() != 2 {
+		t.Fatalf("TryLock after %d acquires: %v, want an error matching ErrLockHeld after 2", acquires.Load(), err)
 	}
 }
