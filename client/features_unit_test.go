@@ -186,3 +186,46 @@ func TestTryLockRetryAfterALostRefusalReportsTheLockHeld(t *testing.T) {
 		t.Fatalf("TryLock after %d acquires: %v, want an error matching ErrLockHeld after 2", acquires.Load(), err)
 	}
 }
+
+// Likewise a Proclaim: its retry refused attempt_cancelled means an earlier request of it was
+// refused (the leadership was lost), so the leadership ends.
+func TestProclaimRetryAfterALostRefusalEndsTheLeadership(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var acquires atomic.Int32
+	sessions := newSessionNode(t, new(atomic.Int32), new(atomic.Int32))
+	node := newFakeNode(t, func(w http.ResponseWriter, r *http.Request) bool {
+		switch {
+		case isLockAction(r, "release"):
+			writeError(w, http.StatusConflict, api.CodeNotHolder, "not the holder", nil)
+			return true
+		case r.Method == http.MethodDelete && strings.HasSuffix(r.URL.Path, "/acquire"):
+			writeJSON(w, http.StatusOK, api.CancelAcquireResponse{})
+			return true
+		case !isLockAction(r, "acquire"):
+			return sessions.handler(w, r)
+		}
+		switch acquires.Add(1) {
+		case 1: // the campaign
+			writeJSON(w, http.StatusOK, api.AcquireResponse{Name: "e", Token: 7})
+		case 2: // the proclamation, refused, its answer lost
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		default:
+			writeError(w, http.StatusConflict, api.CodeAttemptCancelled, "this attempt was cancelled", nil)
+		}
+		return true
+	})
+	s := fakeSession(t, node, client.WithTTL(10*time.Second))
+	defer s.Client().Close()
+	e := client.NewElection(s, "e")
+	if err := e.Campaign(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	err := e.Proclaim(ctx, "b")
+	if !errors.Is(err, client.ErrLockLost) || !errors.Is(err, client.ErrNotLeader) {
+		t.Fatalf("Proclaim: %v, want the leadership lost", err)
+	}
+}
