@@ -8,6 +8,9 @@ const (
 	HeaderLeader = "X-Raftlock-Leader"
 	// HeaderForwarded marks a request a follower forwarded to the leader; it is never forwarded again.
 	HeaderForwarded = "X-Raftlock-Forwarded"
+	// HeaderFeatures is the number of features the cluster has enabled, as the node that
+	// executed the request applied the log: a client that learned fewer reads them again.
+	HeaderFeatures = "X-Raftlock-Features"
 )
 
 // Error codes of the error body.

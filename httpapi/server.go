@@ -328,8 +328,8 @@ func (s *Server) logPanic(c echo.Context, err error, stack []byte) error {
 	return err
 }
 
-// headers sets X-Raftlock-Index and X-Raftlock-Leader just before the response is written,
-// unless a forwarded response already carries the leader's.
+// headers sets X-Raftlock-Index, X-Raftlock-Leader and X-Raftlock-Features just before the
+// response is written, unless a forwarded response already carries the leader's.
 func (s *Server) headers(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		res := c.Response()
@@ -342,6 +342,9 @@ func (s *Server) headers(next echo.HandlerFunc) echo.HandlerFunc {
 				if id, _ := s.node.Leader(); id != "" {
 					h.Set(api.HeaderLeader, id)
 				}
+			}
+			if h.Get(api.HeaderFeatures) == "" {
+				h.Set(api.HeaderFeatures, strconv.Itoa(s.node.FSM().FeatureCount()))
 			}
 		})
 		return next(c)
@@ -434,7 +437,7 @@ func (s *Server) ready(c echo.Context) error {
 		return removedError()
 	}
 	if !s.node.Ready(c.Request().Context()) {
-		return noLeader("not ready: no known leader, or the log is not applied up to the commit index yet")
+		return noLeader("not ready: no known leader, the cluster has not enabled the features its members support yet, or the log is not applied up to the commit index yet")
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready", "id": s.node.ID()})
 }
