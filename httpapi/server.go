@@ -263,20 +263,22 @@ func (s *Server) routes() *echo.Echo {
 	//  1. recover: a panic is a 500, never a dropped connection.
 	//  2. checkForwarded drops an X-Raftlock-Forwarded mark that did not come from another
 	//     node, before anything below believes it.
-	//  3. metrics and headers see every answer, refusals included.
+	//  3. metrics and headers see every answer, refusals included, and guardBody bounds in
+	//     time the reading of any body before anything may refuse the request.
 	//  4. identify (ACL) resolves the token from the headers alone, so that
 	//  5. rateLimit counts every write by its token, or by its client's address when the token
 	//     is missing or unknown here, before anything is recorded: a refused one (429) is not
 	//     audited, so the limit bounds the audit log's growth too.
 	//  6. audit records what is answered from here on, refusals of the token included.
-	//  7. limitBody refuses a declared body over the limit, and bounds in time the reading of
-	//     any body, which only readBody does, from a handler or the forwarder.
+	//  7. limitBody refuses a declared body over the limit; only readBody reads a body, from a
+	//     handler or the forwarder (a backup to restore streams on).
 	//  8. authenticate (ACL) refuses a missing or unknown token before any body is read, and
 	//     has a follower forward the request to the leader, which judges the token again.
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true, LogErrorFunc: s.logPanic}))
 	e.Use(s.checkForwarded)
 	e.Use(s.metrics.middleware)
 	e.Use(s.headers)
+	e.Use(s.guardBody)
 	if s.cfg.ACL {
 		e.Use(s.identify)
 	}
