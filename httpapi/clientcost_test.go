@@ -178,3 +178,25 @@ func TestSlowRestoreBodyIsCutOff(t *testing.T) {
 	// Nothing was restored: the root token still works, the narrow one is still there.
 	ok(t, doAs(t, narrow.SecretID, http.MethodGet, leader+"/v1/cluster", nil), http.StatusOK, nil)
 }
+
+// A request whose headers are over --max-header-bytes (a 32 KiB token, say) is answered 431
+// with the API's JSON error body, and its connection closed; so is a malformed request line
+// (400). The limit, and the memory it bounds, stay the HTTP server's own.
+func TestHugeHeaderGetsTheJSONErrorBody(t *testing.T) {
+	eps := aclCluster(t)
+	for _, ep := range []string{eps[0], eps[1]} {
+		for _, size := range []int{32 << 10, 1 << 20} {
+			head := "GET /v1/cluster HTTP/1.1\r\nHost: x\r\nX-Raftlock-Token: " + strings.Repeat("t", size) + "\r\n\r\n"
+			c, rd := rawRequest(t, ep, "", "")
+			go func() { _, _ = io.WriteString(c, head) }() // the node stops reading past its limit
+			res, body, _ := readAnswer(t, c, rd, 10*time.Second)
+			apiError(t, response{status: res.StatusCode, header: res.Header, body: body}, http.StatusRequestHeaderFieldsTooLarge, api.CodeHeaderTooLarge)
+			if !closedWithin(c, rd, 5*time.Second) {
+				t.Fatalf("%s: the connection of a %d-byte header stayed open", ep, size)
+			}
+		}
+		c, rd := rawRequest(t, ep, "GET /v1/cluster HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", "")
+		res, body, _ := readAnswer(t, c, rd, 10*time.Second)
+		apiError(t, response{status: res.StatusCode, header: res.Header, body: body}, http.StatusBadRequest, api.CodeInvalidArgument)
+	}
+}

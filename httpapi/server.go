@@ -211,6 +211,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln = tlsutil.NewListener(ln, s.cfg.TLS, tlsutil.ListenerOptions{
 			HandshakeTimeout: s.cfg.HeaderReadTimeout, OnRefused: s.refusedConn})
 	}
+	// Innermost to the server: net/http's own error answers get the API's JSON body.
+	ln = jsonErrorListener{ln, s}
 	srv := s.echo.Server
 	srv.Handler = s.echo
 	srv.MaxHeaderBytes = s.cfg.MaxHeaderBytes
