@@ -200,3 +200,20 @@ func TestHugeHeaderGetsTheJSONErrorBody(t *testing.T) {
 		apiError(t, response{status: res.StatusCode, header: res.Header, body: body}, http.StatusBadRequest, api.CodeInvalidArgument)
 	}
 }
+
+// plainDo sends a request that the spec does not describe (an internal header) with
+// plainClient.
+func plainDo(method, url string, hdr http.Header) response {
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		return response{err: err}
+	}
+	req.Header = hdr
+	res, err := plainClient.Do(req)
+	if err != nil {
+		return response{err: err}
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: b, err: err}
+}
