@@ -157,6 +157,8 @@ type Server struct {
 
 	// answering bounds the woken watches answered at once (see watchAnswer).
 	answering chan struct{}
+	// blocking counts each client's blocking queries (admitBlocking).
+	blocking blockingLimiter
 }
 
 // New returns a server for node; call Serve to start it.
@@ -274,7 +276,9 @@ func (s *Server) routes() *echo.Echo {
 	//  6. audit records what is answered from here on, refusals of the token included.
 	//  7. limitBody refuses a declared body over the limit; only readBody reads a body, from a
 	//     handler or the forwarder (a backup to restore streams on).
-	//  8. authenticate (ACL) refuses a missing or unknown token before any body is read, and
+	//  8. limitBlocking bounds each client's blocking queries where the client sent them,
+	//     before a follower forwards one.
+	//  9. authenticate (ACL) refuses a missing or unknown token before any body is read, and
 	//     has a follower forward the request to the leader, which judges the token again.
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true, LogErrorFunc: s.logPanic}))
 	e.Use(s.checkForwarded)
@@ -291,6 +295,7 @@ func (s *Server) routes() *echo.Echo {
 		e.Use(s.audit)
 	}
 	e.Use(s.limitBody)
+	e.Use(s.limitBlocking)
 	if s.cfg.ACL {
 		e.Use(s.authenticate)
 	}
