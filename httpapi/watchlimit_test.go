@@ -125,3 +125,32 @@ func metricValue(t *testing.T, ep, name string) float64 {
 }
 
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// Without ACL the bound is per client address (--max-watches-per-address).
+func TestBlockingQueriesPerAddressAreBounded(t *testing.T) {
+	d := ownCluster(t, func(c *config.Config) { c.MaxWatchesPerAddr = 1 })
+	_, followers := roles(t, d)
+	ep := followers[0]
+	name := lockName(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	ch := make(chan response, 1)
+	go func() {
+		ch <- rawDoCtx(ctx, http.MethodGet, ep+"/v1/locks/"+name+"?index=1&wait=60s&consistency=stale", nil, nil)
+	}()
+	eventually(t, "the watch waits", func() string {
+		if got := metricValue(t, ep, "raftlock_blocking_queries"); got != 1 {
+			return "blocking queries: " + formatFloat(got)
+		}
+		return ""
+	})
+	r := do(t, http.MethodGet, ep+"/v1/locks?prefix=x/&index=1&wait=0s", nil)
+	apiError(t, r, http.StatusTooManyRequests, api.CodeTooManyRequests)
+	cancel()
+	<-ch
+	eventually(t, "the ended watch's place is free", func() string {
+		if r := do(t, http.MethodGet, ep+"/v1/locks?prefix=x/&index=1&wait=0s", nil); r.status != http.StatusOK {
+			return short(r.body)
+		}
+		return ""
+	})
+}
