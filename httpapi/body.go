@@ -71,7 +71,7 @@ func (s *Server) guardBody(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // minRestoreProgress is how many bytes of a backup to restore must arrive within each
-// Config.BodyReadTimeout (6.4 KB/s with the default 10s): a client that sends slower, or
+// Config.BodyReadTimeout (about 6.5 KB/s with the default 10s): a client that sends slower, or
 // stops, is cut off, so that a backup's connection costs what a small body's does.
 const minRestoreProgress = 64 << 10
 
@@ -132,7 +132,8 @@ func closeNow(c echo.Context) {
 }
 
 // limitBody refuses a request whose declared Content-Length is over the limit before anything
-// reads it (the body's time is bounded by guardBody), and bounds the reading of a chunked one.
+// reads it (the body's time is bounded by guardBody); readBody refuses a chunked one as soon as
+// it passes the limit.
 func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
