@@ -51,6 +51,9 @@ const (
 	// CodeModeMismatch refuses an acquire by a session that holds or awaits the lock in the
 	// other mode, shared or exclusive (an addition to v1, HTTP 409).
 	CodeModeMismatch = "mode_mismatch"
+	// CodeHeaderTooLarge refuses a request whose line and headers are over the node's limit
+	// (an addition to v1, HTTP 431); the connection is closed.
+	CodeHeaderTooLarge = "header_too_large"
 )
 
 // Modes of an acquire and of a lock's holders (an addition to v1).

@@ -80,6 +80,10 @@ type Config struct {
 	ACL bool
 	// MaxSessionsPerToken bounds the sessions one token owns at once under ACL; 0: unlimited.
 	MaxSessionsPerToken int
+	// MaxWatchesPerToken bounds the blocking queries (watches) one token has waiting on the
+	// node that received them, under ACL; MaxWatchesPerAddr those of one IP address, for
+	// requests without a token the node knows. 0: unlimited.
+	MaxWatchesPerToken, MaxWatchesPerAddr int
 	// AgentToken is the token this agent sends when it joins, publishes its HTTP address to
 	// the leader or leaves; under ACL it needs operator:write.
 	AgentToken string
@@ -122,6 +126,8 @@ func Default() Config {
 		MaxRaftHandshakes:  256,
 		MaxSessions:        1_000_000,
 		MaxWaitersPerLock:  10_000,
+		MaxWatchesPerToken: 256,
+		MaxWatchesPerAddr:  1024,
 		WatchHistoryBytes:  16 << 20,
 		ShutdownTimeout:    10 * time.Second,
 		TLSMinVersion:      "1.2",
@@ -181,6 +187,8 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Bool("ui", d.UI, "serve the web console at /ui/ on the HTTP API address (--ui=false turns it off); under --acl the page asks for a token")
 	fs.Bool("acl", false, "require a token on every /v1 request but health, ready and the ACL bootstrap, and check its policies; all nodes must agree")
 	fs.Int("max-sessions-per-token", 0, "with --acl, most sessions one token may own at once; beyond it 429 (0: unlimited)")
+	fs.Int("max-watches-per-token", d.MaxWatchesPerToken, "with --acl, most blocking queries (watches, reads with ?index) one token may have waiting on this node at once; beyond it 429 with Retry-After (0: unlimited)")
+	fs.Int("max-watches-per-address", d.MaxWatchesPerAddr, "most blocking queries (watches, reads with ?index) one IP address may have waiting on this node at once, for requests without a token the node knows; beyond it 429 with Retry-After (0: unlimited)")
 	fs.String("agent-token", "", "with --acl, the token (operator:write) this agent sends to join, publish its HTTP address and leave")
 	fs.Bool("wait-when-removed", false, "once removed from the cluster, keep running (not ready) instead of stopping")
 }
@@ -247,6 +255,8 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		UI:                  v.GetBool("ui"),
 		ACL:                 v.GetBool("acl"),
 		MaxSessionsPerToken: v.GetInt("max-sessions-per-token"),
+		MaxWatchesPerToken:  v.GetInt("max-watches-per-token"),
+		MaxWatchesPerAddr:   v.GetInt("max-watches-per-address"),
 		AgentToken:          v.GetString("agent-token"),
 		WaitWhenRemoved:     v.GetBool("wait-when-removed"),
 	}
@@ -388,6 +398,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSessionsPerToken < 0 {
 		bad("--max-sessions-per-token %d must be 0 (unlimited) or more", c.MaxSessionsPerToken)
+	}
+	if c.MaxWatchesPerToken < 0 || c.MaxWatchesPerAddr < 0 {
+		bad("--max-watches-per-token and --max-watches-per-address must be 0 (unlimited) or more")
 	}
 	errs = append(errs, c.validateTLS()...)
 	if c.RateLimit < 0 || c.RateLimit > 1e6 {

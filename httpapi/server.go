@@ -157,6 +157,8 @@ type Server struct {
 
 	// answering bounds the woken watches answered at once (see watchAnswer).
 	answering chan struct{}
+	// blocking counts each client's blocking queries (admitBlocking).
+	blocking blockingLimiter
 }
 
 // New returns a server for node; call Serve to start it.
@@ -211,6 +213,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln = tlsutil.NewListener(ln, s.cfg.TLS, tlsutil.ListenerOptions{
 			HandshakeTimeout: s.cfg.HeaderReadTimeout, OnRefused: s.refusedConn})
 	}
+	// Innermost to the server: net/http's own error answers get the API's JSON body.
+	ln = jsonErrorListener{ln, s}
 	srv := s.echo.Server
 	srv.Handler = s.echo
 	srv.MaxHeaderBytes = s.cfg.MaxHeaderBytes
@@ -263,20 +267,24 @@ func (s *Server) routes() *echo.Echo {
 	//  1. recover: a panic is a 500, never a dropped connection.
 	//  2. checkForwarded drops an X-Raftlock-Forwarded mark that did not come from another
 	//     node, before anything below believes it.
-	//  3. metrics and headers see every answer, refusals included.
+	//  3. metrics and headers see every answer, refusals included, and guardBody bounds in
+	//     time the reading of any body before anything may refuse the request.
 	//  4. identify (ACL) resolves the token from the headers alone, so that
 	//  5. rateLimit counts every write by its token, or by its client's address when the token
 	//     is missing or unknown here, before anything is recorded: a refused one (429) is not
 	//     audited, so the limit bounds the audit log's growth too.
 	//  6. audit records what is answered from here on, refusals of the token included.
-	//  7. limitBody refuses a declared body over the limit, and bounds in time the reading of
-	//     any body, which only readBody does, from a handler or the forwarder.
-	//  8. authenticate (ACL) refuses a missing or unknown token before any body is read, and
+	//  7. limitBody refuses a declared body over the limit; only readBody reads a body, from a
+	//     handler or the forwarder (a backup to restore streams on).
+	//  8. limitBlocking bounds each client's blocking queries where the client sent them,
+	//     before a follower forwards one.
+	//  9. authenticate (ACL) refuses a missing or unknown token before any body is read, and
 	//     has a follower forward the request to the leader, which judges the token again.
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true, LogErrorFunc: s.logPanic}))
 	e.Use(s.checkForwarded)
 	e.Use(s.metrics.middleware)
 	e.Use(s.headers)
+	e.Use(s.guardBody)
 	if s.cfg.ACL {
 		e.Use(s.identify)
 	}
@@ -287,6 +295,7 @@ func (s *Server) routes() *echo.Echo {
 		e.Use(s.audit)
 	}
 	e.Use(s.limitBody)
+	e.Use(s.limitBlocking)
 	if s.cfg.ACL {
 		e.Use(s.authenticate)
 	}

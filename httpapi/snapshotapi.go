@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -50,7 +51,12 @@ func (s *Server) restoreSnapshot(c echo.Context) error {
 	}
 	return s.asManagement(c, func() error {
 		res, err := s.node.RestoreBackup(c.Request().Context(), c.Request().Body, cluster.RestoreOptions{IndexGap: gap})
+		var tooLarge *http.MaxBytesError
 		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded) || restoreTooSlow(c):
+			return s.errRestoreTooSlow()
+		case errors.As(err, &tooLarge):
+			return newError(http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge, "the backup is larger than %d bytes (--max-snapshot-bytes); nothing was changed", s.cfg.MaxSnapshotBytes)
 		case errors.Is(err, cluster.ErrInvalidBackup):
 			return invalid("%v; nothing was changed", err)
 		case err != nil:
