@@ -129,8 +129,26 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 		return RestoreResult{}, err
 	}
 	defer doneState()
+	// From here until raft has installed the restored state, nothing enters the log: the holds
+	// read after the barrier are every hold a client can have been told of, and each is held
+	// back by a lock-delay in the restored state, since the restore ends every session.
+	n.proposals.Lock()
+	installing := false
+	defer func() {
+		if !installing {
+			n.proposals.Unlock()
+		}
+	}()
+	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+		return RestoreResult{}, fmt.Errorf("cluster: restore: %w", applyError(err))
+	}
+	rw := fsm.RestoreRewrite{Members: n.fsm.Members(), Features: n.fsm.Features(),
+		KeepSessions: n.cfg.UnsafeRestoreKeepsSessions, Now: time.Now().UnixNano()}
+	if !rw.KeepSessions {
+		rw.Live = n.fsm.LiveHolds()
+	}
 	bw := bufio.NewWriterSize(state, 256<<10)
-	sum, err := fsm.RewriteSnapshot(bufio.NewReader(body), bw, n.fsm.Members(), n.fsm.Features())
+	sum, err := fsm.RewriteSnapshot(bufio.NewReader(body), bw, rw)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -152,7 +170,8 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 		return RestoreResult{}, err
 	}
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: index, Term: h.Term, Size: size}
-	if err := n.installRestore(ctx, meta, state); err != nil {
+	installing = true
+	if err := n.installRestore(ctx, meta, state, n.proposals.Unlock); err != nil {
 		return RestoreResult{}, err
 	}
 	res := RestoreResult{Header: h, Index: n.lastSnapshotIndex(), State: sum}
@@ -228,10 +247,12 @@ func (n *Node) checkRestoredFeatures(ctx context.Context, features []fsm.Feature
 // installRestore hands the state to raft and waits for the followers to install it too.
 // The leader's timers stop meanwhile (renewals are refused as by a node that does not lead,
 // and clients retry), and restart from the restored state: every session gets a full TTL
-// from now, every lock-delay its full length.
-func (n *Node) installRestore(ctx context.Context, meta *raft.SnapshotMeta, state io.Reader) error {
+// from now, every lock-delay its full length. It calls done once raft has returned, even
+// if it gave up waiting for it before.
+func (n *Node) installRestore(ctx context.Context, meta *raft.SnapshotMeta, state io.Reader, done func()) error {
 	term := n.readyTerm.Load()
 	if term == 0 {
+		done()
 		return ErrNotLeader
 	}
 	n.timers.deactivate()
@@ -241,7 +262,10 @@ func (n *Node) installRestore(ctx context.Context, meta *raft.SnapshotMeta, stat
 		}
 	}()
 	ch := make(chan error, 1)
-	go func() { ch <- n.raft.Restore(meta, state, n.cfg.ApplyTimeout) }()
+	go func() {
+		defer done()
+		ch <- n.raft.Restore(meta, state, n.cfg.ApplyTimeout)
+	}()
 	wait, cancel := context.WithTimeout(ctx, restoreWait)
 	defer cancel()
 	select {
