@@ -29,6 +29,26 @@ var ErrInvalidBackup = errors.New("cluster: invalid backup file")
 // taken (or that a recovered survivor never received), up to this many entries of them.
 const DefaultIndexGap = 1_000_000_000
 
+// IndexHeadroom is how many log indexes a restore or a recovery must leave unused above the
+// index it moves the log to: fencing tokens are log indexes, and a log at the top of uint64
+// can commit nothing more. Every addition to an index is checked against it.
+const IndexHeadroom = 1 << 62
+
+// ErrNoIndexHeadroom means a restore or a recovery would move the log index so far that fewer
+// than IndexHeadroom indexes are left (or past the top of uint64); nothing was changed.
+var ErrNoIndexHeadroom = errors.New("cluster: the log index would leave too little headroom")
+
+// indexAfterGap returns top+gap, or ErrNoIndexHeadroom when that leaves fewer than
+// IndexHeadroom indexes above it (which it also does for a sum that overflows).
+func indexAfterGap(top, gap uint64) (uint64, error) {
+	const ceiling = math.MaxUint64 - IndexHeadroom
+	if top > ceiling || gap > ceiling-top {
+		return 0, fmt.Errorf("%w: index %d plus a gap of %d is past %d, which leaves fewer than 2^62 indexes; nothing was changed",
+			ErrNoIndexHeadroom, top, gap, uint64(ceiling))
+	}
+	return top + gap, nil
+}
+
 // transferPattern names the temporary files of backups and restores in the data directory.
 const transferPattern = ".transfer-*.tmp"
 
@@ -214,11 +234,11 @@ func (n *Node) receiveBackup(r io.Reader) (*os.File, func(), backup.Header, erro
 // restoredIndex is the index a restored state must get: past the backup's own, every index in
 // it (the header might understate it), and this cluster's log, by gap.
 func restoredIndex(backupIndex, maxInState, last, gap uint64) (uint64, error) {
-	top := max(backupIndex, maxInState, last)
-	if top > math.MaxUint64-gap-2 {
-		return 0, fmt.Errorf("%w: index %d plus a gap of %d overflows", ErrInvalidBackup, top, gap)
+	index, err := indexAfterGap(max(backupIndex, maxInState, last), gap)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrInvalidBackup, err)
 	}
-	return top + gap, nil
+	return index, nil
 }
 
 // checkRestoredFeatures refuses a restored state whose features some member may not support:

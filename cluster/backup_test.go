@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"bytes"
 	"errors"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -217,5 +218,45 @@ func TestRestoreOfABadFileChangesNothing(t *testing.T) {
 	}
 	if l := leader.FSM().Lock("x"); !l.Held || l.Token != tok {
 		t.Fatalf("lock after refused restores: %+v", l)
+	}
+}
+
+// A restore that would move the log index to within 2^62 of the top of uint64 (where raft could
+// soon commit nothing more, and tokens would wrap) is refused, whether the backup's index or
+// the gap takes it there, and nothing changes: the cluster goes on issuing tokens.
+func TestRestoreRefusesIndexesNearTheTopOfUint64(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	_, leader := c.waitLeader()
+	s := createSession(t, leader, "a", longTTL, 0)
+	tok := mustAcquire(t, leader, s, "x", "")
+	file := saveBackup(t, leader)
+	for name, tc := range map[string]struct {
+		index, gap uint64
+	}{
+		"top minus 3, no gap":                   {math.MaxUint64 - 3, 0},
+		"top minus the default gap minus 3":     {math.MaxUint64 - cluster.DefaultIndexGap - 3, cluster.DefaultIndexGap},
+		"just past the headroom":                {math.MaxUint64 - cluster.IndexHeadroom + 1, 0},
+		"a gap that takes it past the headroom": {1000, math.MaxUint64 - cluster.IndexHeadroom},
+	} {
+		near := withHeader(t, file, func(h *backup.Header) { h.Index = tc.index })
+		_, err := leader.RestoreBackup(opContext(t), bytes.NewReader(near), cluster.RestoreOptions{IndexGap: tc.gap})
+		if !errors.Is(err, cluster.ErrNoIndexHeadroom) || !errors.Is(err, cluster.ErrInvalidBackup) {
+			t.Fatalf("%s: %v, want ErrNoIndexHeadroom", name, err)
+		}
+		// The restore's read barrier is in the log; no snapshot was installed.
+		if last := leader.Raft().LastIndex(); last > 1000 {
+			t.Fatalf("%s: the log moved to %d", name, last)
+		}
+		if l := leader.FSM().Lock("x"); !l.Held || l.Token != tok {
+			t.Fatalf("%s: lock after the refused restore: %+v", name, l)
+		}
+	}
+	if next := mustAcquire(t, leader, s, "y", ""); next <= tok {
+		t.Fatalf("token after the refused restores %d, not above %d", next, tok)
+	}
+	// At the headroom exactly, it is done.
+	edge := withHeader(t, file, func(h *backup.Header) { h.Index = math.MaxUint64 - cluster.IndexHeadroom })
+	if res := restore(t, c, edge, 0); res.Index < math.MaxUint64-cluster.IndexHeadroom {
+		t.Fatalf("restored at %d", res.Index)
 	}
 }
