@@ -111,7 +111,30 @@ type RestoreOptions struct {
 	// this cluster's last), to give the restored state's index; see DefaultIndexGap. 0 adds
 	// nothing beyond the one raft adds.
 	IndexGap uint64
+	// ACL says whose ACL state the restored state has: the backup's (ACLDefault and
+	// ACLReplace) or this cluster's (ACLKeep). ACLDefault refuses (ErrBackupWithoutACL) a
+	// backup without ACL state when this cluster's ACLs are bootstrapped.
+	ACL ACLRestore
 }
+
+// ACLRestore says whose ACL state a restore installs.
+type ACLRestore string
+
+// The ACL choices of a restore.
+const (
+	// ACLDefault installs the backup's ACL state, but refuses a backup whose ACLs were never
+	// bootstrapped into a cluster whose ACLs are: that would un-bootstrap them, and the next
+	// tokenless POST /v1/acl/bootstrap would take the cluster.
+	ACLDefault ACLRestore = ""
+	// ACLKeep keeps this cluster's ACL state (tokens and policies) instead of the backup's.
+	ACLKeep ACLRestore = "keep"
+	// ACLReplace installs the backup's ACL state, whatever it is.
+	ACLReplace ACLRestore = "replace"
+)
+
+// ErrBackupWithoutACL means a restore of a backup without ACL state into a cluster whose ACLs
+// are bootstrapped was refused, for want of ACLKeep or ACLReplace; nothing was changed.
+var ErrBackupWithoutACL = errors.New("cluster: the backup has no ACL state and this cluster's ACLs are bootstrapped")
 
 // RestoreResult says what a restore installed.
 type RestoreResult struct {
@@ -164,6 +187,13 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 	}
 	rw := fsm.RestoreRewrite{Members: n.fsm.Members(), Features: n.fsm.Features(),
 		KeepSessions: n.cfg.UnsafeRestoreKeepsSessions, Now: time.Now().UnixNano()}
+	switch opts.ACL {
+	case ACLDefault, ACLReplace:
+	case ACLKeep:
+		rw.ACL = n.fsm.CaptureACL()
+	default:
+		return RestoreResult{}, fmt.Errorf("cluster: restore: unknown ACL choice %q (keep or replace)", opts.ACL)
+	}
 	if !rw.KeepSessions {
 		rw.Live = n.fsm.LiveHolds()
 	}
@@ -174,6 +204,10 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 	}
 	if err != nil {
 		return RestoreResult{}, fmt.Errorf("%w: the snapshot in it does not read: %w", ErrInvalidBackup, err)
+	}
+	if opts.ACL == ACLDefault && !sum.ACLBootstrapped && n.fsm.ACLBootstrapped() {
+		return RestoreResult{}, fmt.Errorf("%w: restoring it would remove every token and let anyone bootstrap the ACLs again; "+
+			"keep this cluster's ACL state (acl=keep) or replace it with the backup's, none (acl=replace); nothing was changed", ErrBackupWithoutACL)
 	}
 	if err := n.checkRestoredFeatures(ctx, sum.Features); err != nil {
 		return RestoreResult{}, err

@@ -176,6 +176,43 @@ type RestoreRewrite struct {
 	// leader's timers run each again at its full length from the restore, as after any
 	// leader change.
 	Now int64
+	// ACL, if set, replaces the backup's ACL state (FSM.CaptureACL): a restore that keeps the
+	// running cluster's tokens and policies.
+	ACL *ACLCapture
+}
+
+// ACLCapture is the ACL state at one moment (bootstrapped or not, the policies, the tokens),
+// for a restore that keeps it.
+type ACLCapture struct {
+	acl aclSnapshot
+}
+
+// CaptureACL captures the ACL state. Its entries are never changed in place, so the capture
+// shares them.
+func (f *FSM) CaptureACL() *ACLCapture {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	c := &ACLCapture{acl: aclSnapshot{bootstrapped: f.st.acl.bootstrapped}}
+	for _, p := range f.st.acl.policies {
+		c.acl.policies = append(c.acl.policies, p)
+	}
+	for _, t := range f.st.acl.tokens {
+		c.acl.tokens = append(c.acl.tokens, t)
+	}
+	return c
+}
+
+// state returns the captured ACL state as a state holds it.
+func (c *ACLCapture) state() aclState {
+	acl := newACLState()
+	acl.bootstrapped = c.acl.bootstrapped
+	for _, p := range c.acl.policies {
+		acl.policies[p.Name] = p
+	}
+	for _, t := range c.acl.tokens {
+		acl.putToken(t)
+	}
+	return acl
 }
 
 // LiveHold is one grant, or one lock-delay, in force: something a client may believe it
@@ -236,6 +273,9 @@ func RewriteSnapshot(r io.Reader, w io.Writer, rw RestoreRewrite) (SnapshotSumma
 	sorted := slices.Clone(rw.Features)
 	slices.Sort(sorted)
 	st.features = st.features.with(slices.Compact(sorted))
+	if rw.ACL != nil {
+		st.acl = rw.ACL.state()
+	}
 	if !rw.KeepSessions {
 		st = endSessions(st, rw.Live, rw.Now)
 	}
