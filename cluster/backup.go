@@ -156,8 +156,10 @@ const restoreWait = 10 * time.Minute
 // backup's state with this cluster's member metadata and every feature this cluster enabled
 // (a feature is never turned off); the backup's features must be ones every member supports.
 // Its log index is at least the highest index known plus opts.IndexGap, so fencing tokens go
-// on growing. Sessions of the backup get a full TTL from the restore, lock-delays run again
-// in full. Requests in flight when it runs end with an unknown outcome.
+// on growing. It ends every session, the backup's and this cluster's (their clients cannot be
+// told what it changed), and puts every lock held in either under a lock-delay of its
+// holder's TTL plus lock-delay (see fsm.RestoreRewrite); lock-delays run again in full.
+// Requests in flight when it runs end with an unknown outcome.
 func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptions) (RestoreResult, error) {
 	if err := n.leaderOnly(); err != nil {
 		return RestoreResult{}, err
