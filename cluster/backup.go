@@ -169,6 +169,18 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 		return RestoreResult{}, err
 	}
 	defer doneBody()
+	// The backup's highest index, read first so that a restore past the headroom is refused
+	// before anything enters the log.
+	inBackup, err := fsm.InspectSnapshot(bufio.NewReaderSize(body, 256<<10))
+	if err != nil {
+		return RestoreResult{}, fmt.Errorf("%w: the snapshot in it does not read: %w", ErrInvalidBackup, err)
+	}
+	if _, err := body.Seek(0, io.SeekStart); err != nil {
+		return RestoreResult{}, err
+	}
+	if _, err := restoredIndex(h.Index, inBackup.MaxIndex, n.raft.LastIndex(), opts.IndexGap); err != nil {
+		return RestoreResult{}, err
+	}
 	state, doneState, err := n.tempFile()
 	if err != nil {
 		return RestoreResult{}, err
@@ -187,8 +199,12 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
 		return RestoreResult{}, fmt.Errorf("cluster: restore: %w", applyError(err))
 	}
+	index, err := restoredIndex(h.Index, inBackup.MaxIndex, n.raft.LastIndex(), opts.IndexGap)
+	if err != nil {
+		return RestoreResult{}, err
+	}
 	rw := fsm.RestoreRewrite{Members: n.fsm.Members(), Features: n.fsm.Features(),
-		KeepSessions: n.cfg.UnsafeRestoreKeepsSessions, Now: time.Now().UnixNano()}
+		KeepSessions: n.cfg.UnsafeRestoreKeepsSessions, Now: time.Now().UnixNano(), Index: index}
 	switch opts.ACL {
 	case ACLDefault, ACLReplace:
 	case ACLKeep:
@@ -221,7 +237,8 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 	if _, err := state.Seek(0, io.SeekStart); err != nil {
 		return RestoreResult{}, err
 	}
-	index, err := restoredIndex(h.Index, sum.MaxIndex, n.raft.LastIndex(), opts.IndexGap)
+	// At least index: the new lock-delays' names may add a few above the backup's own.
+	index, err = restoredIndex(h.Index, sum.MaxIndex, n.raft.LastIndex(), opts.IndexGap)
 	if err != nil {
 		return RestoreResult{}, err
 	}

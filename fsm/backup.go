@@ -176,6 +176,10 @@ type RestoreRewrite struct {
 	// leader's timers run each again at its full length from the restore, as after any
 	// leader change.
 	Now int64
+	// Index, if set, is the restored state's log index: every lock the state holds, and every
+	// absent one, reads as modified there (no later than it), above every index acknowledged
+	// before the restore, as the restored state is all new.
+	Index uint64
 	// ACL, if set, replaces the backup's ACL state (FSM.CaptureACL): a restore that keeps the
 	// running cluster's tokens and policies.
 	ACL *ACLCapture
@@ -278,6 +282,12 @@ func RewriteSnapshot(r io.Reader, w io.Writer, rw RestoreRewrite) (SnapshotSumma
 	}
 	if !rw.KeepSessions {
 		st = endSessions(st, rw.Live, rw.Now)
+	}
+	if rw.Index > 0 {
+		st.freedIndex = max(st.freedIndex, rw.Index)
+		for _, l := range st.locks {
+			l.modifyIndex = max(l.modifyIndex, rw.Index)
+		}
 	}
 	if err := captureSnapshot(st).write(w); err != nil {
 		return SnapshotSummary{}, err

@@ -186,7 +186,7 @@ func TestRewriteSnapshotEndsSessionsAndDelaysWhatWasHeld(t *testing.T) {
 	h.release(sid(1), "awaited", first) // handed to sid(2)
 	top := h.acquire(sid(1), "top", "").Token
 	live := []fsm.LiveHold{{Lock: "taken-after", Length: 7 * time.Second}, {Lock: "held", Length: 30 * time.Second}}
-	g, sum := rewrite(t, h.f, fsm.RestoreRewrite{Live: live, Now: now})
+	g, sum := rewrite(t, h.f, fsm.RestoreRewrite{Live: live, Now: now, Index: 5000})
 	if sum.Sessions != 0 || sum.Held != 0 || sum.Waiters != 0 || len(g.Sessions()) != 0 {
 		t.Fatalf("after the rewrite: %+v, sessions %v: want none, nothing held or awaited", sum, g.Sessions())
 	}
@@ -201,9 +201,12 @@ func TestRewriteSnapshotEndsSessionsAndDelaysWhatWasHeld(t *testing.T) {
 		if len(ds) != 1 || ds[0].Length != want || ds[0].Until != now+int64(want) {
 			t.Fatalf("%s: delays %+v, want one of %v from %d", lock, ds, want, now)
 		}
-		if l := g.Lock(lock); l.Held || l.ModifyIndex <= 0 {
-			t.Fatalf("%s: %+v", lock, l)
+		if l := g.Lock(lock); l.Held || l.ModifyIndex != 5000 {
+			t.Fatalf("%s: %+v, want not held, modified at the restore's index", lock, l)
 		}
+	}
+	if l := g.Lock("never"); l.ModifyIndex != 5000 {
+		t.Fatalf("an absent lock reads %+v, want modified at the restore's index", l)
 	}
 	if sum.MaxIndex < top {
 		t.Fatalf("highest index %d below the backup's token %d", sum.MaxIndex, top)
