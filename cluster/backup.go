@@ -181,6 +181,18 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 	if _, err := restoredIndex(h.Index, inBackup.MaxIndex, n.raft.LastIndex(), opts.IndexGap); err != nil {
 		return RestoreResult{}, err
 	}
+	switch opts.ACL {
+	case ACLDefault, ACLReplace, ACLKeep:
+	default:
+		return RestoreResult{}, fmt.Errorf("cluster: restore: unknown ACL choice %q (keep or replace)", opts.ACL)
+	}
+	if opts.ACL == ACLDefault && !inBackup.ACLBootstrapped && n.fsm.ACLBootstrapped() {
+		return RestoreResult{}, fmt.Errorf("%w: restoring it would remove every token and let anyone bootstrap the ACLs again; "+
+			"keep this cluster's ACL state (acl=keep) or replace it with the backup's, none (acl=replace); nothing was changed", ErrBackupWithoutACL)
+	}
+	if err := n.checkRestoredFeatures(ctx, inBackup.Features); err != nil {
+		return RestoreResult{}, err
+	}
 	state, doneState, err := n.tempFile()
 	if err != nil {
 		return RestoreResult{}, err
@@ -205,12 +217,8 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 	}
 	rw := fsm.RestoreRewrite{Members: n.fsm.Members(), Features: n.fsm.Features(),
 		KeepSessions: n.cfg.UnsafeRestoreKeepsSessions, Now: time.Now().UnixNano(), Index: index}
-	switch opts.ACL {
-	case ACLDefault, ACLReplace:
-	case ACLKeep:
+	if opts.ACL == ACLKeep {
 		rw.ACL = n.fsm.CaptureACL()
-	default:
-		return RestoreResult{}, fmt.Errorf("cluster: restore: unknown ACL choice %q (keep or replace)", opts.ACL)
 	}
 	if !rw.KeepSessions {
 		rw.Live = n.fsm.LiveHolds()
@@ -222,13 +230,6 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 	}
 	if err != nil {
 		return RestoreResult{}, fmt.Errorf("%w: the snapshot in it does not read: %w", ErrInvalidBackup, err)
-	}
-	if opts.ACL == ACLDefault && !sum.ACLBootstrapped && n.fsm.ACLBootstrapped() {
-		return RestoreResult{}, fmt.Errorf("%w: restoring it would remove every token and let anyone bootstrap the ACLs again; "+
-			"keep this cluster's ACL state (acl=keep) or replace it with the backup's, none (acl=replace); nothing was changed", ErrBackupWithoutACL)
-	}
-	if err := n.checkRestoredFeatures(ctx, sum.Features); err != nil {
-		return RestoreResult{}, err
 	}
 	size, err := state.Seek(0, io.SeekEnd)
 	if err != nil {
