@@ -203,7 +203,8 @@ may still believe it holds it); every lock-delay in the backup runs again in ful
 Fencing tokens keep growing: the restored state's log index is the highest index known
 (the backup's, any token in it, and the cluster's own) plus --index-gap, so every token
 issued afterwards is greater than any issued before, also by the cluster the backup came
-from, after the backup, as long as it wrote fewer entries than the gap. Under --acl the
+from, after the backup, as long as it wrote fewer entries than the gap (a restore that would
+leave fewer than 2^62 log indexes above that is refused). Under --acl the
 command needs the management policy, and afterwards the tokens are the backup's. A backup
 without ACL state (from a cluster that never ran --acl) into a cluster whose ACLs are
 bootstrapped is refused unless --acl says keep (the cluster keeps its own tokens and
