@@ -46,6 +46,11 @@ type Node struct {
 	// term's timers armed; 0 when it does not lead.
 	readyTerm atomic.Uint64
 
+	// proposals is held shared by every proposal while it enters raft's queue, and exclusively
+	// by a restore from before it reads the holds it replaces until raft installed it: no
+	// grant applies in between, unseen (see RestoreBackup).
+	proposals sync.RWMutex
+
 	// admitted, if set, is called by admit with the term a request was admitted in: a test
 	// hook that stalls a request between its admission and its confirmation. Nil outside tests.
 	admitted func(term uint64)

@@ -32,6 +32,9 @@ type Config struct {
 	DisableFeatures []string
 	// UnsafeNoLogFsync skips the fsync of the Raft log (hidden; for the harness's self-test only).
 	UnsafeNoLogFsync bool
+	// UnsafeRestoreKeepsSessions makes a restore keep the backup's sessions and their holds,
+	// as restores did before they ended every session (hidden; for the harness's self-test only).
+	UnsafeRestoreKeepsSessions bool
 
 	LogLevel  string
 	LogFormat string
@@ -156,6 +159,8 @@ func AddFlags(fs *pflag.FlagSet) {
 	_ = fs.MarkHidden("disable-features")
 	fs.Bool("unsafe-no-log-fsync", false, "test only: do not fsync the Raft log, so that a power cut loses acknowledged writes")
 	_ = fs.MarkHidden("unsafe-no-log-fsync")
+	fs.Bool("unsafe-restore-keeps-sessions", false, "test only: a restore keeps the backup's sessions, so that clients go on believing holds it changed")
+	_ = fs.MarkHidden("unsafe-restore-keeps-sessions")
 	fs.String("log-level", d.LogLevel, "log level: trace, debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "log format: text or json")
 	fs.Duration("heartbeat-timeout", d.HeartbeatTimeout, "Raft heartbeat timeout")
@@ -213,52 +218,53 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		}
 	}
 	c := Config{
-		ID:                  v.GetString("id"),
-		DataDir:             v.GetString("data-dir"),
-		LogStore:            v.GetString("log-store"),
-		HTTPAddr:            v.GetString("http-addr"),
-		RaftAddr:            v.GetString("raft-addr"),
-		AdvertiseHTTP:       v.GetString("advertise-http"),
-		AdvertiseRaft:       v.GetString("advertise-raft"),
-		Join:                splitList(v.GetStringSlice("join")),
-		LogLevel:            v.GetString("log-level"),
-		LogFormat:           v.GetString("log-format"),
-		HeartbeatTimeout:    v.GetDuration("heartbeat-timeout"),
-		ElectionTimeout:     v.GetDuration("election-timeout"),
-		LeaderLeaseTimeout:  v.GetDuration("leader-lease-timeout"),
-		SnapshotThreshold:   v.GetUint64("snapshot-threshold"),
-		SnapshotInterval:    v.GetDuration("snapshot-interval"),
-		TrailingLogs:        v.GetUint64("trailing-logs"),
-		ClockOffset:         v.GetDuration("clock-offset"),
-		DisableFeatures:     splitList(v.GetStringSlice("disable-features")),
-		UnsafeNoLogFsync:    v.GetBool("unsafe-no-log-fsync"),
-		MaxBodyBytes:        v.GetInt64("max-body-bytes"),
-		MaxSnapshotBytes:    v.GetInt64("max-snapshot-bytes"),
-		MaxHeaderBytes:      v.GetInt("max-header-bytes"),
-		MaxConnections:      v.GetInt("max-connections"),
-		HeaderReadTimeout:   v.GetDuration("header-read-timeout"),
-		BodyReadTimeout:     v.GetDuration("body-read-timeout"),
-		MaxRaftHandshakes:   v.GetInt("max-raft-handshakes"),
-		MaxSessions:         v.GetInt("max-sessions"),
-		MaxWaitersPerLock:   v.GetInt("max-waiters-per-lock"),
-		WatchHistoryBytes:   v.GetInt("watch-history-bytes"),
-		ShutdownTimeout:     v.GetDuration("shutdown-timeout"),
-		LeaveOnShutdown:     v.GetBool("leave-on-shutdown"),
-		TLSCertFile:         v.GetString("tls-cert-file"),
-		TLSKeyFile:          v.GetString("tls-key-file"),
-		TLSCAFile:           v.GetString("tls-ca-file"),
-		TLSVerifyClients:    v.GetBool("tls-verify-clients"),
-		TLSMinVersion:       v.GetString("tls-min-version"),
-		RateLimit:           v.GetFloat64("rate-limit"),
-		AuditLog:            v.GetString("audit-log"),
-		EnablePprof:         v.GetBool("enable-pprof"),
-		UI:                  v.GetBool("ui"),
-		ACL:                 v.GetBool("acl"),
-		MaxSessionsPerToken: v.GetInt("max-sessions-per-token"),
-		MaxWatchesPerToken:  v.GetInt("max-watches-per-token"),
-		MaxWatchesPerAddr:   v.GetInt("max-watches-per-address"),
-		AgentToken:          v.GetString("agent-token"),
-		WaitWhenRemoved:     v.GetBool("wait-when-removed"),
+		ID:                         v.GetString("id"),
+		DataDir:                    v.GetString("data-dir"),
+		LogStore:                   v.GetString("log-store"),
+		HTTPAddr:                   v.GetString("http-addr"),
+		RaftAddr:                   v.GetString("raft-addr"),
+		AdvertiseHTTP:              v.GetString("advertise-http"),
+		AdvertiseRaft:              v.GetString("advertise-raft"),
+		Join:                       splitList(v.GetStringSlice("join")),
+		LogLevel:                   v.GetString("log-level"),
+		LogFormat:                  v.GetString("log-format"),
+		HeartbeatTimeout:           v.GetDuration("heartbeat-timeout"),
+		ElectionTimeout:            v.GetDuration("election-timeout"),
+		LeaderLeaseTimeout:         v.GetDuration("leader-lease-timeout"),
+		SnapshotThreshold:          v.GetUint64("snapshot-threshold"),
+		SnapshotInterval:           v.GetDuration("snapshot-interval"),
+		TrailingLogs:               v.GetUint64("trailing-logs"),
+		ClockOffset:                v.GetDuration("clock-offset"),
+		DisableFeatures:            splitList(v.GetStringSlice("disable-features")),
+		UnsafeNoLogFsync:           v.GetBool("unsafe-no-log-fsync"),
+		UnsafeRestoreKeepsSessions: v.GetBool("unsafe-restore-keeps-sessions"),
+		MaxBodyBytes:               v.GetInt64("max-body-bytes"),
+		MaxSnapshotBytes:           v.GetInt64("max-snapshot-bytes"),
+		MaxHeaderBytes:             v.GetInt("max-header-bytes"),
+		MaxConnections:             v.GetInt("max-connections"),
+		HeaderReadTimeout:          v.GetDuration("header-read-timeout"),
+		BodyReadTimeout:            v.GetDuration("body-read-timeout"),
+		MaxRaftHandshakes:          v.GetInt("max-raft-handshakes"),
+		MaxSessions:                v.GetInt("max-sessions"),
+		MaxWaitersPerLock:          v.GetInt("max-waiters-per-lock"),
+		WatchHistoryBytes:          v.GetInt("watch-history-bytes"),
+		ShutdownTimeout:            v.GetDuration("shutdown-timeout"),
+		LeaveOnShutdown:            v.GetBool("leave-on-shutdown"),
+		TLSCertFile:                v.GetString("tls-cert-file"),
+		TLSKeyFile:                 v.GetString("tls-key-file"),
+		TLSCAFile:                  v.GetString("tls-ca-file"),
+		TLSVerifyClients:           v.GetBool("tls-verify-clients"),
+		TLSMinVersion:              v.GetString("tls-min-version"),
+		RateLimit:                  v.GetFloat64("rate-limit"),
+		AuditLog:                   v.GetString("audit-log"),
+		EnablePprof:                v.GetBool("enable-pprof"),
+		UI:                         v.GetBool("ui"),
+		ACL:                        v.GetBool("acl"),
+		MaxSessionsPerToken:        v.GetInt("max-sessions-per-token"),
+		MaxWatchesPerToken:         v.GetInt("max-watches-per-token"),
+		MaxWatchesPerAddr:          v.GetInt("max-watches-per-address"),
+		AgentToken:                 v.GetString("agent-token"),
+		WaitWhenRemoved:            v.GetBool("wait-when-removed"),
 	}
 	var err error
 	if c.InitialCluster, err = ParseMembers("initial-cluster", v.GetString("initial-cluster")); err != nil {

@@ -90,6 +90,10 @@ type Config struct {
 	// UnsafeNoLogFsync starts the agents with the hidden --unsafe-no-log-fsync: a self-test
 	// in which power losses must make durability or linearizability fail.
 	UnsafeNoLogFsync bool
+	// UnsafeRestoreKeepsSessions starts the agents with the hidden
+	// --unsafe-restore-keeps-sessions: a self-test in which the restore nemesis must make belief
+	// or held-by-nobody fail.
+	UnsafeRestoreKeepsSessions bool
 	// Out receives progress, the nemesis log and the summary; may be nil.
 	Out io.Writer
 }
@@ -223,6 +227,9 @@ func (c Config) String() string {
 	}
 	if c.UnsafeNoLogFsync {
 		s += " agents=NO-LOG-FSYNC(self-test)"
+	}
+	if c.UnsafeRestoreKeepsSessions {
+		s += " agents=RESTORE-KEEPS-SESSIONS(self-test)"
 	}
 	return s
 }

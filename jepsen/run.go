@@ -193,6 +193,9 @@ func agentArgs(cfg Config) []string {
 	if cfg.UnsafeNoLogFsync {
 		args = append(args, "--unsafe-no-log-fsync")
 	}
+	if cfg.UnsafeRestoreKeepsSessions {
+		args = append(args, "--unsafe-restore-keeps-sessions")
+	}
 	if n := cfg.SnapshotEvery; n != 0 {
 		args = append(args, "--snapshot-threshold", fmt.Sprint(n), "--trailing-logs", fmt.Sprint(n),
 			"--snapshot-interval", snapshotCheck.String())

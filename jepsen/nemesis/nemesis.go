@@ -31,11 +31,13 @@ const (
 	DiskEIO      = "disk-eio"
 	DiskSlow     = "disk-slow"
 	DiskFull     = "disk-full"
+	// Restore saves a backup during the run and restores it later (restore.go).
+	Restore = "restore"
 )
 
 // All lists every fault, in the order "all" expands to.
 var All = []string{Kill, Restart, RestartAll, Pause, Partition, ClientPause, Churn, Clock, DelayDup,
-	PowerLoss, PowerLossAll, DiskEIO, DiskSlow, DiskFull}
+	PowerLoss, PowerLossAll, DiskEIO, DiskSlow, DiskFull, Restore}
 
 // Disk lists the faults that need the nodes' data dirs on a fault-injecting file system.
 var Disk = []string{PowerLoss, PowerLossAll, DiskEIO, DiskSlow, DiskFull}
@@ -214,6 +216,8 @@ func (n *Nemesis) inject(ctx context.Context, stop <-chan struct{}, fault string
 		n.diskSlow(ctx)
 	case DiskFull:
 		n.diskFull(ctx)
+	case Restore:
+		n.restore(ctx)
 	}
 }
 
