@@ -39,6 +39,10 @@ type DevOptions struct {
 	ACL bool
 	// Tune, if set, adjusts each node's config before it starts (tests shorten timeouts).
 	Tune func(*config.Config)
+	// ReturnWhenReady makes StartDev return as soon as a node answers GET /v1/ready, as a
+	// script that starts a cluster and polls its readiness would, rather than once every
+	// node's address is published and the features are enabled.
+	ReturnWhenReady bool
 }
 
 // Dev is a cluster of agents in one process, on 127.0.0.1.
@@ -143,7 +147,11 @@ func StartDev(ctx context.Context, opts DevOptions) (*Dev, error) {
 		d.Close()
 		return nil, err
 	}
-	if err := d.waitPublished(ctx); err != nil {
+	wait := d.waitPublished
+	if opts.ReturnWhenReady {
+		wait = d.waitReady
+	}
+	if err := wait(ctx); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -179,6 +187,24 @@ func (d *Dev) waitPublished(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("agent: dev: members not published or features not enabled: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// waitReady waits until a node answers GET /v1/ready with 200.
+func (d *Dev) waitReady(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		for i := range d.configs {
+			if a := d.Agent(i); a != nil && a.Node().Ready(ctx) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("agent: dev: no node ready: %w", ctx.Err())
 		case <-t.C:
 		}
 	}
@@ -288,10 +314,19 @@ func (d *Dev) Kill(i int) error {
 
 // Restart starts node i again from its data directory, on the same addresses.
 func (d *Dev) Restart(ctx context.Context, i int) error {
+	return d.RestartWith(ctx, i, nil)
+}
+
+// RestartWith starts node i again like Restart, with its config changed by tune (if set) from
+// then on: an upgrade, say.
+func (d *Dev) RestartWith(ctx context.Context, i int, tune func(*config.Config)) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.agents[i] != nil {
 		return fmt.Errorf("agent: dev: node %d is running", i)
+	}
+	if tune != nil {
+		tune(&d.configs[i])
 	}
 	cfg := d.configs[i]
 	a, err := Start(ctx, cfg, d.opts.Logger.Named(cfg.ID), Listeners{})

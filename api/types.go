@@ -8,6 +8,9 @@ const (
 	HeaderLeader = "X-Raftlock-Leader"
 	// HeaderForwarded marks a request a follower forwarded to the leader; it is never forwarded again.
 	HeaderForwarded = "X-Raftlock-Forwarded"
+	// HeaderFeatures is the number of features the cluster has enabled, as the node that
+	// executed the request applied the log: a client that learned fewer reads them again.
+	HeaderFeatures = "X-Raftlock-Features"
 )
 
 // Error codes of the error body.
@@ -51,6 +54,9 @@ const (
 	// CodeModeMismatch refuses an acquire by a session that holds or awaits the lock in the
 	// other mode, shared or exclusive (an addition to v1, HTTP 409).
 	CodeModeMismatch = "mode_mismatch"
+	// CodeHeaderTooLarge refuses a request whose line and headers are over the node's limit
+	// (an addition to v1, HTTP 431); the connection is closed.
+	CodeHeaderTooLarge = "header_too_large"
 )
 
 // Modes of an acquire and of a lock's holders (an addition to v1).

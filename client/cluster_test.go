@@ -312,7 +312,7 @@ func (p *holdProxy) keep(c net.Conn) bool {
 // to hold: one that carries an attempt.
 func holdingClient(t *testing.T, endpoint string, opts ...client.Option) (*holdProxy, *client.Client) {
 	t.Helper()
-	p := newHoldProxy(t, endpoint, `"attempt_seq"`)
+	p := newHoldProxy(t, endpoint, attemptMark)
 	c := newClient(t, []string{p.Endpoint()}, append([]client.Option{
 		client.WithTransport(&http.Transport{DisableKeepAlives: true})}, opts...)...)
 	return p, c

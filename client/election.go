@@ -121,7 +121,10 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 	}
 	if err != nil {
 		e.s.gone(err)
-		if errors.Is(err, ErrLockHeld) || errors.Is(err, ErrLockDelayed) {
+		// attempt_cancelled: an earlier request of this proclamation, whose answer was lost,
+		// was refused for good (the server ends a refused try's attempt), as one refused
+		// lock_held is.
+		if errors.Is(err, ErrLockHeld) || errors.Is(err, ErrLockDelayed) || errors.Is(err, ErrAttemptCancelled) {
 			return e.lost(m, h, err)
 		}
 		return errorf("proclaim on %q: %w", e.name, err)

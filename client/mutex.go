@@ -236,6 +236,12 @@ func (m *Mutex) try(ctx context.Context, req api.AcquireRequest, t attempt, wait
 				m.s.c.forgetFeatures() // asked again below: the cluster may not have applied it yet
 			}
 			elapsed := errors.Is(err, ErrLockHeld) || errors.Is(err, ErrLockDelayed) // a wait chunk
+			if !wait && errors.Is(err, ErrAttemptCancelled) {
+				// An earlier copy of this try, whose answer was lost, was refused for good
+				// (the server ends a refused try's attempt; no other end of it can have come
+				// while it runs): the lock was not to be had.
+				err = errorf("%w: %w: an earlier request of this try was refused and its answer lost", ErrLockHeld, err)
+			}
 			if !wait || !elapsed && !isTransient(err) {
 				a.drain()
 				var ae *APIError

@@ -29,6 +29,10 @@ type RestoreOptions struct {
 	// IndexGap, if set, is how far past every log index known the restored state's index
 	// goes; nil leaves the server's default (docs/operations.md).
 	IndexGap *uint64
+	// ACL, if set, says whose ACL state the cluster has after the restore: "keep" (the
+	// cluster's own tokens and policies) or "replace" (the backup's, even none). Unset, a
+	// backup without ACL state is refused by a cluster whose ACLs are bootstrapped.
+	ACL string
 }
 
 // RestoreSnapshot replaces the whole state of the cluster with the backup file (PUT
@@ -44,6 +48,9 @@ func (r *Raw) RestoreSnapshot(ctx context.Context, file io.ReadSeeker, opts Rest
 		}}
 	if opts.IndexGap != nil {
 		cl.query.Set("index_gap", strconv.FormatUint(*opts.IndexGap, 10))
+	}
+	if opts.ACL != "" {
+		cl.query.Set("acl", opts.ACL)
 	}
 	if _, err := r.c.do(ctx, cl); err != nil {
 		return nil, err

@@ -221,6 +221,7 @@ func (c *Client) attempt(ctx context.Context, ep string, cl *call, body []byte) 
 	if id := resp.Header.Get(api.HeaderLeader); id != "" && c.router != nil && knowsLeader(cl, resp.StatusCode) {
 		c.router.saw(id)
 	}
+	c.sawFeatures(resp.Header.Get(api.HeaderFeatures))
 	if cl.download != nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if _, err := io.Copy(cl.download, resp.Body); err != nil {
 			return &streamError{what: "reading the answer", err: err}

@@ -176,8 +176,10 @@ type heldRequest struct {
 // broke after the request went out.
 var errLinkDown = errors.New("memlink: connection reset")
 
-// attemptMark marks the requests that carry an attempt (the ones a holder delivers late).
-const attemptMark = `"attempt_seq"`
+// attemptMark marks the requests that carry an attempt (the ones a holder delivers late): a
+// numbered one ("attempt_seq") or, before the client knows that the cluster numbers
+// attempts, a string one ("attempt": "~N").
+const attemptMark = `"attempt`
 
 func newMemLink(t *testing.T, inner http.RoundTripper) *memLink {
 	bg, stop := context.WithCancel(context.Background())

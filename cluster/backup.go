@@ -29,6 +29,26 @@ var ErrInvalidBackup = errors.New("cluster: invalid backup file")
 // taken (or that a recovered survivor never received), up to this many entries of them.
 const DefaultIndexGap = 1_000_000_000
 
+// IndexHeadroom is how many log indexes a restore or a recovery must leave unused above the
+// index it moves the log to: fencing tokens are log indexes, and a log at the top of uint64
+// can commit nothing more. Every addition to an index is checked against it.
+const IndexHeadroom = 1 << 62
+
+// ErrNoIndexHeadroom means a restore or a recovery would move the log index so far that fewer
+// than IndexHeadroom indexes are left (or past the top of uint64); nothing was changed.
+var ErrNoIndexHeadroom = errors.New("cluster: the log index would leave too little headroom")
+
+// indexAfterGap returns top+gap, or ErrNoIndexHeadroom when that leaves fewer than
+// IndexHeadroom indexes above it (which it also does for a sum that overflows).
+func indexAfterGap(top, gap uint64) (uint64, error) {
+	const ceiling = math.MaxUint64 - IndexHeadroom
+	if top > ceiling || gap > ceiling-top {
+		return 0, fmt.Errorf("%w: index %d plus a gap of %d is past %d, which leaves fewer than 2^62 indexes; nothing was changed",
+			ErrNoIndexHeadroom, top, gap, uint64(ceiling))
+	}
+	return top + gap, nil
+}
+
 // transferPattern names the temporary files of backups and restores in the data directory.
 const transferPattern = ".transfer-*.tmp"
 
@@ -91,7 +111,30 @@ type RestoreOptions struct {
 	// this cluster's last), to give the restored state's index; see DefaultIndexGap. 0 adds
 	// nothing beyond the one raft adds.
 	IndexGap uint64
+	// ACL says whose ACL state the restored state has: the backup's (ACLDefault and
+	// ACLReplace) or this cluster's (ACLKeep). ACLDefault refuses (ErrBackupWithoutACL) a
+	// backup without ACL state when this cluster's ACLs are bootstrapped.
+	ACL ACLRestore
 }
+
+// ACLRestore says whose ACL state a restore installs.
+type ACLRestore string
+
+// The ACL choices of a restore.
+const (
+	// ACLDefault installs the backup's ACL state, but refuses a backup whose ACLs were never
+	// bootstrapped into a cluster whose ACLs are: that would un-bootstrap them, and the next
+	// tokenless POST /v1/acl/bootstrap would take the cluster.
+	ACLDefault ACLRestore = ""
+	// ACLKeep keeps this cluster's ACL state (tokens and policies) instead of the backup's.
+	ACLKeep ACLRestore = "keep"
+	// ACLReplace installs the backup's ACL state, whatever it is.
+	ACLReplace ACLRestore = "replace"
+)
+
+// ErrBackupWithoutACL means a restore of a backup without ACL state into a cluster whose ACLs
+// are bootstrapped was refused, for want of ACLKeep or ACLReplace; nothing was changed.
+var ErrBackupWithoutACL = errors.New("cluster: the backup has no ACL state and this cluster's ACLs are bootstrapped")
 
 // RestoreResult says what a restore installed.
 type RestoreResult struct {
@@ -113,8 +156,10 @@ const restoreWait = 10 * time.Minute
 // backup's state with this cluster's member metadata and every feature this cluster enabled
 // (a feature is never turned off); the backup's features must be ones every member supports.
 // Its log index is at least the highest index known plus opts.IndexGap, so fencing tokens go
-// on growing. Sessions of the backup get a full TTL from the restore, lock-delays run again
-// in full. Requests in flight when it runs end with an unknown outcome.
+// on growing. It ends every session, the backup's and this cluster's (their clients cannot be
+// told what it changed), and puts every lock held in either under a lock-delay of its
+// holder's TTL plus lock-delay (see fsm.RestoreRewrite); lock-delays run again in full.
+// Requests in flight when it runs end with an unknown outcome.
 func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptions) (RestoreResult, error) {
 	if err := n.leaderOnly(); err != nil {
 		return RestoreResult{}, err
@@ -124,21 +169,67 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 		return RestoreResult{}, err
 	}
 	defer doneBody()
+	// The backup's highest index, read first so that a restore past the headroom is refused
+	// before anything enters the log.
+	inBackup, err := fsm.InspectSnapshot(bufio.NewReaderSize(body, 256<<10))
+	if err != nil {
+		return RestoreResult{}, fmt.Errorf("%w: the snapshot in it does not read: %w", ErrInvalidBackup, err)
+	}
+	if _, err := body.Seek(0, io.SeekStart); err != nil {
+		return RestoreResult{}, err
+	}
+	if _, err := restoredIndex(h.Index, inBackup.MaxIndex, n.raft.LastIndex(), opts.IndexGap); err != nil {
+		return RestoreResult{}, err
+	}
+	switch opts.ACL {
+	case ACLDefault, ACLReplace, ACLKeep:
+	default:
+		return RestoreResult{}, fmt.Errorf("cluster: restore: unknown ACL choice %q (keep or replace)", opts.ACL)
+	}
+	if opts.ACL == ACLDefault && !inBackup.ACLBootstrapped && n.fsm.ACLBootstrapped() {
+		return RestoreResult{}, fmt.Errorf("%w: restoring it would remove every token and let anyone bootstrap the ACLs again; "+
+			"keep this cluster's ACL state (acl=keep) or replace it with the backup's, none (acl=replace); nothing was changed", ErrBackupWithoutACL)
+	}
+	if err := n.checkRestoredFeatures(ctx, inBackup.Features); err != nil {
+		return RestoreResult{}, err
+	}
 	state, doneState, err := n.tempFile()
 	if err != nil {
 		return RestoreResult{}, err
 	}
 	defer doneState()
+	// From here until raft has installed the restored state, nothing enters the log: the holds
+	// read after the barrier are every hold a client can have been told of, and each is held
+	// back by a lock-delay in the restored state, since the restore ends every session.
+	n.proposals.Lock()
+	installing := false
+	defer func() {
+		if !installing {
+			n.proposals.Unlock()
+		}
+	}()
+	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+		return RestoreResult{}, fmt.Errorf("cluster: restore: %w", applyError(err))
+	}
+	index, err := restoredIndex(h.Index, inBackup.MaxIndex, n.raft.LastIndex(), opts.IndexGap)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	rw := fsm.RestoreRewrite{Members: n.fsm.Members(), Features: n.fsm.Features(),
+		KeepSessions: n.cfg.UnsafeRestoreKeepsSessions, Now: time.Now().UnixNano(), Index: index}
+	if opts.ACL == ACLKeep {
+		rw.ACL = n.fsm.CaptureACL()
+	}
+	if !rw.KeepSessions {
+		rw.Live = n.fsm.LiveHolds()
+	}
 	bw := bufio.NewWriterSize(state, 256<<10)
-	sum, err := fsm.RewriteSnapshot(bufio.NewReader(body), bw, n.fsm.Members(), n.fsm.Features())
+	sum, err := fsm.RewriteSnapshot(bufio.NewReader(body), bw, rw)
 	if err == nil {
 		err = bw.Flush()
 	}
 	if err != nil {
 		return RestoreResult{}, fmt.Errorf("%w: the snapshot in it does not read: %w", ErrInvalidBackup, err)
-	}
-	if err := n.checkRestoredFeatures(ctx, sum.Features); err != nil {
-		return RestoreResult{}, err
 	}
 	size, err := state.Seek(0, io.SeekEnd)
 	if err != nil {
@@ -147,12 +238,14 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 	if _, err := state.Seek(0, io.SeekStart); err != nil {
 		return RestoreResult{}, err
 	}
-	index, err := restoredIndex(h.Index, sum.MaxIndex, n.raft.LastIndex(), opts.IndexGap)
+	// At least index: the new lock-delays' names may add a few above the backup's own.
+	index, err = restoredIndex(h.Index, sum.MaxIndex, n.raft.LastIndex(), opts.IndexGap)
 	if err != nil {
 		return RestoreResult{}, err
 	}
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: index, Term: h.Term, Size: size}
-	if err := n.installRestore(ctx, meta, state); err != nil {
+	installing = true
+	if err := n.installRestore(ctx, meta, state, n.proposals.Unlock); err != nil {
 		return RestoreResult{}, err
 	}
 	res := RestoreResult{Header: h, Index: n.lastSnapshotIndex(), State: sum}
@@ -195,11 +288,11 @@ func (n *Node) receiveBackup(r io.Reader) (*os.File, func(), backup.Header, erro
 // restoredIndex is the index a restored state must get: past the backup's own, every index in
 // it (the header might understate it), and this cluster's log, by gap.
 func restoredIndex(backupIndex, maxInState, last, gap uint64) (uint64, error) {
-	top := max(backupIndex, maxInState, last)
-	if top > math.MaxUint64-gap-2 {
-		return 0, fmt.Errorf("%w: index %d plus a gap of %d overflows", ErrInvalidBackup, top, gap)
+	index, err := indexAfterGap(max(backupIndex, maxInState, last), gap)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrInvalidBackup, err)
 	}
-	return top + gap, nil
+	return index, nil
 }
 
 // checkRestoredFeatures refuses a restored state whose features some member may not support:
@@ -228,10 +321,12 @@ func (n *Node) checkRestoredFeatures(ctx context.Context, features []fsm.Feature
 // installRestore hands the state to raft and waits for the followers to install it too.
 // The leader's timers stop meanwhile (renewals are refused as by a node that does not lead,
 // and clients retry), and restart from the restored state: every session gets a full TTL
-// from now, every lock-delay its full length.
-func (n *Node) installRestore(ctx context.Context, meta *raft.SnapshotMeta, state io.Reader) error {
+// from now, every lock-delay its full length. It calls done once raft has returned, even
+// if it gave up waiting for it before.
+func (n *Node) installRestore(ctx context.Context, meta *raft.SnapshotMeta, state io.Reader, done func()) error {
 	term := n.readyTerm.Load()
 	if term == 0 {
+		done()
 		return ErrNotLeader
 	}
 	n.timers.deactivate()
@@ -241,7 +336,10 @@ func (n *Node) installRestore(ctx context.Context, meta *raft.SnapshotMeta, stat
 		}
 	}()
 	ch := make(chan error, 1)
-	go func() { ch <- n.raft.Restore(meta, state, n.cfg.ApplyTimeout) }()
+	go func() {
+		defer done()
+		ch <- n.raft.Restore(meta, state, n.cfg.ApplyTimeout)
+	}()
 	wait, cancel := context.WithTimeout(ctx, restoreWait)
 	defer cancel()
 	select {

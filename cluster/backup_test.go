@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"bytes"
 	"errors"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -55,7 +56,8 @@ func withHeader(t *testing.T, file []byte, fn func(*backup.Header)) []byte {
 }
 
 // A backup restored into a new cluster, whose log is much shorter than the one the backup
-// came from, brings back its locks, and the next token is greater than every token in it,
+// came from, brings back its locks (held back by a lock-delay: the restore ends every
+// session), and the next token is greater than every token in it,
 // even with no gap and a header that understates where the backup was taken: the restored
 // state's index is at least the highest index the state holds.
 func TestRestoreIntoANewClusterKeepsTokensGrowing(t *testing.T) {
@@ -83,9 +85,8 @@ func TestRestoreIntoANewClusterKeepsTokensGrowing(t *testing.T) {
 		t.Fatalf("restored at index %d, not above the backup's token %d", res.Index, held)
 	}
 	_, leader = dst.waitLeader()
-	l := leader.FSM().Lock("jobs/held")
-	if !l.Held || l.Holder != s || l.Token != held || l.Value != "v1" {
-		t.Fatalf("restored lock %+v, want held by %v with token %d", l, s, held)
+	if l := leader.FSM().Lock("jobs/held"); l.Held || l.DelayUntil == 0 || l.ModifyIndex <= held {
+		t.Fatalf("restored lock %+v, want under a lock-delay, not held, changed after %d", l, held)
 	}
 	other := createSession(t, leader, "next", longTTL, 0)
 	next := mustAcquire(t, leader, other, "churn", "")
@@ -114,15 +115,17 @@ func TestRestoreMovesPastTheClustersOwnTokens(t *testing.T) {
 		t.Fatalf("restored at %d, want at least the last token %d plus the gap", res.Index, last)
 	}
 	_, leader = c.waitLeader()
+	s = createSession(t, leader, "b", longTTL, 0) // the restore ended the sessions
 	if tok := mustAcquire(t, leader, s, "x", ""); tok <= res.Index {
 		t.Fatalf("token after the restore %d, not above the restored index %d", tok, res.Index)
 	}
 }
 
-// Restored sessions get a full TTL from the restore (not from when the backup was taken, and
-// not never: the leader's timers are re-armed), and a lock-delay in the backup runs again in
-// full before the lock is free.
-func TestRestoreGivesSessionsAFullTTLAndDelaysTheirFullLength(t *testing.T) {
+// A restore ends every session of the backup (their clients cannot be told what it changed),
+// and holds each lock they held back for a full TTL from the restore, from the restore and
+// not from when the backup was taken (the leader's timers are re-armed), and a lock-delay in
+// the backup runs again in full before the lock is free.
+func TestRestoreEndsSessionsAndHoldsTheirLocksBackAFullTTL(t *testing.T) {
 	const ttl, delay = 3 * time.Second, 3 * time.Second
 	src := newTestCluster(t, 1, nil)
 	_, old := src.waitLeader()
@@ -143,23 +146,21 @@ func TestRestoreGivesSessionsAFullTTLAndDelaysTheirFullLength(t *testing.T) {
 	restore(t, dst, file, 0)
 	restored := time.Now()
 	_, leader = dst.waitLeader()
-	if _, ok := leader.FSM().Session(s); !ok {
-		t.Fatal("session not restored")
+	if _, ok := leader.FSM().Session(s); ok {
+		t.Fatal("the backup's session survived the restore")
 	}
-	// Free at the earliest a full delay after the restore, and the session alive until a
-	// full TTL after it (a check at 80 % of each: the machine may be slow, never fast).
-	testkit.Eventually(t, 3*delay, "the lock-delay to end", func() bool {
-		return leader.FSM().Lock("delayed").DelayUntil == 0
-	})
-	if took := time.Since(restored); took < delay*8/10 {
-		t.Fatalf("the restored lock-delay ended %v after the restore, before its length %v", took, delay)
+	if l := leader.FSM().Lock("kept"); l.Held || l.DelayUntil == 0 {
+		t.Fatalf("the ended session's lock %+v, want not held, under a lock-delay", l)
 	}
-	gone := waitSessionGone(t, leader, s, 3*ttl)
-	if lived := gone.Sub(restored); lived < ttl*8/10 {
-		t.Fatalf("the restored session expired %v after the restore, before its TTL %v", lived, ttl)
-	}
-	if l := leader.FSM().Lock("kept"); l.Held {
-		t.Fatalf("lock of the expired session still held: %+v", l)
+	// Free at the earliest a full TTL (or delay) after the restore (a check at 80 %: the
+	// machine may be slow, never fast).
+	for _, lock := range []string{"kept", "delayed"} {
+		testkit.Eventually(t, 3*delay, "the lock-delay of "+lock+" to end", func() bool {
+			return leader.FSM().Lock(lock).DelayUntil == 0
+		})
+		if took := time.Since(restored); took < delay*8/10 {
+			t.Fatalf("the lock-delay of %s ended %v after the restore, before %v", lock, took, delay)
+		}
 	}
 }
 
@@ -217,5 +218,45 @@ func TestRestoreOfABadFileChangesNothing(t *testing.T) {
 	}
 	if l := leader.FSM().Lock("x"); !l.Held || l.Token != tok {
 		t.Fatalf("lock after refused restores: %+v", l)
+	}
+}
+
+// A restore that would move the log index to within 2^62 of the top of uint64 (where raft could
+// soon commit nothing more, and tokens would wrap) is refused, whether the backup's index or
+// the gap takes it there, and nothing changes: the cluster goes on issuing tokens.
+func TestRestoreRefusesIndexesNearTheTopOfUint64(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	_, leader := c.waitLeader()
+	s := createSession(t, leader, "a", longTTL, 0)
+	tok := mustAcquire(t, leader, s, "x", "")
+	file := saveBackup(t, leader)
+	for name, tc := range map[string]struct {
+		index, gap uint64
+	}{
+		"top minus 3, no gap":                   {math.MaxUint64 - 3, 0},
+		"top minus the default gap minus 3":     {math.MaxUint64 - cluster.DefaultIndexGap - 3, cluster.DefaultIndexGap},
+		"just past the headroom":                {math.MaxUint64 - cluster.IndexHeadroom + 1, 0},
+		"a gap that takes it past the headroom": {1000, math.MaxUint64 - cluster.IndexHeadroom},
+	} {
+		near := withHeader(t, file, func(h *backup.Header) { h.Index = tc.index })
+		before := leader.Raft().LastIndex()
+		_, err := leader.RestoreBackup(opContext(t), bytes.NewReader(near), cluster.RestoreOptions{IndexGap: tc.gap})
+		if !errors.Is(err, cluster.ErrNoIndexHeadroom) || !errors.Is(err, cluster.ErrInvalidBackup) {
+			t.Fatalf("%s: %v, want ErrNoIndexHeadroom", name, err)
+		}
+		if after := leader.Raft().LastIndex(); after != before {
+			t.Fatalf("%s: the log moved from %d to %d", name, before, after)
+		}
+		if l := leader.FSM().Lock("x"); !l.Held || l.Token != tok {
+			t.Fatalf("%s: lock after the refused restore: %+v", name, l)
+		}
+	}
+	if next := mustAcquire(t, leader, s, "y", ""); next <= tok {
+		t.Fatalf("token after the refused restores %d, not above %d", next, tok)
+	}
+	// At the headroom exactly, it is done.
+	edge := withHeader(t, file, func(h *backup.Header) { h.Index = math.MaxUint64 - cluster.IndexHeadroom })
+	if res := restore(t, c, edge, 0); res.Index < math.MaxUint64-cluster.IndexHeadroom {
+		t.Fatalf("restored at %d", res.Index)
 	}
 }

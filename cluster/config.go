@@ -111,6 +111,10 @@ type Config struct {
 	// the stable store): acknowledged writes are lost to a power cut. For tests that must see
 	// the harness catch it; never for users.
 	UnsafeNoLogFsync bool
+	// UnsafeRestoreKeepsSessions makes a restore keep the backup's sessions with their holds,
+	// as restores did before they ended every session: clients then go on believing holds the
+	// restore changed. For the harness's self-test only; never for users.
+	UnsafeRestoreKeepsSessions bool
 }
 
 // TLS holds the TLS configurations of a node's traffic with other nodes; nil ones leave that

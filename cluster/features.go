@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -53,6 +54,9 @@ type featureGate struct {
 	n        *Node
 	interval time.Duration
 	kick     chan struct{} // asks for a check now: leadership gained, members changed
+	// settled says that this node's last check, as leader, heard from every member and found
+	// nothing left to enable: the cluster serves by the newest rules all members support.
+	settled atomic.Bool
 
 	mu      sync.Mutex
 	reports map[string]MemberReport // by member id; only the leader keeps them current
@@ -107,6 +111,7 @@ func (g *featureGate) check(ctx context.Context) {
 	common, complete := g.common(ctx)
 	enabled := g.n.fsm.Features()
 	missing := slices.DeleteFunc(common, func(f fsm.Feature) bool { return slices.Contains(enabled, f) })
+	g.settled.Store(complete && len(missing) == 0)
 	if !complete || len(missing) == 0 || !g.n.IsLeader() {
 		return
 	}
@@ -118,6 +123,39 @@ func (g *featureGate) check(ctx context.Context) {
 		return
 	}
 	g.n.log.Info("enabled features that every member supports", "features", missing)
+	g.settled.Store(true)
+}
+
+// gateSettled reports whether the cluster serves by the rules of every feature its members
+// all support, as readiness needs (see Ready): once the cluster has enabled any feature (the
+// gate's first EnableFeatures holds everything all members supported then, so a cluster
+// founded by one version has all of its features from then on); before, once the leader's
+// gate found nothing to enable (members of a version from before features), which a follower
+// asks of the leader's /v1/ready.
+func (n *Node) gateSettled(ctx context.Context) bool {
+	if n.fsm.FeatureCount() > 0 {
+		return true
+	}
+	if n.IsLeader() {
+		return n.gate.settled.Load()
+	}
+	_, addr := n.Leader()
+	if addr == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.memberURL(addr, "/v1/ready"), nil)
+	if err != nil {
+		return false
+	}
+	req.Close = true // as fetchReport: no idle connection held between probes
+	resp, err := n.httpc.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // common asks every member of the Raft configuration for its report now and returns the

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -32,25 +33,41 @@ func TestFeatureEnabledOnlyOnceEveryMemberSupportsIt(t *testing.T) {
 		n := c.currentLeader()
 		return n != nil && n.FeatureEnabled(fsm.FeatureExpiryTerm) && n.FeatureEnabled(fsm.FeatureTokenDeleteDropsWaits)
 	})
-	_, leader = c.waitLeader()
-	if leader.FeatureEnabled(fsm.FeatureAttemptNumbers) {
+	// Each step below runs at whichever node leads, again if a leadership change (a loaded
+	// machine changes leaders on its own) refused it or left its outcome unknown; repeating
+	// any of them changes nothing the test checks.
+	if n := c.currentLeader(); n != nil && n.FeatureEnabled(fsm.FeatureAttemptNumbers) {
 		t.Fatal("attempt-numbers enabled while n3 lacks it")
 	}
-	s := createSession(t, leader, "w", longTTL, 0)
-	_, err := leader.Acquire(opContext(t), cluster.AcquireRequest{Session: s, Lock: "l", Attempt: cluster.Attempt{Seq: 1}})
-	if !errors.Is(err, cluster.ErrFeatureNotEnabled) {
-		t.Fatalf("numbered acquire before the upgrade: %v, want ErrFeatureNotEnabled", err)
-	}
-	// The leader reports what each member said of itself.
-	members, err := leader.Members()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range members {
-		if m.Report == nil || m.ID == "n3" == slices.Contains(m.Report.Features, fsm.FeatureAttemptNumbers) {
-			t.Fatalf("member %s report %+v", m.ID, m.Report)
+	var s fsm.SessionID
+	c.atLeader("create a session", func(n *cluster.Node) error {
+		info, err := n.CreateSession(opContext(t), "w", longTTL, 0)
+		s = info.ID
+		return err
+	})
+	c.atLeader("a numbered acquire before the upgrade", func(n *cluster.Node) error {
+		_, err := n.Acquire(opContext(t), cluster.AcquireRequest{Session: s, Lock: "l", Attempt: cluster.Attempt{Seq: 1}})
+		if !errors.Is(err, cluster.ErrFeatureNotEnabled) {
+			t.Fatalf("numbered acquire before the upgrade: %v, want ErrFeatureNotEnabled", err)
 		}
-	}
+		return nil
+	})
+	// The leader reports what each member said of itself.
+	c.atLeader("the members' reports", func(n *cluster.Node) error {
+		members, err := n.Members()
+		if err != nil {
+			return err
+		}
+		for _, m := range members {
+			if m.Report == nil {
+				return fmt.Errorf("%w: no report of %s yet", cluster.ErrNotLeader, m.ID) // a new leader asks again
+			}
+			if m.ID == "n3" == slices.Contains(m.Report.Features, fsm.FeatureAttemptNumbers) {
+				t.Fatalf("member %s report %+v", m.ID, m.Report)
+			}
+		}
+		return nil
+	})
 
 	// Upgrade n3: stop it, start it again with every feature.
 	c.stop(2)
@@ -62,20 +79,30 @@ func TestFeatureEnabledOnlyOnceEveryMemberSupportsIt(t *testing.T) {
 		n := c.currentLeader()
 		return n != nil && n.FeatureEnabled(fsm.FeatureAttemptNumbers)
 	})
-	_, leader = c.waitLeader()
-	res, err := leader.Acquire(opContext(t), cluster.AcquireRequest{Session: s, Lock: "l", Attempt: cluster.Attempt{Seq: 1}})
-	if err != nil || res.Status != fsm.StatusOK {
-		t.Fatalf("numbered acquire after the upgrade: %+v, %v", res, err)
-	}
-	mustRelease(t, leader, s, "l", res.Token)
-	// ...and fenced: the ended attempt's late request is refused on every node's state.
-	if _, err := leader.Release(opContext(t), s, "l", res.Token, cluster.Attempt{Seq: 1}); err != nil {
-		t.Fatal(err)
-	}
-	late, err := leader.Acquire(opContext(t), cluster.AcquireRequest{Session: s, Lock: "l", Attempt: cluster.Attempt{Seq: 1}})
-	if err != nil || late.Status != fsm.StatusAttemptCancelled {
-		t.Fatalf("late request of an ended attempt: %+v, %v", late, err)
-	}
+	var token uint64
+	c.atLeader("a numbered acquire after the upgrade", func(n *cluster.Node) error {
+		res, err := n.Acquire(opContext(t), cluster.AcquireRequest{Session: s, Lock: "l", Attempt: cluster.Attempt{Seq: 1}})
+		if err == nil && res.Status != fsm.StatusOK {
+			t.Fatalf("numbered acquire after the upgrade: %+v", res)
+		}
+		token = res.Token
+		return err
+	})
+	// Released, with the attempt: its late request is refused on every node's state.
+	c.atLeader("the release", func(n *cluster.Node) error {
+		res, err := n.Release(opContext(t), s, "l", token, cluster.Attempt{Seq: 1})
+		if err == nil && res.Status != fsm.StatusOK && res.Status != fsm.StatusNotHolder { // NotHolder: a repeat
+			t.Fatalf("release: %+v", res)
+		}
+		return err
+	})
+	c.atLeader("the late request", func(n *cluster.Node) error {
+		late, err := n.Acquire(opContext(t), cluster.AcquireRequest{Session: s, Lock: "l", Attempt: cluster.Attempt{Seq: 1}})
+		if err == nil && late.Status != fsm.StatusAttemptCancelled {
+			t.Fatalf("late request of an ended attempt: %+v", late)
+		}
+		return err
+	})
 	c.waitConverged()
 }
 
@@ -94,4 +121,31 @@ func TestJoinOfANodeLackingAnEnabledFeatureIsRefused(t *testing.T) {
 	if ms, _ := leader.Members(); len(ms) != 1 {
 		t.Fatalf("members after the refusal: %+v", ms)
 	}
+}
+
+// A try refused because the lock is held ends its attempt in the command that refused it
+// (feature attempt-ends), through the log of a real cluster: the same request delivered
+// again once the lock is free is refused, not granted to a session whose client gave the
+// try up.
+func TestRefusedTryEndsItsAttemptInTheLog(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	_, leader := c.waitLeader()
+	testkit.Eventually(t, leaderTimeout, "features enabled", func() bool { return leader.FeatureEnabled(fsm.FeatureAttemptEnds) })
+	a := createSession(t, leader, "a", longTTL, 0)
+	b := createSession(t, leader, "b", longTTL, 0)
+	token := mustAcquire(t, leader, a, "l", "")
+	try := cluster.AcquireRequest{Session: b, Lock: "l", Attempt: cluster.Attempt{Seq: 1, Floor: 1}}
+	res, err := leader.Acquire(opContext(t), try)
+	if err != nil || res.Status != fsm.StatusLockHeld {
+		t.Fatalf("try while held: %+v, %v", res, err)
+	}
+	mustRelease(t, leader, a, "l", token)
+	late, err := leader.Acquire(opContext(t), try)
+	if err != nil || late.Status != fsm.StatusAttemptCancelled {
+		t.Fatalf("the refused try delivered again: %+v, %v; want attempt_cancelled", late, err)
+	}
+	if l := leader.FSM().Lock("l"); l.Held || l.Waiters != 0 {
+		t.Fatalf("lock after the late try: %+v", l)
+	}
+	c.waitConverged()
 }

@@ -46,6 +46,11 @@ type Node struct {
 	// term's timers armed; 0 when it does not lead.
 	readyTerm atomic.Uint64
 
+	// proposals is held shared by every proposal while it enters raft's queue, and exclusively
+	// by a restore from before it reads the holds it replaces until raft installed it: no
+	// grant applies in between, unseen (see RestoreBackup).
+	proposals sync.RWMutex
+
 	// admitted, if set, is called by admit with the term a request was admitted in: a test
 	// hook that stalls a request between its admission and its confirmation. Nil outside tests.
 	admitted func(term uint64)
@@ -427,15 +432,17 @@ func (n *Node) WaitLeader(ctx context.Context) (id, httpAddr string, err error) 
 // readyWait bounds how long Ready waits for the state machine to reach the commit index.
 const readyWait = time.Second
 
-// Ready reports whether the node knows a leader and has applied everything it knew committed
-// when asked. Under load entries commit while earlier ones apply, so it waits (up to readyWait,
-// or until ctx ends) for the state machine to reach the commit index it read: a node that keeps
-// up is ready, one still restoring a snapshot or replaying its log is not.
+// Ready reports whether the node knows a leader, the cluster serves by the rules of every
+// feature all its members support (gateSettled: a new cluster is not ready until its leader
+// has enabled them), and the node has applied everything it knew committed when asked. Under
+// load entries commit while earlier ones apply, so it waits (up to readyWait, or until ctx
+// ends) for the state machine to reach the commit index it read: a node that keeps up is
+// ready, one still restoring a snapshot or replaying its log is not.
 func (n *Node) Ready(ctx context.Context) bool {
 	if n.removed.Load() {
 		return false
 	}
-	if id, _ := n.Leader(); id == "" {
+	if id, _ := n.Leader(); id == "" || !n.gateSettled(ctx) {
 		return false
 	}
 	commit := n.raft.CommitIndex()

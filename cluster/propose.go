@@ -23,7 +23,11 @@ func (n *Node) propose(ctx context.Context, c *fsm.Command) (fsm.Result, error) 
 		// Some member may not know it: it must not enter the log.
 		return fsm.Result{}, fmt.Errorf("%w: %q", ErrFeatureNotEnabled, feature)
 	}
+	if !n.proposals.TryRLock() {
+		return fsm.Result{}, fmt.Errorf("%w: a restore is being installed", ErrNotLeader)
+	}
 	f := n.raft.Apply(c.Encode(nil), n.cfg.ApplyTimeout)
+	n.proposals.RUnlock()
 	switch done, err := await(ctx, f); {
 	case !done:
 		return fsm.Result{}, fmt.Errorf("%w: %w", ErrUnknownOutcome, err)

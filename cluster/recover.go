@@ -65,6 +65,16 @@ func Recover(dataDir string, members map[string]string, gap uint64, logger hclog
 		return RecoverResult{}, fmt.Errorf("cluster: open snapshot store: %w", err)
 	}
 	snaps := &gapSnapshots{SnapshotStore: sizedSnapshots{durableSnapshots{SnapshotStore: files, dir: filepath.Join(dataDir, "snapshots")}}, gap: gap}
+	last, err := store.LastIndex()
+	if err != nil {
+		return RecoverResult{}, fmt.Errorf("cluster: recover: %w", err)
+	}
+	if list, err := snaps.List(); err == nil && len(list) > 0 {
+		last = max(last, list[0].Index)
+	}
+	if _, err := indexAfterGap(last, gap); err != nil {
+		return RecoverResult{}, fmt.Errorf("cluster: recover: %w: use a smaller --index-gap", err)
+	}
 
 	var conf raft.Configuration
 	for id, addr := range members {
@@ -97,7 +107,11 @@ type gapSnapshots struct {
 // Create creates a snapshot at index+gap.
 func (s *gapSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
 	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
-	s.created = index + s.gap
+	created, err := indexAfterGap(index, s.gap)
+	if err != nil {
+		return nil, err
+	}
+	s.created = created
 	return s.SnapshotStore.Create(version, s.created, term, configuration, configurationIndex, trans)
 }
 

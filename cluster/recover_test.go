@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/raftlock/raftlock/cluster"
@@ -59,5 +60,30 @@ func TestRecoverRefusesAnEmptyDir(t *testing.T) {
 	_, err := cluster.Recover(t.TempDir(), map[string]string{"n1": "127.0.0.1:1"}, 0, nil)
 	if err == nil || errors.Is(err, cluster.ErrDataDirInUse) {
 		t.Fatalf("recover of an empty dir: %v", err)
+	}
+}
+
+// A recovery whose gap would take the log index to within 2^62 of the top of uint64, or past
+// it (where the sum wraps and the next token would go below earlier ones), is refused and
+// changes nothing: the node starts as before, with its lock and its tokens.
+func TestRecoverRefusesAGapNearTheTopOfUint64(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	_, leader := c.waitLeader()
+	s := createSession(t, leader, "holder", longTTL, 0)
+	tok := mustAcquire(t, leader, s, "jobs/kept", "")
+	c.kill(0)
+	members := map[string]string{c.ids[0]: c.addrs[0]}
+	for _, gap := range []uint64{18446744073709551606, math.MaxUint64 - cluster.IndexHeadroom} {
+		if _, err := cluster.Recover(c.dirs[0], members, gap, nil); !errors.Is(err, cluster.ErrNoIndexHeadroom) {
+			t.Fatalf("recover with a gap of %d: %v, want ErrNoIndexHeadroom", gap, err)
+		}
+	}
+	c.restart(0)
+	_, leader = c.waitLeader()
+	if l := leader.FSM().Lock("jobs/kept"); !l.Held || l.Token != tok {
+		t.Fatalf("lock after the refused recoveries %+v", l)
+	}
+	if next := mustAcquire(t, leader, s, "jobs/next", ""); next <= tok {
+		t.Fatalf("token after the refused recoveries %d, not above %d", next, tok)
 	}
 }

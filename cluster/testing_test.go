@@ -511,6 +511,28 @@ func (c *testCluster) releaseAtLeader(session fsm.SessionID, lock string, token 
 	return res
 }
 
+// atLeader runs fn at whichever node leads, asking again while a leadership change refused it
+// or left its outcome unknown (a loaded machine changes leaders on its own): for steps whose
+// repetition changes nothing the test checks. It fails the test on any other error.
+func (c *testCluster) atLeader(what string, fn func(n *cluster.Node) error) {
+	c.t.Helper()
+	var last error
+	testkit.Eventually(c.t, leaderTimeout, what, func() bool {
+		n := c.currentLeader()
+		if n == nil {
+			return false
+		}
+		last = fn(n)
+		if errors.Is(last, cluster.ErrNotLeader) || errors.Is(last, cluster.ErrUnknownOutcome) {
+			return false
+		}
+		if last != nil {
+			c.t.Fatalf("%s at %s: %v", what, n.ID(), last)
+		}
+		return true
+	})
+}
+
 // acquireResult is what a blocked acquire running in a goroutine returns, and when.
 type acquireResult struct {
 	res fsm.Result

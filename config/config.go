@@ -35,6 +35,9 @@ type Config struct {
 	// UnsafeSkipRejoinCheck starts a node on an empty data directory without asking the others
 	// whether the cluster counts it already (hidden; for the harness's self-test only).
 	UnsafeSkipRejoinCheck bool
+	// UnsafeRestoreKeepsSessions makes a restore keep the backup's sessions and their holds,
+	// as restores did before they ended every session (hidden; for the harness's self-test only).
+	UnsafeRestoreKeepsSessions bool
 
 	LogLevel  string
 	LogFormat string
@@ -83,6 +86,10 @@ type Config struct {
 	ACL bool
 	// MaxSessionsPerToken bounds the sessions one token owns at once under ACL; 0: unlimited.
 	MaxSessionsPerToken int
+	// MaxWatchesPerToken bounds the blocking queries (watches) one token has waiting on the
+	// node that received them, under ACL; MaxWatchesPerAddr those of one IP address, for
+	// requests without a token the node knows. 0: unlimited.
+	MaxWatchesPerToken, MaxWatchesPerAddr int
 	// AgentToken is the token this agent sends when it joins, publishes its HTTP address to
 	// the leader or leaves; under ACL it needs operator:write.
 	AgentToken string
@@ -125,6 +132,8 @@ func Default() Config {
 		MaxRaftHandshakes:  256,
 		MaxSessions:        1_000_000,
 		MaxWaitersPerLock:  10_000,
+		MaxWatchesPerToken: 256,
+		MaxWatchesPerAddr:  1024,
 		WatchHistoryBytes:  16 << 20,
 		ShutdownTimeout:    10 * time.Second,
 		TLSMinVersion:      "1.2",
@@ -155,6 +164,8 @@ func AddFlags(fs *pflag.FlagSet) {
 	_ = fs.MarkHidden("unsafe-no-log-fsync")
 	fs.Bool("unsafe-skip-rejoin-check", false, "test only: start on an empty data dir without asking whether the cluster counts this node already")
 	_ = fs.MarkHidden("unsafe-skip-rejoin-check")
+	fs.Bool("unsafe-restore-keeps-sessions", false, "test only: a restore keeps the backup's sessions, so that clients go on believing holds it changed")
+	_ = fs.MarkHidden("unsafe-restore-keeps-sessions")
 	fs.String("log-level", d.LogLevel, "log level: trace, debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "log format: text or json")
 	fs.Duration("heartbeat-timeout", d.HeartbeatTimeout, "Raft heartbeat timeout")
@@ -186,6 +197,8 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Bool("ui", d.UI, "serve the web console at /ui/ on the HTTP API address (--ui=false turns it off); under --acl the page asks for a token")
 	fs.Bool("acl", false, "require a token on every /v1 request but health, ready and the ACL bootstrap, and check its policies; all nodes must agree")
 	fs.Int("max-sessions-per-token", 0, "with --acl, most sessions one token may own at once; beyond it 429 (0: unlimited)")
+	fs.Int("max-watches-per-token", d.MaxWatchesPerToken, "with --acl, most blocking queries (watches, reads with ?index) one token may have waiting on this node at once; beyond it 429 with Retry-After (0: unlimited)")
+	fs.Int("max-watches-per-address", d.MaxWatchesPerAddr, "most blocking queries (watches, reads with ?index) one IP address may have waiting on this node at once, for requests without a token the node knows; beyond it 429 with Retry-After (0: unlimited)")
 	fs.String("agent-token", "", "with --acl, the token (operator:write) this agent sends to join, publish its HTTP address and leave")
 	fs.Bool("wait-when-removed", false, "once removed from the cluster, keep running (not ready) instead of stopping")
 }
@@ -210,51 +223,54 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		}
 	}
 	c := Config{
-		ID:                    v.GetString("id"),
-		DataDir:               v.GetString("data-dir"),
-		LogStore:              v.GetString("log-store"),
-		HTTPAddr:              v.GetString("http-addr"),
-		RaftAddr:              v.GetString("raft-addr"),
-		AdvertiseHTTP:         v.GetString("advertise-http"),
-		AdvertiseRaft:         v.GetString("advertise-raft"),
-		Join:                  splitList(v.GetStringSlice("join")),
-		LogLevel:              v.GetString("log-level"),
-		LogFormat:             v.GetString("log-format"),
-		HeartbeatTimeout:      v.GetDuration("heartbeat-timeout"),
-		ElectionTimeout:       v.GetDuration("election-timeout"),
-		LeaderLeaseTimeout:    v.GetDuration("leader-lease-timeout"),
-		SnapshotThreshold:     v.GetUint64("snapshot-threshold"),
-		SnapshotInterval:      v.GetDuration("snapshot-interval"),
-		TrailingLogs:          v.GetUint64("trailing-logs"),
-		ClockOffset:           v.GetDuration("clock-offset"),
-		DisableFeatures:       splitList(v.GetStringSlice("disable-features")),
-		UnsafeNoLogFsync:      v.GetBool("unsafe-no-log-fsync"),
-		UnsafeSkipRejoinCheck: v.GetBool("unsafe-skip-rejoin-check"),
-		MaxBodyBytes:          v.GetInt64("max-body-bytes"),
-		MaxSnapshotBytes:      v.GetInt64("max-snapshot-bytes"),
-		MaxHeaderBytes:        v.GetInt("max-header-bytes"),
-		MaxConnections:        v.GetInt("max-connections"),
-		HeaderReadTimeout:     v.GetDuration("header-read-timeout"),
-		BodyReadTimeout:       v.GetDuration("body-read-timeout"),
-		MaxRaftHandshakes:     v.GetInt("max-raft-handshakes"),
-		MaxSessions:           v.GetInt("max-sessions"),
-		MaxWaitersPerLock:     v.GetInt("max-waiters-per-lock"),
-		WatchHistoryBytes:     v.GetInt("watch-history-bytes"),
-		ShutdownTimeout:       v.GetDuration("shutdown-timeout"),
-		LeaveOnShutdown:       v.GetBool("leave-on-shutdown"),
-		TLSCertFile:           v.GetString("tls-cert-file"),
-		TLSKeyFile:            v.GetString("tls-key-file"),
-		TLSCAFile:             v.GetString("tls-ca-file"),
-		TLSVerifyClients:      v.GetBool("tls-verify-clients"),
-		TLSMinVersion:         v.GetString("tls-min-version"),
-		RateLimit:             v.GetFloat64("rate-limit"),
-		AuditLog:              v.GetString("audit-log"),
-		EnablePprof:           v.GetBool("enable-pprof"),
-		UI:                    v.GetBool("ui"),
-		ACL:                   v.GetBool("acl"),
-		MaxSessionsPerToken:   v.GetInt("max-sessions-per-token"),
-		AgentToken:            v.GetString("agent-token"),
-		WaitWhenRemoved:       v.GetBool("wait-when-removed"),
+		ID:                         v.GetString("id"),
+		DataDir:                    v.GetString("data-dir"),
+		LogStore:                   v.GetString("log-store"),
+		HTTPAddr:                   v.GetString("http-addr"),
+		RaftAddr:                   v.GetString("raft-addr"),
+		AdvertiseHTTP:              v.GetString("advertise-http"),
+		AdvertiseRaft:              v.GetString("advertise-raft"),
+		Join:                       splitList(v.GetStringSlice("join")),
+		LogLevel:                   v.GetString("log-level"),
+		LogFormat:                  v.GetString("log-format"),
+		HeartbeatTimeout:           v.GetDuration("heartbeat-timeout"),
+		ElectionTimeout:            v.GetDuration("election-timeout"),
+		LeaderLeaseTimeout:         v.GetDuration("leader-lease-timeout"),
+		SnapshotThreshold:          v.GetUint64("snapshot-threshold"),
+		SnapshotInterval:           v.GetDuration("snapshot-interval"),
+		TrailingLogs:               v.GetUint64("trailing-logs"),
+		ClockOffset:                v.GetDuration("clock-offset"),
+		DisableFeatures:            splitList(v.GetStringSlice("disable-features")),
+		UnsafeNoLogFsync:           v.GetBool("unsafe-no-log-fsync"),
+		UnsafeSkipRejoinCheck:      v.GetBool("unsafe-skip-rejoin-check"),
+		UnsafeRestoreKeepsSessions: v.GetBool("unsafe-restore-keeps-sessions"),
+		MaxBodyBytes:               v.GetInt64("max-body-bytes"),
+		MaxSnapshotBytes:           v.GetInt64("max-snapshot-bytes"),
+		MaxHeaderBytes:             v.GetInt("max-header-bytes"),
+		MaxConnections:             v.GetInt("max-connections"),
+		HeaderReadTimeout:          v.GetDuration("header-read-timeout"),
+		BodyReadTimeout:            v.GetDuration("body-read-timeout"),
+		MaxRaftHandshakes:          v.GetInt("max-raft-handshakes"),
+		MaxSessions:                v.GetInt("max-sessions"),
+		MaxWaitersPerLock:          v.GetInt("max-waiters-per-lock"),
+		WatchHistoryBytes:          v.GetInt("watch-history-bytes"),
+		ShutdownTimeout:            v.GetDuration("shutdown-timeout"),
+		LeaveOnShutdown:            v.GetBool("leave-on-shutdown"),
+		TLSCertFile:                v.GetString("tls-cert-file"),
+		TLSKeyFile:                 v.GetString("tls-key-file"),
+		TLSCAFile:                  v.GetString("tls-ca-file"),
+		TLSVerifyClients:           v.GetBool("tls-verify-clients"),
+		TLSMinVersion:              v.GetString("tls-min-version"),
+		RateLimit:                  v.GetFloat64("rate-limit"),
+		AuditLog:                   v.GetString("audit-log"),
+		EnablePprof:                v.GetBool("enable-pprof"),
+		UI:                         v.GetBool("ui"),
+		ACL:                        v.GetBool("acl"),
+		MaxSessionsPerToken:        v.GetInt("max-sessions-per-token"),
+		MaxWatchesPerToken:         v.GetInt("max-watches-per-token"),
+		MaxWatchesPerAddr:          v.GetInt("max-watches-per-address"),
+		AgentToken:                 v.GetString("agent-token"),
+		WaitWhenRemoved:            v.GetBool("wait-when-removed"),
 	}
 	var err error
 	if c.InitialCluster, err = ParseMembers("initial-cluster", v.GetString("initial-cluster")); err != nil {
@@ -394,6 +410,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSessionsPerToken < 0 {
 		bad("--max-sessions-per-token %d must be 0 (unlimited) or more", c.MaxSessionsPerToken)
+	}
+	if c.MaxWatchesPerToken < 0 || c.MaxWatchesPerAddr < 0 {
+		bad("--max-watches-per-token and --max-watches-per-address must be 0 (unlimited) or more")
 	}
 	errs = append(errs, c.validateTLS()...)
 	if c.RateLimit < 0 || c.RateLimit > 1e6 {

@@ -143,6 +143,16 @@ func TestACLSettingsComeFromFlagsAndEnvironment(t *testing.T) {
 	if _, err := load(t, "--data-dir", "/d", "--max-sessions-per-token", "-1"); err == nil || !strings.Contains(err.Error(), "max-sessions-per-token") {
 		t.Fatalf("negative --max-sessions-per-token: %v", err)
 	}
+	if c, err := load(t, "--data-dir", "/d"); err != nil || c.MaxWatchesPerToken != 256 || c.MaxWatchesPerAddr != 1024 {
+		t.Fatalf("default watch bounds: %d per token, %d per address, %v", c.MaxWatchesPerToken, c.MaxWatchesPerAddr, err)
+	}
+	t.Setenv("RAFTLOCK_MAX_WATCHES_PER_ADDRESS", "7")
+	if c, err := load(t, "--data-dir", "/d", "--max-watches-per-token", "3"); err != nil || c.MaxWatchesPerToken != 3 || c.MaxWatchesPerAddr != 7 {
+		t.Fatalf("watch bounds from a flag and the environment: %d per token, %d per address, %v", c.MaxWatchesPerToken, c.MaxWatchesPerAddr, err)
+	}
+	if _, err := load(t, "--data-dir", "/d", "--max-watches-per-token", "-1"); err == nil || !strings.Contains(err.Error(), "max-watches-per-token") {
+		t.Fatalf("negative --max-watches-per-token: %v", err)
+	}
 }
 
 // The bounds on what an unauthenticated client can cost have defaults, and come from flags,

@@ -3,6 +3,7 @@ package fsm
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -82,6 +83,45 @@ func (a *applier) withoutDisabled(c *Command) {
 	if !a.st.features.has(FeatureSemaphoresRWLocks) {
 		c.Limit, c.Shared, c.DelayIndex = 0, false, 0
 	}
+	if c.AttemptSeq == 0 && a.exactAttempts() {
+		// The string keeps its fence check too: one cancelled before the rule came.
+		c.AttemptSeq = NumberedAttempt(c.Attempt)
+	}
+}
+
+// exactAttempts reports whether attempts end as the state machine decides, and "~N" string
+// attempts are numbered ones (FeatureAttemptEnds, with FeatureAttemptNumbers).
+func (a *applier) exactAttempts() bool {
+	return a.st.features.has(FeatureAttemptEnds) && a.st.features.has(FeatureAttemptNumbers)
+}
+
+// NumberedAttempt returns N for a string attempt of the form "~N" (N in decimal, from 1 to
+// 2^63-1, without leading zeros), which names the numbered attempt N once FeatureAttemptEnds
+// is enabled; 0 for any other string.
+func NumberedAttempt(s string) uint64 {
+	if len(s) < 2 || s[0] != '~' || s[1] < '1' || s[1] > '9' {
+		return 0
+	}
+	n, err := strconv.ParseUint(s[1:], 10, 63)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// attemptHadEnded reports whether the attempt that c names ended before c.
+func (ss *session) attemptHadEnded(c *Command) bool {
+	return c.Attempt != "" && ss.fenced(c.Lock, c.Attempt) || c.AttemptSeq != 0 && ss.attemptEnded(c.Lock, c.AttemptSeq)
+}
+
+// refused answers an acquire refused for good with r, ending its numbered attempt first
+// (FeatureAttemptEnds): the client ends it too, and a late request of it must not be granted
+// to a session that no longer waits for it.
+func (a *applier) refused(ss *session, c *Command, r Result) Result {
+	if c.AttemptSeq != 0 && a.exactAttempts() {
+		a.endAttempt(ss, c)
+	}
+	return r
 }
 
 func (a *applier) createSession(c *Command) Result {
@@ -157,7 +197,7 @@ func (a *applier) acquire(c *Command) Result {
 		return Result{Status: StatusSessionNotFound}
 	}
 	ss = a.raiseFloor(ss, c.AttemptFloor)
-	if c.Attempt != "" && ss.fenced(c.Lock, c.Attempt) || c.AttemptSeq != 0 && ss.attemptEnded(c.Lock, c.AttemptSeq) {
+	if ss.attemptHadEnded(c) {
 		// A request of a try the client gave up, arriving late: it must not queue or grant.
 		return Result{Status: StatusAttemptCancelled}
 	}
@@ -174,7 +214,7 @@ func (a *applier) acquire(c *Command) Result {
 		a.st.addLock(l)
 	} else if l.limit() != limit {
 		// Fixed by the first acquire while the lock has holders, waiters or delays.
-		return Result{Status: StatusLimitMismatch, Limit: max(l.limit(), 1)}
+		return a.refused(ss, c, Result{Status: StatusLimitMismatch, Limit: max(l.limit(), 1)})
 	}
 	if l.x != nil && l.x.anyDue(c.Now) {
 		// A delay is over but its DelayEnded is not applied yet: end it here, in queue order.
@@ -187,7 +227,7 @@ func (a *applier) acquire(c *Command) Result {
 	if i := l.holdOf(c.Session); i >= 0 {
 		// Re-acquire by a holder: the same grant, optionally a new value.
 		if c.Shared != l.shared() {
-			return Result{Status: StatusModeMismatch}
+			return a.refused(ss, c, Result{Status: StatusModeMismatch})
 		}
 		token, value := l.holdAt(i)
 		if c.SetValue && c.Value != value {
@@ -216,13 +256,13 @@ func (a *applier) queueOrRefuse(c *Command, ss *session, l *lock) Result {
 		// ss.waits answers "queued?" without scanning the queue, which made each join cost
 		// O(queue length).
 		if w = indexOfWaiter(l.waiters, c.Session); w >= 0 && l.waiters[w].shared != c.Shared {
-			return Result{Status: StatusModeMismatch}
+			return a.refused(ss, c, Result{Status: StatusModeMismatch})
 		}
 	}
 	res := a.refusal(l)
 	if !c.Queue {
 		a.dropIfIdle(l)
-		return res
+		return a.refused(ss, c, res)
 	}
 	l = a.st.own(l)
 	if queued {
@@ -290,7 +330,8 @@ func (a *applier) release(c *Command) Result {
 // session as it is now.
 func (a *applier) endAttempt(ss *session, c *Command) *session {
 	ss = a.raiseFloor(ss, c.AttemptFloor)
-	if c.Attempt != "" && !ss.fenced(c.Lock, c.Attempt) {
+	if c.Attempt != "" && !ss.fenced(c.Lock, c.Attempt) && !(a.exactAttempts() && c.AttemptSeq != 0 && c.AttemptSeq == NumberedAttempt(c.Attempt)) {
+		// (A "~N" string under FeatureAttemptEnds is recorded by its number, never forgotten.)
 		ss = a.st.ownSession(ss)
 		ss.fences = ss.withFence(fence{c.Lock, c.Attempt})
 	}
@@ -321,6 +362,10 @@ func (a *applier) cancelWait(c *Command) Result {
 	if ss == nil {
 		return Result{Status: StatusSessionNotFound}
 	}
+	// A cancel of an attempt that had already ended (a late copy of one applied before, say)
+	// changes nothing (FeatureAttemptEnds): the session's queue entry, if any, is a newer
+	// attempt's.
+	stale := a.exactAttempts() && ss.attemptHadEnded(c)
 	// Recorded whatever the queue holds: the request to fence may not be proposed yet.
 	ss = a.endAttempt(ss, c)
 	l := a.st.locks[c.Lock]
@@ -333,7 +378,7 @@ func (a *applier) cancelWait(c *Command) Result {
 		return Result{Token: token, Value: value}
 	}
 	i := indexOfWaiter(l.waiters, c.Session)
-	if i < 0 {
+	if i < 0 || stale {
 		return Result{Status: StatusNotQueued}
 	}
 	l = a.st.own(l)

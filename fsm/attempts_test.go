@@ -120,3 +120,162 @@ func TestAttemptRecordsSurviveSnapshots(t *testing.T) {
 	res := r.ApplyCommand(100, numberedAcquire(a, "L", 9, 0))
 	mustStatus(t, res, fsm.StatusAttemptCancelled)
 }
+
+// exactRules enables numbered attempts and the rule that attempts end exactly when the state
+// machine decides (FeatureAttemptEnds); legacy leaves the second off, as a cluster with a
+// member of the previous version has it.
+func exactRules(h *harness, exact bool) {
+	if exact {
+		h.apply(enable(fsm.FeatureAttemptEnds, fsm.FeatureAttemptNumbers))
+	} else {
+		h.apply(enable(fsm.FeatureAttemptNumbers))
+	}
+}
+
+// A late copy of a cancel of an attempt that had already ended must not take out the
+// session's newer queue entry: b queues (attempt 3), cancels 3, queues again (attempt 5), c
+// queues behind it, and the replayed cancel of 3 took b out, so the release granted c before
+// b. The old rule stays until the feature is enabled.
+func TestLateCancelOfAnEndedAttemptKeepsTheNewerQueueEntry(t *testing.T) {
+	for _, exact := range []bool{true, false} {
+		t.Run(fmt.Sprint("exact=", exact), func(t *testing.T) {
+			h := newHarness(t)
+			exactRules(h, exact)
+			a, b, c := sid(1), sid(2), sid(3)
+			h.create(a)
+			h.create(b)
+			h.create(c)
+			held := h.acquire(a, "L", "")
+			mustStatus(t, held, fsm.StatusOK)
+			queue := func(id fsm.SessionID, seq, floor uint64) fsm.Result {
+				return h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: id, Lock: "L", Queue: true, AttemptSeq: seq, AttemptFloor: floor, Now: now0})
+			}
+			cancel3 := fsm.Command{Type: fsm.TypeCancelWait, Session: b, Lock: "L", AttemptSeq: 3, AttemptFloor: 3}
+			mustStatus(t, queue(b, 3, 3), fsm.StatusQueued)
+			mustStatus(t, h.apply(cancel3), fsm.StatusCancelled)
+			mustStatus(t, queue(b, 5, 5), fsm.StatusQueued)
+			mustStatus(t, queue(c, 1, 1), fsm.StatusQueued)
+			replay := h.apply(cancel3)
+			mustStatus(t, h.release(a, "L", held.Token), fsm.StatusOK)
+			got := h.f.Lock("L").Holder
+			if exact {
+				mustStatus(t, replay, fsm.StatusNotQueued)
+				if got != b {
+					t.Fatalf("granted to %v, want b (%v), first in the queue", got, b)
+				}
+				return
+			}
+			// The previous version's rule, kept for a cluster that has not enabled the feature.
+			mustStatus(t, replay, fsm.StatusCancelled)
+			if got != c {
+				t.Fatalf("old rule: granted to %v, want c (%v)", got, c)
+			}
+		})
+	}
+}
+
+// The same holds for string attempts: a cancel of one already fenced changes nothing.
+func TestLateCancelOfAFencedStringAttemptKeepsTheQueueEntry(t *testing.T) {
+	h := newHarness(t)
+	exactRules(h, true)
+	a, b, c := sid(1), sid(2), sid(3)
+	h.create(a)
+	h.create(b)
+	h.create(c)
+	held := h.acquire(a, "L", "")
+	queue := func(id fsm.SessionID, attempt string) fsm.Result {
+		return h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: id, Lock: "L", Queue: true, Attempt: attempt, Now: now0})
+	}
+	cancelX := fsm.Command{Type: fsm.TypeCancelWait, Session: b, Lock: "L", Attempt: "x"}
+	mustStatus(t, queue(b, "x"), fsm.StatusQueued)
+	mustStatus(t, h.apply(cancelX), fsm.StatusCancelled)
+	mustStatus(t, queue(b, "y"), fsm.StatusQueued)
+	mustStatus(t, queue(c, "z"), fsm.StatusQueued)
+	mustStatus(t, h.apply(cancelX), fsm.StatusNotQueued)
+	h.release(a, "L", held.Token)
+	if got := h.f.Lock("L").Holder; got != b {
+		t.Fatalf("granted to %v, want b (%v)", got, b)
+	}
+}
+
+// A try refused because the lock is held ends its attempt in the same command: the client
+// ends it too, sending nothing more, so a late copy of the request (delivered before the
+// session's next request) must be refused rather than granted to a session that believes it
+// holds nothing. Likewise a Lock refused limit_mismatch or mode_mismatch.
+func TestRefusedAcquireEndsItsAttempt(t *testing.T) {
+	type step struct {
+		name   string
+		setup  func(h *harness, a fsm.SessionID) // makes the acquire below refused
+		req    fsm.Command
+		refuse fsm.Status
+		free   func(h *harness) // frees the lock so that a late copy could be granted
+	}
+	b := sid(2)
+	var held fsm.Result
+	steps := []step{
+		{
+			name:   "try-lock-held",
+			setup:  func(h *harness, a fsm.SessionID) { held = h.acquire(a, "L", "") },
+			req:    fsm.Command{Type: fsm.TypeAcquire, Session: b, Lock: "L", AttemptSeq: 1, AttemptFloor: 1, Now: now0},
+			refuse: fsm.StatusLockHeld,
+			free:   func(h *harness) { h.release(sid(1), "L", held.Token) },
+		},
+		{
+			name:   "try-lock-held-string-form",
+			setup:  func(h *harness, a fsm.SessionID) { held = h.acquire(a, "L", "") },
+			req:    fsm.Command{Type: fsm.TypeAcquire, Session: b, Lock: "L", Attempt: "~1", Now: now0},
+			refuse: fsm.StatusLockHeld,
+			free:   func(h *harness) { h.release(sid(1), "L", held.Token) },
+		},
+		{
+			name: "lock-limit-mismatch",
+			setup: func(h *harness, a fsm.SessionID) {
+				held = h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: a, Lock: "L", Limit: 3, Now: now0})
+			},
+			req:    fsm.Command{Type: fsm.TypeAcquire, Session: b, Lock: "L", Queue: true, AttemptSeq: 1, AttemptFloor: 1, Now: now0},
+			refuse: fsm.StatusLimitMismatch,
+			free:   func(h *harness) { h.release(sid(1), "L", held.Token) },
+		},
+		{
+			name: "lock-mode-mismatch",
+			setup: func(h *harness, a fsm.SessionID) {
+				held = h.apply(fsm.Command{Type: fsm.TypeAcquire, Session: b, Lock: "L", Shared: true, Now: now0})
+			},
+			req:    fsm.Command{Type: fsm.TypeAcquire, Session: b, Lock: "L", Queue: true, AttemptSeq: 1, AttemptFloor: 1, Now: now0},
+			refuse: fsm.StatusModeMismatch,
+			free:   func(h *harness) { h.release(b, "L", held.Token) },
+		},
+	}
+	for _, s := range steps {
+		for _, exact := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/exact=%t", s.name, exact), func(t *testing.T) {
+				h := newHarness(t)
+				exactRules(h, exact)
+				h.apply(enable(fsm.FeatureSemaphoresRWLocks))
+				a := sid(1)
+				h.create(a)
+				h.create(b)
+				s.setup(h, a)
+				mustStatus(t, h.apply(s.req), s.refuse)
+				s.free(h)
+				late := h.apply(s.req) // the same request, delivered again
+				if !exact {
+					// The previous version's rule: granted (or queued) to nobody's belief.
+					if late.Status == fsm.StatusAttemptCancelled {
+						t.Fatalf("old rule changed: %+v", late)
+					}
+					return
+				}
+				mustStatus(t, late, fsm.StatusAttemptCancelled)
+				if l := h.f.Lock("L"); l.Held || l.Waiters != 0 {
+					t.Fatalf("a late copy of a refused acquire took the lock: %+v", l)
+				}
+				// The session's next attempt works.
+				next := s.req
+				next.Attempt, next.AttemptSeq, next.AttemptFloor = "", 2, 2
+				next.Limit, next.Shared, next.Queue = 0, false, false
+				mustStatus(t, h.apply(next), fsm.StatusOK)
+			})
+		}
+	}
+}

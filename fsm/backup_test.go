@@ -91,16 +91,16 @@ func TestInspectSnapshotCountsAndFindsTheHighestIndex(t *testing.T) {
 	}
 }
 
-// RewriteSnapshot keeps the sessions and locks, takes the running cluster's members, and
-// never drops a feature: the result enables both the snapshot's and the cluster's.
+// RewriteSnapshot with KeepSessions keeps the sessions and locks, takes the running cluster's
+// members, and never drops a feature: the result enables both the snapshot's and the cluster's.
 func TestRewriteSnapshotTakesMembersAndKeepsEveryFeature(t *testing.T) {
 	h, a, _ := oneHolder(t, "a", "v")
 	h.apply(fsm.Command{Type: fsm.TypeSetMember, Member: fsm.Member{ID: "old", RaftAddr: "o:1", HTTPAddr: "o:2"}})
 	h.apply(fsm.Command{Type: fsm.TypeEnableFeatures, Features: []fsm.Feature{fsm.FeatureExpiryTerm}})
 	members := []fsm.Member{{ID: "m1", RaftAddr: "m:1", HTTPAddr: "m:2"}}
 	var out bytes.Buffer
-	sum, err := fsm.RewriteSnapshot(bytes.NewReader(snapshotBytes(t, h.f)), &out, members,
-		[]fsm.Feature{fsm.FeatureTokenDeleteDropsWaits, fsm.FeatureExpiryTerm})
+	sum, err := fsm.RewriteSnapshot(bytes.NewReader(snapshotBytes(t, h.f)), &out, fsm.RestoreRewrite{Members: members,
+		Features: []fsm.Feature{fsm.FeatureTokenDeleteDropsWaits, fsm.FeatureExpiryTerm}, KeepSessions: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,5 +140,112 @@ func TestInspectSnapshotOfSemaphoresAndSharedHolds(t *testing.T) {
 	}
 	if sum.Version != 6 || sum.Sessions != 2 || sum.Locks != 2 || sum.Delayed != 1 || sum.MaxIndex != tok {
 		t.Fatalf("summary %+v, want format 6, 2 sessions, 2 locks, 1 delayed, highest index %d", sum, tok)
+	}
+}
+
+// rewrite restores what RewriteSnapshot makes of f's state with rw into a new state machine.
+func rewrite(t *testing.T, f *fsm.FSM, rw fsm.RestoreRewrite) (*fsm.FSM, fsm.SnapshotSummary) {
+	t.Helper()
+	var out bytes.Buffer
+	sum, err := fsm.RewriteSnapshot(bytes.NewReader(snapshotBytes(t, f)), &out, rw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := fsm.New(nil)
+	if err := g.Restore(readCloser(out.Bytes())); err != nil {
+		t.Fatalf("the rewritten snapshot does not restore: %v", err)
+	}
+	return g, sum
+}
+
+// delaysOf returns the lock-delays of the named lock.
+func delaysOf(f *fsm.FSM, lock string) []fsm.DelayedLock {
+	var out []fsm.DelayedLock
+	for _, d := range f.DelayedLocks() {
+		if d.Name == lock {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// A restore ends every session of the backup: no grant and no queue entry survives, so nobody
+// holds what no client believes it holds; instead every lock held in the backup, or in the
+// state the restore replaces (Live), is under a lock-delay as long as the longest time a
+// client may believe it (its session's TTL plus its lock-delay), from the leader's clock.
+func TestRewriteSnapshotEndsSessionsAndDelaysWhatWasHeld(t *testing.T) {
+	const now = int64(1_000_000_000_000)
+	h := newHarness(t)
+	h.create(sid(1))
+	h.createDelay(sid(2), 5*time.Second)
+	h.acquire(sid(1), "held", "v")
+	h.queue(sid(2), "held", "")
+	h.acquire(sid(2), "delayed", "")
+	first := h.acquire(sid(1), "awaited", "").Token
+	h.queue(sid(2), "awaited", "")
+	h.release(sid(1), "awaited", first) // handed to sid(2)
+	top := h.acquire(sid(1), "top", "").Token
+	live := []fsm.LiveHold{{Lock: "taken-after", Length: 7 * time.Second}, {Lock: "held", Length: 30 * time.Second}}
+	g, sum := rewrite(t, h.f, fsm.RestoreRewrite{Live: live, Now: now, Index: 5000})
+	if sum.Sessions != 0 || sum.Held != 0 || sum.Waiters != 0 || len(g.Sessions()) != 0 {
+		t.Fatalf("after the rewrite: %+v, sessions %v: want none, nothing held or awaited", sum, g.Sessions())
+	}
+	for lock, want := range map[string]time.Duration{
+		"held":        30 * time.Second,               // the live hold's, longer than the backup's
+		"delayed":     10*time.Second + 5*time.Second, // TTL plus lock-delay
+		"awaited":     15 * time.Second,
+		"top":         10 * time.Second,
+		"taken-after": 7 * time.Second,
+	} {
+		ds := delaysOf(g, lock)
+		if len(ds) != 1 || ds[0].Length != want || ds[0].Until != now+int64(want) {
+			t.Fatalf("%s: delays %+v, want one of %v from %d", lock, ds, want, now)
+		}
+		if l := g.Lock(lock); l.Held || l.ModifyIndex != 5000 {
+			t.Fatalf("%s: %+v, want not held, modified at the restore's index", lock, l)
+		}
+	}
+	if l := g.Lock("never"); l.ModifyIndex != 5000 {
+		t.Fatalf("an absent lock reads %+v, want modified at the restore's index", l)
+	}
+	if sum.MaxIndex < top {
+		t.Fatalf("highest index %d below the backup's token %d", sum.MaxIndex, top)
+	}
+}
+
+// With semaphores-rwlocks, a semaphore keeps back as many permits as were held, a lock held
+// shared only holds back writers, and the new delays are named above every index of the backup
+// (its own delays' too), so that the leader's timers end each of them.
+func TestRewriteSnapshotHoldsBackSemaphorePermitsAndSharedHolds(t *testing.T) {
+	const now = int64(1_000_000_000_000)
+	h := kindHarness(t, 4, 4)
+	h.sem(sid(1), "S", 3, false)
+	h.sem(sid(2), "S", 3, false)
+	h.rw(sid(1), "R", true, false)
+	h.rw(sid(4), "R", true, false)
+	h.expire(sid(4), now0) // "R": one shared hold, one shared delay
+	before, err := fsm.InspectSnapshot(bytes.NewReader(snapshotBytes(t, h.f)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, sum := rewrite(t, h.f, fsm.RestoreRewrite{Now: now, Live: []fsm.LiveHold{{Lock: "S", Limit: 3, Length: time.Second}}})
+	if sum.Sessions != 0 || sum.Held != 0 {
+		t.Fatalf("summary %+v", sum)
+	}
+	s := delaysOf(g, "S")
+	if len(s) != 3 || s[0].Index <= 0 || s[0].Index == s[1].Index {
+		t.Fatalf("semaphore delays %+v, want 3 (two grants of the backup, one live), named apart", s)
+	}
+	for _, d := range s {
+		if d.Index <= before.MaxIndex || d.Index > sum.MaxIndex || d.Length != 10*time.Second {
+			t.Fatalf("semaphore delay %+v", d)
+		}
+	}
+	r := delaysOf(g, "R")
+	if len(r) != 1 || r[0].Length != 10*time.Second || r[0].Index <= before.MaxIndex {
+		t.Fatalf("shared lock delays %+v, want one of 10s named above %d", r, before.MaxIndex)
+	}
+	if v := g.LockView("R"); !v.Shared {
+		t.Fatalf("the shared lock's delay is not shared: %+v", v)
 	}
 }

@@ -33,11 +33,22 @@ const (
 	// grants a further waiter when a command freed a lock for several. Snapshots are written
 	// in version 6.
 	FeatureSemaphoresRWLocks Feature = "semaphores-rwlocks"
+	// FeatureAttemptEnds: an attempt ends exactly when the state machine decides it, and an
+	// attempt that ended changes nothing more. An acquire refused for good (a try refused
+	// lock_held or lock_delayed, any acquire refused limit_mismatch or mode_mismatch) ends
+	// its numbered attempt in the same command; a cancel-wait naming an attempt that had
+	// already ended takes nothing out of the queue (the session's entry there is a newer
+	// attempt's); and a string attempt of the form "~N" is the numbered attempt N, so that a
+	// client may number its attempts before the cluster enables numbered ones and have them
+	// kept, never forgotten, once it does. Its rules apply once FeatureAttemptNumbers is
+	// enabled too (a leader enables both together, every member of this version having both).
+	FeatureAttemptEnds Feature = "attempt-ends"
 )
 
 // AllFeatures returns every feature this version supports, sorted.
 func AllFeatures() []Feature {
-	fs := []Feature{FeatureAttemptNumbers, FeatureExpiryTerm, FeatureTokenDeleteDropsWaits, FeatureSemaphoresRWLocks}
+	fs := []Feature{FeatureAttemptNumbers, FeatureExpiryTerm, FeatureTokenDeleteDropsWaits, FeatureSemaphoresRWLocks,
+		FeatureAttemptEnds}
 	slices.Sort(fs)
 	return fs
 }
@@ -122,6 +133,13 @@ func (f *FSM) Features() []Feature {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return slices.Clone(f.st.features)
+}
+
+// FeatureCount returns how many features are enabled in the cluster.
+func (f *FSM) FeatureCount() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.st.features)
 }
 
 // FeatureEnabled reports whether the feature is enabled in the cluster.

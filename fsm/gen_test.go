@@ -22,7 +22,7 @@ var (
 	genValues = []string{"", "v1", "v2"}
 	genDelays = []time.Duration{0, 200 * time.Millisecond, time.Second}
 	// Five locks by five attempts make more fences than a session keeps.
-	genAttempts = []string{"t1", "t2", "t3", "t4", "t5"}
+	genAttempts = []string{"t1", "t2", "t3", "t4", "t5", "~1", "~3", "~4"}
 	// A few accessors, secrets and policy names, so that ACL commands collide often; "" and
 	// the built-in name are among them, for the refusals.
 	genAccessors = []string{"acc-1", "acc-2", "acc-3", ""}

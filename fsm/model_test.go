@@ -196,6 +196,9 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 	if !m.features[fsm.FeatureSemaphoresRWLocks] {
 		c.Limit, c.Shared, c.DelayIndex = 0, false, 0
 	}
+	if m.exact() && c.AttemptSeq == 0 {
+		c.AttemptSeq = fsm.NumberedAttempt(c.Attempt) // "~N" is the numbered attempt N
+	}
 	switch c.Type {
 	case fsm.TypeCreateSession:
 		if m.sessions[c.Session] != nil {
@@ -217,7 +220,7 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 		if s == nil {
 			return fsm.Result{Status: fsm.StatusSessionNotFound}
 		}
-		s.endAttempts(c)
+		m.endAttempts(s, c)
 		l := m.lock(c.Lock)
 		i := l.holdOf(c.Session)
 		if i < 0 || l.holds[i].token != c.Token {
@@ -231,12 +234,16 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 		if s == nil {
 			return fsm.Result{Status: fsm.StatusSessionNotFound}
 		}
-		s.endAttempts(c)
+		stale := m.exact() && s.hasEnded(c) // a cancel of an ended attempt takes nothing away
+		m.endAttempts(s, c)
 		l := m.lock(c.Lock)
 		if i := l.holdOf(c.Session); i >= 0 {
 			return fsm.Result{Token: l.holds[i].token, Value: l.holds[i].value}
 		}
 		for i, w := range l.queue {
+			if stale {
+				break
+			}
 			if w.Session == c.Session {
 				l.queue = slices.Delete(l.queue, i, i+1)
 				m.handOff(c.Lock, l)
@@ -403,11 +410,34 @@ func (s *refSession) fence(lock, attempt string) {
 }
 
 // endAttempts records what a release or cancel-wait says has ended: its string attempt (one
-// of the last 16), its numbered attempt and everything below its floor.
-func (s *refSession) endAttempts(c fsm.Command) {
+// of the last 16, unless it is a "~N" the numbered record keeps), its numbered attempt and
+// everything below its floor.
+func (m *refModel) endAttempts(s *refSession, c fsm.Command) {
 	s.floor = max(s.floor, c.AttemptFloor)
-	s.fence(c.Lock, c.Attempt)
+	if !m.exact() || c.AttemptSeq == 0 || c.AttemptSeq != fsm.NumberedAttempt(c.Attempt) {
+		s.fence(c.Lock, c.Attempt)
+	}
 	s.ended[c.Lock] = max(s.ended[c.Lock], c.AttemptSeq)
+}
+
+// exact reports whether attempts end as the state machine decides (FeatureAttemptEnds with
+// FeatureAttemptNumbers).
+func (m *refModel) exact() bool {
+	return m.features[fsm.FeatureAttemptEnds] && m.features[fsm.FeatureAttemptNumbers]
+}
+
+// hasEnded reports whether the attempt c names has ended (its floor already applied).
+func (s *refSession) hasEnded(c fsm.Command) bool {
+	return c.Attempt != "" && slices.Contains(s.cancelled, refFence{c.Lock, c.Attempt}) ||
+		c.AttemptSeq != 0 && (c.AttemptSeq < s.floor || c.AttemptSeq <= s.ended[c.Lock])
+}
+
+// refuse answers an acquire refused for good, ending its numbered attempt under the exact rule.
+func (m *refModel) refuse(s *refSession, c fsm.Command, r fsm.Result) fsm.Result {
+	if m.exact() && c.AttemptSeq != 0 {
+		m.endAttempts(s, c)
+	}
+	return r
 }
 
 func (m *refModel) acquire(c fsm.Command) fsm.Result {
@@ -419,8 +449,7 @@ func (m *refModel) acquire(c fsm.Command) fsm.Result {
 		return fsm.Result{Status: fsm.StatusSessionNotFound}
 	}
 	s.floor = max(s.floor, c.AttemptFloor)
-	if c.Attempt != "" && slices.Contains(s.cancelled, refFence{c.Lock, c.Attempt}) ||
-		c.AttemptSeq != 0 && (c.AttemptSeq < s.floor || c.AttemptSeq <= s.ended[c.Lock]) {
+	if s.hasEnded(c) {
 		return fsm.Result{Status: fsm.StatusAttemptCancelled}
 	}
 	limit := int(c.Limit)
@@ -431,7 +460,7 @@ func (m *refModel) acquire(c fsm.Command) fsm.Result {
 	if !l.exists() {
 		l.limit = limit
 	} else if l.limit != limit {
-		return fsm.Result{Status: fsm.StatusLimitMismatch, Limit: uint32(max(l.limit, 1))}
+		return m.refuse(s, c, fsm.Result{Status: fsm.StatusLimitMismatch, Limit: uint32(max(l.limit, 1))})
 	}
 	if slices.ContainsFunc(l.delays, func(d refDelay) bool { return c.Now >= d.until }) {
 		// The leader's clock says a delay is over: it ends now, and the queue goes first.
@@ -440,7 +469,7 @@ func (m *refModel) acquire(c fsm.Command) fsm.Result {
 	}
 	if i := l.holdOf(c.Session); i >= 0 {
 		if l.holds[i].shared != c.Shared {
-			return fsm.Result{Status: fsm.StatusModeMismatch}
+			return m.refuse(s, c, fsm.Result{Status: fsm.StatusModeMismatch})
 		}
 		if c.SetValue {
 			l.holds[i].value = c.Value
@@ -453,14 +482,14 @@ func (m *refModel) acquire(c fsm.Command) fsm.Result {
 	}
 	queued := slices.IndexFunc(l.queue, func(w fsm.Waiter) bool { return w.Session == c.Session })
 	if queued >= 0 && l.queue[queued].Shared != c.Shared {
-		return fsm.Result{Status: fsm.StatusModeMismatch}
+		return m.refuse(s, c, fsm.Result{Status: fsm.StatusModeMismatch})
 	}
 	r := fsm.Result{Status: fsm.StatusLockDelayed, DelayUntil: l.earliest()}
 	if n := len(l.holds); n > 0 {
 		r = fsm.Result{Status: fsm.StatusLockHeld, Holder: l.holds[n-1].session, Token: l.holds[n-1].token}
 	}
 	if !c.Queue {
-		return r
+		return m.refuse(s, c, r)
 	}
 	r.Status = fsm.StatusQueued
 	if queued >= 0 {

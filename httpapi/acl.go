@@ -72,13 +72,16 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // authenticate refuses a /v1 request that needs a token and carries none (401), but a node's
-// one-time publication of its own address (mayPublish). A node whose answer is final (see
-// final) refuses an unknown token (401); a follower sends every request with a token but a
-// stale read on to the leader before anything else, the token header with it: its state may be
-// behind the leader's (a token deleted, created or given a policy a moment ago), and the
-// leader's holds every acknowledged change. A refused request's body is never read, and its
-// connection is closed after the answer, as is that of any request without a token: a client
-// that is not authenticated keeps no connection open.
+// one-time publication of its own address (mayPublish). A token this node knows goes on where
+// its answer is final (see final). A token's absence is answered (401) only from state
+// confirmed current: by the leader, after a read barrier that proves it still leads and has
+// applied everything committed (a node that just restarted, or won an election, may not have
+// replayed its log yet, and a follower may be behind), as a session's absence is. So a node
+// whose state may lag sends the request on to the leader (a stale read included), and one
+// that cannot, a request forwarded to it that it no longer leads, answers 503, which a client
+// retries: a client takes 401 as final and ends its watch, session or lock. A refused
+// request's body is never read, and its connection is closed after the answer, as is that of
+// any request without a token: a client that is not authenticated keeps no connection open.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
@@ -89,20 +92,22 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if !strings.HasPrefix(req.URL.Path, "/v1/") || openPaths[req.URL.Path] {
 			return next(c)
 		}
-		known := accessorOf(c) != ""
 		switch {
 		case secret == "" && s.mayPublish(c):
 			return next(c)
 		case secret == "":
 			s.dropBody(c)
 			return unauthorized("this request needs a token: send it as X-Raftlock-Token or Authorization: Bearer")
-		case s.final(req) && known:
+		case accessorOf(c) != "" && s.final(req):
 			return next(c)
-		case s.final(req):
-			s.dropBody(c)
-			return errUnknownToken()
 		}
 		return s.atLeader(c, func() error { // forwards, unless this node leads by now
+			if _, _, ok := s.node.ResolveToken(secret); ok {
+				return next(c)
+			}
+			if err := s.readBarrier(c); err != nil {
+				return err // 503: not (or not yet) the leader with its state current
+			}
 			if _, _, ok := s.node.ResolveToken(secret); !ok {
 				s.dropBody(c)
 				return errUnknownToken()

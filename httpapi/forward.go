@@ -94,6 +94,11 @@ func (f *forwarder) forward(c echo.Context, id, addr string) error {
 	f.s.metrics.forwarded.Inc()
 	res, err := f.transport.RoundTrip(out)
 	if err != nil {
+		if restoreTooSlow(c) {
+			// The client's body stopped, and so did the stream to the leader: the leader
+			// cannot have restored a body cut short.
+			return f.s.errRestoreTooSlow()
+		}
 		f.proxyError(c.Response(), in, err)
 		return nil
 	}

@@ -82,8 +82,10 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// middleware records the latency of every request under its route pattern (never the raw
-// path, which would give each lock name its own series).
+// middleware records the latency of every request under labels the client cannot choose: the
+// route pattern (never the raw path, which would give each lock name its own series), one of
+// the methods the API serves (any other is "other") and the status code, which the node
+// chooses. So the series stay bounded whatever a client sends.
 func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
@@ -96,7 +98,17 @@ func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		m.latency.WithLabelValues(route, c.Request().Method, strconv.Itoa(c.Response().Status)).Observe(time.Since(start).Seconds())
+		m.latency.WithLabelValues(route, methodLabel(c.Request().Method), strconv.Itoa(c.Response().Status)).Observe(time.Since(start).Seconds())
 		return err
 	}
+}
+
+// methodLabel is the method's metrics label: itself for a method the API serves, "other" for
+// anything else a client may send (a method is any token up to the header limit).
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodOptions:
+		return method
+	}
+	return "other"
 }

@@ -32,7 +32,7 @@ func (s *Server) ServePeers(ln net.Listener) error {
 	}
 	s.peers = srv
 	s.peersMu.Unlock()
-	err := srv.Serve(ln)
+	err := srv.Serve(jsonErrorListener{ln, s}) // net/http's own error answers in JSON, as on the API port
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

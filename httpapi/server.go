@@ -158,6 +158,8 @@ type Server struct {
 
 	// answering bounds the woken watches answered at once (see watchAnswer).
 	answering chan struct{}
+	// blocking counts each client's blocking queries (admitBlocking).
+	blocking blockingLimiter
 }
 
 // New returns a server for node; call Serve to start it.
@@ -212,6 +214,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln = tlsutil.NewListener(ln, s.cfg.TLS, tlsutil.ListenerOptions{
 			HandshakeTimeout: s.cfg.HeaderReadTimeout, OnRefused: s.refusedConn})
 	}
+	// Innermost to the server: net/http's own error answers get the API's JSON body.
+	ln = jsonErrorListener{ln, s}
 	srv := s.echo.Server
 	srv.Handler = s.echo
 	srv.MaxHeaderBytes = s.cfg.MaxHeaderBytes
@@ -264,20 +268,24 @@ func (s *Server) routes() *echo.Echo {
 	//  1. recover: a panic is a 500, never a dropped connection.
 	//  2. checkForwarded drops an X-Raftlock-Forwarded mark that did not come from another
 	//     node, before anything below believes it.
-	//  3. metrics and headers see every answer, refusals included.
+	//  3. metrics and headers see every answer, refusals included, and guardBody bounds in
+	//     time the reading of any body before anything may refuse the request.
 	//  4. identify (ACL) resolves the token from the headers alone, so that
 	//  5. rateLimit counts every write by its token, or by its client's address when the token
 	//     is missing or unknown here, before anything is recorded: a refused one (429) is not
 	//     audited, so the limit bounds the audit log's growth too.
 	//  6. audit records what is answered from here on, refusals of the token included.
-	//  7. limitBody refuses a declared body over the limit, and bounds in time the reading of
-	//     any body, which only readBody does, from a handler or the forwarder.
-	//  8. authenticate (ACL) refuses a missing or unknown token before any body is read, and
+	//  7. limitBody refuses a declared body over the limit; only readBody reads a body, from a
+	//     handler or the forwarder (a backup to restore streams on).
+	//  8. limitBlocking bounds each client's blocking queries where the client sent them,
+	//     before a follower forwards one.
+	//  9. authenticate (ACL) refuses a missing or unknown token before any body is read, and
 	//     has a follower forward the request to the leader, which judges the token again.
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true, LogErrorFunc: s.logPanic}))
 	e.Use(s.checkForwarded)
 	e.Use(s.metrics.middleware)
 	e.Use(s.headers)
+	e.Use(s.guardBody)
 	if s.cfg.ACL {
 		e.Use(s.identify)
 	}
@@ -288,6 +296,7 @@ func (s *Server) routes() *echo.Echo {
 		e.Use(s.audit)
 	}
 	e.Use(s.limitBody)
+	e.Use(s.limitBlocking)
 	if s.cfg.ACL {
 		e.Use(s.authenticate)
 	}
@@ -329,8 +338,8 @@ func (s *Server) logPanic(c echo.Context, err error, stack []byte) error {
 	return err
 }
 
-// headers sets X-Raftlock-Index and X-Raftlock-Leader just before the response is written,
-// unless a forwarded response already carries the leader's.
+// headers sets X-Raftlock-Index, X-Raftlock-Leader and X-Raftlock-Features just before the
+// response is written, unless a forwarded response already carries the leader's.
 func (s *Server) headers(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		res := c.Response()
@@ -343,6 +352,9 @@ func (s *Server) headers(next echo.HandlerFunc) echo.HandlerFunc {
 				if id, _ := s.node.Leader(); id != "" {
 					h.Set(api.HeaderLeader, id)
 				}
+			}
+			if h.Get(api.HeaderFeatures) == "" {
+				h.Set(api.HeaderFeatures, strconv.Itoa(s.node.FSM().FeatureCount()))
 			}
 		})
 		return next(c)
@@ -443,7 +455,7 @@ func (s *Server) ready(c echo.Context) error {
 		return removedError()
 	}
 	if !s.node.Ready(c.Request().Context()) {
-		return noLeader("not ready: no known leader, or the log is not applied up to the commit index yet")
+		return noLeader("not ready: no known leader, the cluster has not enabled the features its members support yet, or the log is not applied up to the commit index yet")
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready", "id": s.node.ID()})
 }

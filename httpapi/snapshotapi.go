@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -38,7 +39,8 @@ func (s *Server) saveSnapshot(c echo.Context) error {
 
 // restoreSnapshot replaces the cluster's state with the backup file in the body (PUT
 // /v1/snapshot), on the leader; ?index_gap=N sets how far past every known index the log
-// moves (default cluster.DefaultIndexGap). It needs the management policy under ACL.
+// moves (default cluster.DefaultIndexGap), ?acl=keep|replace whose ACL state the cluster
+// keeps (see cluster.RestoreOptions). It needs the management policy under ACL.
 func (s *Server) restoreSnapshot(c echo.Context) error {
 	gap := uint64(cluster.DefaultIndexGap)
 	if v := c.QueryParam("index_gap"); v != "" {
@@ -48,11 +50,22 @@ func (s *Server) restoreSnapshot(c echo.Context) error {
 		}
 		gap = n
 	}
+	acl := cluster.ACLRestore(c.QueryParam("acl"))
+	if acl != cluster.ACLDefault && acl != cluster.ACLKeep && acl != cluster.ACLReplace {
+		return invalid("acl %q is neither keep nor replace", string(acl))
+	}
 	return s.asManagement(c, func() error {
-		res, err := s.node.RestoreBackup(c.Request().Context(), c.Request().Body, cluster.RestoreOptions{IndexGap: gap})
+		res, err := s.node.RestoreBackup(c.Request().Context(), c.Request().Body, cluster.RestoreOptions{IndexGap: gap, ACL: acl})
+		var tooLarge *http.MaxBytesError
 		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded) || restoreTooSlow(c):
+			return s.errRestoreTooSlow()
+		case errors.As(err, &tooLarge):
+			return newError(http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge, "the backup is larger than %d bytes (--max-snapshot-bytes); nothing was changed", s.cfg.MaxSnapshotBytes)
 		case errors.Is(err, cluster.ErrInvalidBackup):
 			return invalid("%v; nothing was changed", err)
+		case errors.Is(err, cluster.ErrBackupWithoutACL):
+			return invalid("%v", err)
 		case err != nil:
 			return fromClusterError(err)
 		}

@@ -27,6 +27,10 @@ type Limits struct {
 	// MaxSessionsPerToken bounds the sessions one token owns at once, under ACL; 0: unlimited.
 	MaxSessionsPerToken int
 	MaxRenewBatch       int // session ids in one POST /v1/sessions/renew; default 1000
+	// MaxBlockingPerToken bounds the blocking queries (watches) one token has waiting on the
+	// node that received them, under ACL; MaxBlockingPerAddress those of one IP address, for
+	// requests without a token this node knows. 0: unlimited.
+	MaxBlockingPerToken, MaxBlockingPerAddress int
 }
 
 func (l *Limits) setDefaults() {

@@ -93,6 +93,10 @@ type Config struct {
 	// UnsafeSkipRejoinCheck starts the agents with the hidden --unsafe-skip-rejoin-check: a
 	// self-test in which the disk-loss nemesis must find a wiped node that came back as a voter.
 	UnsafeSkipRejoinCheck bool
+	// UnsafeRestoreKeepsSessions starts the agents with the hidden
+	// --unsafe-restore-keeps-sessions: a self-test in which the restore nemesis must make belief
+	// or held-by-nobody fail.
+	UnsafeRestoreKeepsSessions bool
 	// Out receives progress, the nemesis log and the summary; may be nil.
 	Out io.Writer
 }
@@ -229,6 +233,9 @@ func (c Config) String() string {
 	}
 	if c.UnsafeSkipRejoinCheck {
 		s += " agents=NO-REJOIN-CHECK(self-test)"
+	}
+	if c.UnsafeRestoreKeepsSessions {
+		s += " agents=RESTORE-KEEPS-SESSIONS(self-test)"
 	}
 	return s
 }

@@ -34,6 +34,9 @@ const (
 	rwTime    = 20 * time.Second
 )
 
+// restoreTime is how long the restore scenarios run: one or two saves and restores.
+const restoreTime = 15 * time.Second
+
 // selfTestTime is how long the self-tests run: long enough for a few client pauses.
 const selfTestTime = 20 * time.Second
 
@@ -161,6 +164,26 @@ func scenarios() []scenario {
 			expectFault(nemesis.DelayDup)(t, rep, ops)
 			expectKinds(t, rep, "rwlock")
 		}},
+		// Backups saved during the run and restored later (with the management token, acl=keep),
+		// under both workloads: every checker passes, since a restore ends every session and
+		// holds back what was held.
+		{"restore-secure", func(c *Config) { c.Faults, c.Seed, c.Time, c.Secure = []string{nemesis.Restore}, 27, restoreTime, true },
+			func(t *testing.T, rep *Report, ops []history.Op) {
+				expectFault(nemesis.Restore)(t, rep, ops)
+				restored := 0
+				for _, op := range ops {
+					if op.Kind == history.Nemesis && op.Fault == nemesis.Restore && op.Action == history.ActionStop && op.Type == history.OK {
+						restored++
+					}
+				}
+				if restored == 0 {
+					t.Errorf("no restore succeeded")
+				}
+				for _, name := range []string{"belief", "held-by-nobody"} {
+					r, _ := rep.Result(name)
+					t.Log(r.Line())
+				}
+			}},
 		{"client-pause", func(c *Config) { c.Faults, c.Seed = []string{nemesis.ClientPause}, 14 },
 			func(t *testing.T, rep *Report, ops []history.Op) {
 				expectFault(nemesis.ClientPause)(t, rep, ops)
@@ -426,6 +449,24 @@ func TestScenarios(t *testing.T) {
 			}
 		}
 	})
+	// Agents whose restores keep the backup's sessions (as restores did before they ended
+	// them): a lock taken after the backup goes to another worker while its holder still
+	// believes, or a lock released after it comes back to a session that believes nothing.
+	t.Run("self-test-restore-keeps-sessions", func(t *testing.T) {
+		t.Parallel()
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		rep, _ := runScenario(t, ctx, bin, func(c *Config) {
+			c.Faults, c.Seed, c.Workload, c.UnsafeRestoreKeepsSessions, c.Time = []string{nemesis.Restore}, 28, WorkloadClient, true, restoreTime
+		})
+		b, _ := rep.Result("belief")
+		h, _ := rep.Result("held-by-nobody")
+		t.Log(b.Line())
+		t.Log(h.Line())
+		if b.Valid && h.Valid {
+			t.Errorf("restores that keep the backup's sessions must fail belief or held-by-nobody:\n%s\n%s", b.Line(), h.Line())
+		}
+	})
 	// Go-client workers that ignore Done go on believing they hold a lock while paused, after
 	// their session expired and the lock went to another worker: belief must catch it.
 	t.Run("self-test-ignoring-done", func(t *testing.T) {
@@ -475,6 +516,7 @@ func TestCheckerKnowsTheNemesisFaultNames(t *testing.T) {
 		checker.FaultDiskFull:     nemesis.DiskFull,
 		checker.FaultDiskSlow:     nemesis.DiskSlow,
 		checker.FaultDiskLoss:     nemesis.DiskLoss,
+		checker.FaultRestore:      nemesis.Restore,
 	} {
 		if checkerName != nemesisName {
 			t.Errorf("checker calls a fault %q, the nemesis %q", checkerName, nemesisName)

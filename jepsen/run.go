@@ -196,6 +196,9 @@ func agentArgs(cfg Config) []string {
 	if cfg.UnsafeSkipRejoinCheck {
 		args = append(args, "--unsafe-skip-rejoin-check")
 	}
+	if cfg.UnsafeRestoreKeepsSessions {
+		args = append(args, "--unsafe-restore-keeps-sessions")
+	}
 	if n := cfg.SnapshotEvery; n != 0 {
 		args = append(args, "--snapshot-threshold", fmt.Sprint(n), "--trailing-logs", fmt.Sprint(n),
 			"--snapshot-interval", snapshotCheck.String())

@@ -51,7 +51,9 @@ func recheck(cfg jepsen.Config, path string, stdout, stderr io.Writer) int {
 // whose Go-client workers ignore Done (they go on believing they hold a lock after their
 // session is gone), under client pauses, fails the belief checker, a run whose watchers miss
 // changes fails the watch checker, a run whose agents start on a wiped data dir without asking
-// the cluster, under disk losses, fails the disk checker, and (where FUSE works) a run
+// the cluster, under disk losses, fails the disk checker, a run whose agents' restores keep the
+// backup's sessions, under the restore nemesis, fails belief or held-by-nobody, and (where FUSE
+// works) a run
 // whose agents skip the log's fsync, under power losses of every node, fails durability or
 // linearizability.
 func selfTest(ctx context.Context, cfg jepsen.Config, stdout, stderr io.Writer) int {
@@ -155,6 +157,20 @@ func brokenRuns() []brokenRun {
 		flagged: func(rep *jepsen.Report) (bool, string, []any) {
 			watch, _ := rep.Result("watch")
 			return !watch.Valid, "watch flags the watchers that miss changes: %s", []any{watch.Line()}
+		},
+	}, {
+		title: "agents whose restores keep the backup's sessions, under the restore nemesis (must fail belief or held-by-nobody)",
+		dir:   "restore-keeps-sessions",
+		most:  40 * time.Second,
+		breakIt: func(c *jepsen.Config) {
+			c.UnsafeRestoreKeepsSessions, c.Workload = true, jepsen.WorkloadClient
+			c.Faults = []string{nemesis.Restore}
+		},
+		flagged: func(rep *jepsen.Report) (bool, string, []any) {
+			belief, _ := rep.Result("belief")
+			nobody, _ := rep.Result("held-by-nobody")
+			return !belief.Valid || !nobody.Valid, "belief or held-by-nobody flags the holds the restore changed: %s / %s",
+				[]any{belief.Line(), nobody.Line()}
 		},
 	}, {
 		title:   "agents that skip the Raft log's fsync, under power losses of every node (must fail durability or linearizability)",

@@ -29,7 +29,9 @@ This uses hashicorp/raft's RecoverCluster: every entry in the node's log counts 
 committed, including any the old majority had not acknowledged, and entries the old
 majority committed but this node never received are lost. So that fencing tokens still only
 grow, the recovered state's log index is the last index the node held plus --index-gap: the
-old cluster must have gone on for fewer entries than that without this node.
+old cluster must have gone on for fewer entries than that without this node. A gap that would
+leave fewer than 2^62 log indexes above the recovered one (or wrap past the top of uint64) is
+refused before anything changes.
 
 Refuses while an agent (or another recover) runs on the data directory.`,
 		Example: `  raftlock recover --data-dir /var/lib/raftlock/n1 --members n1=10.0.0.1:7101`,

@@ -185,23 +185,37 @@ func printSnapshotInfo(w io.Writer, s snapshotInfo) error {
 func newSnapshotRestoreCmd() *cobra.Command {
 	var f inspectFlags
 	var gap uint64
+	var acl string
 	cmd := inspectCmd(&cobra.Command{
 		Use:   "restore FILE",
 		Short: "Replace the cluster's whole state with a backup file",
 		Long: `Replace the whole state of the running cluster with the backup FILE: sessions, locks,
 queues, lock-delays, ACL tokens and policies become the backup's (the cluster's members and
 enabled features stay). The file is checked here first and again by the leader; a bad file
-changes nothing. Every session of the backup gets a full TTL from the restore, so holders
-that still renew keep their locks; every lock-delay runs again in full.
+changes nothing.
+
+A restore ends every session, of the backup and of the cluster: their clients cannot be told
+what it changed, so their next renewal fails and they stop believing any hold. Every lock
+held in the backup or in the cluster before the restore stays unavailable, under a
+lock-delay, for its holder's TTL plus its lock-delay from the restore (the longest a client
+may still believe it holds it); every lock-delay in the backup runs again in full.
 
 Fencing tokens keep growing: the restored state's log index is the highest index known
 (the backup's, any token in it, and the cluster's own) plus --index-gap, so every token
 issued afterwards is greater than any issued before, also by the cluster the backup came
-from, after the backup, as long as it wrote fewer entries than the gap. Under --acl the
-command needs the management policy, and afterwards the tokens are the backup's.`,
-		Example: `  raftlock snapshot restore /backups/raftlock-2026-12-05.snap`,
-		Args:    cobra.ExactArgs(1),
+from, after the backup, as long as it wrote fewer entries than the gap (a restore that would
+leave fewer than 2^62 log indexes above that is refused). Under --acl the
+command needs the management policy, and afterwards the tokens are the backup's. A backup
+without ACL state (from a cluster that never ran --acl) into a cluster whose ACLs are
+bootstrapped is refused unless --acl says keep (the cluster keeps its own tokens and
+policies) or replace (the backup's: none, and anyone may bootstrap the ACLs again).`,
+		Example: `  raftlock snapshot restore /backups/raftlock-2026-12-05.snap
+  raftlock snapshot restore --acl keep /backups/from-a-cluster-without-acl.snap`,
+		Args: cobra.ExactArgs(1),
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, args []string) error {
+		if acl != "" && acl != "keep" && acl != "replace" {
+			return &exitError{code: exitFailure, msg: fmt.Sprintf("--acl %q: want keep or replace", acl)}
+		}
 		file, err := os.Open(args[0])
 		if err != nil {
 			return failure("opening the file", err)
@@ -210,7 +224,7 @@ command needs the management policy, and afterwards the tokens are the backup's.
 		if _, err := backup.Inspect(file); err != nil {
 			return failure("the file is not a valid backup; nothing was changed", err)
 		}
-		r, err := c.Raw().RestoreSnapshot(ctx, file, client.RestoreOptions{IndexGap: &gap})
+		r, err := c.Raw().RestoreSnapshot(ctx, file, client.RestoreOptions{IndexGap: &gap, ACL: acl})
 		if err != nil {
 			return failure("restoring the snapshot", err)
 		}
@@ -223,6 +237,8 @@ command needs the management policy, and afterwards the tokens are the backup's.
 	})
 	cmd.Flags().Uint64Var(&gap, "index-gap", cluster.DefaultIndexGap,
 		"log entries the restored state's index goes past the highest index known (the fencing tokens the old cluster may have issued after the backup)")
+	cmd.Flags().StringVar(&acl, "acl", "",
+		"whose ACL state the cluster has afterwards: keep (its own) or replace (the backup's); needed to restore a backup without ACL state into a cluster whose ACLs are bootstrapped")
 	return cmd
 }
 

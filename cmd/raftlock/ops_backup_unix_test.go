@@ -104,8 +104,9 @@ func sameTable(t *testing.T, got []api.Lock, want []fsm.LockInfo) {
 // A backup saved with `raftlock snapshot save` from a three-node cluster of agent processes
 // under load (workers taking and giving back locks through the Go client, and holders that
 // keep theirs), restored with `raftlock snapshot restore` into a new cluster: the new
-// cluster's lock table is the backup's, and the next token is greater than any the old
-// cluster issued, before the backup or after it.
+// cluster's lock table is the backup's, each lock held by nobody (a restore ends every
+// session), and the next token is greater than any the old cluster issued, before the backup
+// or after it.
 func TestSnapshotOfALoadedClusterRestoresIntoANewOne(t *testing.T) {
 	c := newProcCluster(t, "a1", "a2", "a3", "b1", "b2", "b3")
 	for _, id := range []string{"a1", "a2", "a3"} {
@@ -162,7 +163,15 @@ func TestSnapshotOfALoadedClusterRestoresIntoANewOne(t *testing.T) {
 		t.Fatalf("snapshot restore said %q", restored)
 	}
 	fresh := c.client(newIDs...)
-	sameTable(t, lockTable(t, fresh), want)
+	// The restore ends every session: nothing is held, and what was held is held back.
+	sameTable(t, lockTable(t, fresh), nil)
+	other, err := fresh.NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.NewMutex(other, "held/0").TryLock(ctx); !errors.Is(err, client.ErrLockDelayed) {
+		t.Fatalf("TryLock of a lock held in the backup, right after the restore: %v, want delayed", err)
+	}
 
 	s, err := fresh.NewSession(ctx)
 	if err != nil {
@@ -178,9 +187,10 @@ func TestSnapshotOfALoadedClusterRestoresIntoANewOne(t *testing.T) {
 	if m.Token() <= top || m.Token() <= inBackup {
 		t.Fatalf("first token after the restore %d, not above the old cluster's %d (backup's highest %d)", m.Token(), top, inBackup)
 	}
-	// The restored holder's session lives on in the new cluster: a full TTL from the restore.
-	if _, err := fresh.Raw().GetSession(ctx, holder.ID()); err != nil {
-		t.Fatalf("the holder's session after the restore: %v", err)
+	// The holder's session is not in the new cluster: its client cannot be told what the
+	// restore changed.
+	if _, err := fresh.Raw().GetSession(ctx, holder.ID()); !errors.Is(err, client.ErrSessionNotFound) {
+		t.Fatalf("the holder's session after the restore: %v, want not found", err)
 	}
 	// A damaged file is refused before it reaches the cluster.
 	data, _ := os.ReadFile(file)

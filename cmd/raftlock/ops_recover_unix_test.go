@@ -69,6 +69,11 @@ func TestRecoverAfterLosingTwoOfThreeAndGrowBack(t *testing.T) {
 		t.Fatalf("recover of a running node's data: exit %d, %s", r.code, r.stderr)
 	}
 	c.kill("n1")
+	// A gap that would wrap the index past the top of uint64 is refused, changing nothing.
+	if r := c.cli(nil, "recover", "--data-dir", c.nodes["n1"].dir, "--members", members, "--index-gap", "18446744073709551606"); r.code != 1 ||
+		!strings.Contains(r.stderr, "2^62") {
+		t.Fatalf("recover with a gap near the top of uint64: exit %d, %s", r.code, r.stderr)
+	}
 	out := c.mustCLI(nil, "recover", "--data-dir", c.nodes["n1"].dir, "--members", members)
 	if !strings.Contains(out, "recovered") {
 		t.Fatalf("recover said %q", out)

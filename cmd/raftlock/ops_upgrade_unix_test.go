@@ -23,7 +23,7 @@ import (
 // olderFeatures are the features the node standing in for the previous version lacks: the
 // newest one, and attempt numbers, the one the Go client's Mutex uses once the cluster has
 // it, so that the load would write entries the old node cannot apply were the gate open.
-var olderFeatures = []fsm.Feature{fsm.FeatureTokenDeleteDropsWaits, fsm.FeatureAttemptNumbers}
+var olderFeatures = []fsm.Feature{fsm.FeatureTokenDeleteDropsWaits, fsm.FeatureAttemptNumbers, fsm.FeatureAttemptEnds}
 
 // ledger is the load of the upgrade test: workers that take a shared lock in turn and, while
 // holding it, take a lock of their own that they never give back. An acknowledged grant of one

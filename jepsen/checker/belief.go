@@ -60,9 +60,16 @@ type grantBy struct {
 //   - A Go-client worker writes (to a resource that checks tokens or not) only inside a belief
 //     under the token it writes with.
 //
+// A restore (FaultRestore) ends every session at once and holds back each lock that was held
+// under a lock-delay instead of a holder, which a read shows as free: an answer showing the lock
+// free inside a belief that began before a restore ended, and given after that restore began,
+// is not a violation, but the belief must then end within a TTL of the restore's end (plus
+// ClockRateError and ExpiryBound): its session is gone, so its renewals fail. The other rules
+// (no overlap, no higher grant, nobody else seen holding) judge such beliefs as any other.
+//
 // Unknown outcomes show nothing, so they are not evidence. The figures give the closest call:
 // the smallest gap between one session's belief ending and another's beginning on a lock.
-func CheckBelief(ops []history.Op, _ Config) Result {
+func CheckBelief(ops []history.Op, cfg Config) Result {
 	res := newResult("belief")
 	beliefs := map[string][]history.Op{}
 	sightings := map[string][]seen{}
@@ -95,7 +102,7 @@ func CheckBelief(ops []history.Op, _ Config) Result {
 			}
 		}
 	}
-	b := beliefCheck{res: &res, closest: math.MaxInt64, handover: math.MaxInt64}
+	b := beliefCheck{res: &res, closest: math.MaxInt64, handover: math.MaxInt64, restores: restoreWindows(ops), cfg: cfg}
 	for _, lock := range sortedKeys(beliefs) {
 		l := beliefs[lock]
 		sort.Slice(l, func(i, j int) bool { return l[i].Invoke < l[j].Invoke })
@@ -112,9 +119,9 @@ func CheckBelief(ops []history.Op, _ Config) Result {
 		res.Figures = "no client workers"
 		return res
 	}
-	res.Figures = fmt.Sprintf("%d beliefs (lock/trylock/campaign %d/%d/%d) of %d client sessions on %d locks, %d ended by a lost hold; closest call %s; %s; %d server answers inside beliefs, %d observed leaders, %d client writes inside beliefs (%d unchecked)",
+	res.Figures = fmt.Sprintf("%d beliefs (lock/trylock/campaign %d/%d/%d) of %d client sessions on %d locks, %d ended by a lost hold; closest call %s; %s; %d server answers inside beliefs (%d showing it free after a restore), %d observed leaders, %d client writes inside beliefs (%d unchecked)",
 		n, byAPI["lock"], byAPI["trylock"], byAPI["campaign"], len(sessions), len(beliefs), lost, b.closestCall(),
-		b.handoverFigure(), b.checked, observations, inside, unchecked)
+		b.handoverFigure(), b.checked, b.excused, observations, inside, unchecked)
 	return res
 }
 
@@ -130,6 +137,33 @@ type beliefCheck struct {
 	handover     int64
 	handoverPair [2]history.Op
 	checked      int
+	// restores are the restore requests (PUT /v1/snapshot) of the run, each from its invocation
+	// to its completion; cfg bounds how long a belief may outlive one.
+	restores []history.Interval
+	cfg      Config
+	excused  int
+}
+
+// restoreWindows returns the intervals of the restore requests in ops.
+func restoreWindows(ops []history.Op) []history.Interval {
+	var out []history.Interval
+	for _, op := range ops {
+		if op.Kind == history.Nemesis && op.Fault == FaultRestore && op.Action == history.ActionStop {
+			out = append(out, history.Interval{Start: op.Invoke, End: op.Complete})
+		}
+	}
+	return out
+}
+
+// freedByRestore returns the restore that may have taken the hold of bel away before the
+// sighting s showed the lock free: one that began before s ended and ended after bel began.
+func (b *beliefCheck) freedByRestore(bel history.Op, s seen) (history.Interval, bool) {
+	for _, w := range b.restores {
+		if w.Start <= s.to && bel.Invoke <= w.End {
+			return w, true
+		}
+	}
+	return history.Interval{}, false
 }
 
 func (b *beliefCheck) closestCall() string {
@@ -206,6 +240,15 @@ func (b *beliefCheck) against(lock string, l []history.Op, sightings []seen, gra
 			b.checked++
 			switch {
 			case s.holder == "":
+				if w, ok := b.freedByRestore(bel, s); ok {
+					b.excused++
+					limit := w.End + int64(float64(b.cfg.TTL)*(1+b.cfg.ClockRateError)) + int64(b.cfg.ExpiryBound)
+					if bel.Complete > limit {
+						b.res.violate("lock %q: %s believed it held token %d until %s, more than a TTL after the restore that ended its session (%s to %s):\n%s\n%s",
+							lock, shortID(bel.Session), bel.OutToken, secs(bel.Complete), secs(w.Start), secs(w.End), bel, s.op)
+					}
+					continue
+				}
 				b.res.violate("lock %q: %s believed it held token %d from %s to %s, but the lock was free in between:\n%s\n%s",
 					lock, shortID(bel.Session), bel.OutToken, secs(bel.Invoke), secs(bel.Complete), bel, s.op)
 			case s.holder != bel.Session || s.token != bel.OutToken && bel.OutToken != 0:

@@ -142,4 +142,6 @@ const (
 	// FaultDelayDup delays and duplicates the Go-client workers' acquire requests: a request
 	// of a call that ended must then be refused, which changes no timing the checkers judge.
 	FaultDelayDup = "delay-dup"
+	// FaultRestore saves a backup and restores it later: the restore ends every session.
+	FaultRestore = "restore"
 )

@@ -342,6 +342,11 @@ func convergenceCases() []Case {
 	}
 }
 
+// restoreOp is the restore request of a restore fault.
+func restoreOp() history.Op {
+	return history.Op{Process: -1, Kind: history.Nemesis, Fault: FaultRestore, Action: history.ActionStop, FaultID: 1}
+}
+
 // believe is a Go-client worker's belief that s held lock under tok from inv to comp.
 func (b *syn) believe(s, lock string, tok uint64, inv, comp int64, detail string) *syn {
 	return b.add(history.Op{Kind: history.Believe, Session: s, Lock: lock, OutToken: tok, API: "lock", Detail: detail}, inv, comp)
@@ -378,6 +383,12 @@ func beliefCases() []Case {
 		{"belief: the server shows the lock free inside a belief", false, with(clientHandover().
 			clientLock(c1, "b", 11, 300, 310).believe(c1, "b", 11, 310, 400, "context done: session deadline passed").
 			read("b", "", 0, 350, 360), CheckBelief)},
+		{"belief: a restore frees the lock inside a belief that ends within a TTL", true, with(clientHandover().
+			clientLock(c1, "b", 11, 300, 310).believe(c1, "b", 11, 310, 1500, "context done: session not found").
+			add(restoreOp(), 340, 400).read("b", "", 0, 450, 460), CheckBelief)},
+		{"belief: a belief outlives by far the restore that ended its session", false, with(clientHandover().
+			clientLock(c1, "b", 11, 300, 310).believe(c1, "b", 11, 310, 9000, "unlock began").
+			add(restoreOp(), 340, 400).read("b", "", 0, 450, 460), CheckBelief)},
 		{"belief: a belief outlives a higher token granted to another (Lock reports a lost hold)", false, with(clientHandover().
 			clientLock(c1, "b", 11, 300, 310).believe(c1, "b", 11, 310, 400, "context done: session deadline passed").
 			acquire(s2, "b", 13, 3000, 3010).

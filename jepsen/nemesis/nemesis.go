@@ -33,11 +33,13 @@ const (
 	DiskFull     = "disk-full"
 	// DiskLoss wipes a node's data dir and starts it with its usual flags (see diskLoss).
 	DiskLoss = "disk-loss"
+	// Restore saves a backup during the run and restores it later (restore.go).
+	Restore = "restore"
 )
 
 // All lists every fault, in the order "all" expands to.
 var All = []string{Kill, Restart, RestartAll, Pause, Partition, ClientPause, Churn, Clock, DelayDup,
-	PowerLoss, PowerLossAll, DiskEIO, DiskSlow, DiskFull, DiskLoss}
+	PowerLoss, PowerLossAll, DiskEIO, DiskSlow, DiskFull, DiskLoss, Restore}
 
 // Disk lists the faults that need the nodes' data dirs on a fault-injecting file system.
 var Disk = []string{PowerLoss, PowerLossAll, DiskEIO, DiskSlow, DiskFull}
@@ -218,6 +220,8 @@ func (n *Nemesis) inject(ctx context.Context, stop <-chan struct{}, fault string
 		n.diskFull(ctx)
 	case DiskLoss:
 		n.diskLoss(ctx)
+	case Restore:
+		n.restore(ctx)
 	}
 }
 

@@ -1,0 +1,66 @@
+package client_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
+)
+
+// A restore (PUT /v1/snapshot) changes what live sessions hold without their clients asking:
+// a lock taken after the backup, by a session in the backup (a) or by one created after it
+// (c), is gone from the restored state, and a lock released after the backup (b) is in it
+// again. No other session may take such a lock while the client that was told it holds it may
+// still believe so (its Mutex's Context ends first), and no session may go on holding a lock
+// that its client released (another takes it within a few TTLs).
+func TestRestoreEndsEveryHoldItChangesBeforeAnotherIsGranted(t *testing.T) {
+	const ttl = 3 * time.Second
+	dev := ownCluster(t)
+	c := newClient(t, dev.Endpoints())
+	ctx := testCtx(t, 60*time.Second)
+
+	a := newSession(t, c, client.WithTTL(ttl))
+	released := client.NewMutex(a, "restore/b")
+	if err := released.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var backup bytes.Buffer
+	if err := c.Raw().SaveSnapshot(ctx, &backup); err != nil {
+		t.Fatal(err)
+	}
+	takenAfter := client.NewMutex(a, "restore/a")
+	if err := takenAfter.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := released.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	newer := lockedMutex(ctx, t, c, "restore/c", client.WithTTL(ttl))
+
+	if _, err := c.Raw().RestoreSnapshot(ctx, bytes.NewReader(backup.Bytes()), client.RestoreOptions{}); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+
+	other := newSession(t, c, client.WithTTL(ttl))
+	for name, believer := range map[string]*client.Mutex{"restore/a": takenAfter, "restore/b": nil, "restore/c": newer} {
+		m := client.NewMutex(other, name)
+		// 2.5 TTLs is longer than any belief of a client told before the restore can last, and
+		// than a session of the backup that nobody renews can live.
+		testkit.Eventually(t, ttl*5/2+5*time.Second, "another session to take "+name, func() bool {
+			err := m.TryLock(ctx)
+			if err != nil {
+				if !errors.Is(err, client.ErrLockHeld) && !errors.Is(err, client.ErrLockDelayed) {
+					t.Fatalf("TryLock %s: %v", name, err)
+				}
+				return false
+			}
+			if believer != nil && believer.Context().Err() == nil {
+				t.Fatalf("%s granted to another session while the client told it held it still believes so", name)
+			}
+			return true
+		})
+	}
+}
