@@ -27,3 +27,24 @@ func decodeStrict(r *http.Request, v any) error {
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
 }
+
+// lockPastHeldRequest locks m while h holds back its first request (the Lock wins with its
+// next one), then unlocks: h keeps the first request for a late delivery.
+func lockPastHeldRequest(ctx context.Context, t *testing.T, h holder, m *client.Mutex) {
+	t.Helper()
+	h.Hold()
+	done := make(chan error, 1)
+	go func() { done <- m.Lock(ctx) }()
+	select {
+	case <-h.Arrived():
+	case <-ctx.Done():
+		t.Fatal("no acquire was held")
+	}
+	h.Pass() // the next chunk's request passes and is granted
+	if err := <-done; err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
