@@ -326,3 +326,18 @@ func askAgain(t *testing.T, leader, ep, name, session string) <-chan response {
 	pending(t, again, "the repeated acquire")
 	return again
 }
+
+// metricsPage returns ep's /metrics page, read with plainClient.
+func metricsPage(t *testing.T, ep string) []byte {
+	t.Helper()
+	res, err := plainClient.Get(ep + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
