@@ -201,11 +201,5 @@ func plainDo(method, url string, hdr http.Header) response {
 		return response{err: err}
 	}
 	req.Header = hdr
-	res, err := plainClient.Do(req)
-	if err != nil {
-		return response{err: err}
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	return response{status: res.StatusCode, header: res.Header, body: b, err: err}
+	return exchange(plainClient, req)
 }

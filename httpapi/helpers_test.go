@@ -66,7 +66,12 @@ func rawDoCtx(ctx context.Context, method, url string, body any, hdr http.Header
 	for k, vs := range hdr {
 		req.Header[k] = vs
 	}
-	resp, err := httpClient.Do(req)
+	return exchange(httpClient, req)
+}
+
+// exchange sends req with hc and reads the whole answer.
+func exchange(hc *http.Client, req *http.Request) response {
+	resp, err := hc.Do(req)
 	if err != nil {
 		return response{err: err}
 	}
