@@ -22,21 +22,7 @@ func TestUnlockFencesTheAttemptThatWon(t *testing.T) {
 		name := lockName(t, "m")
 		p, lc := tr.holding(t, dev)
 		m := client.NewMutex(newSession(t, lc, client.WithTTL(time.Minute)), name, client.WithWaitChunk(time.Second))
-		p.Hold()
-		done := make(chan error, 1)
-		go func() { done <- m.Lock(ctx) }()
-		select {
-		case <-p.Arrived():
-		case <-ctx.Done():
-			t.Fatal("no acquire was held")
-		}
-		p.Pass() // the next chunk's request passes and is granted
-		if err := <-done; err != nil {
-			t.Fatalf("Lock: %v", err)
-		}
-		if err := m.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		lockPastHeldRequest(ctx, t, p, m)
 		lateRequestChangesNothing(ctx, t, p, c, name)
 	})
 }
@@ -53,16 +39,8 @@ func TestFailedTryLockWithdrawsItsAttempt(t *testing.T) {
 		holder := lockedMutex(ctx, t, c, name)
 		p, lc := tr.holding(t, dev, client.WithRequestTimeout(500*time.Millisecond))
 		m := client.NewMutex(newSession(t, lc, client.WithTTL(time.Minute)), name)
-		p.Hold()
-		done := make(chan error, 1)
-		go func() { done <- m.TryLock(ctx) }()
-		select {
-		case <-p.Arrived():
-		case <-ctx.Done():
-			t.Fatal("no acquire was held")
-		}
-		p.Pass() // the retry, after the first request's timeout, passes
-		if err := <-done; !errors.Is(err, client.ErrLockHeld) {
+		// The retry, after the first request's timeout, passes.
+		if err := holdFirstRequest(ctx, t, p, m.TryLock); !errors.Is(err, client.ErrLockHeld) {
 			t.Fatalf("TryLock: %v, want ErrLockHeld", err)
 		}
 		// The withdrawal runs in the background; the Mutex's next try waits for it.

@@ -66,6 +66,17 @@ func (g *gateNode) handle(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
+// session starts a session (TTL 10 s) on a fake node whose locks g serves, and whose sessions
+// newSessionNode serves.
+func (g *gateNode) session(t *testing.T) *client.Session {
+	t.Helper()
+	sessions := newSessionNode(t, new(atomic.Int32), new(atomic.Int32))
+	node := newFakeNode(t, func(w http.ResponseWriter, r *http.Request) bool {
+		return g.handle(w, r) || sessions.handler(w, r)
+	})
+	return fakeSession(t, node, client.WithTTL(10*time.Second))
+}
+
 // last returns the attempt fields of the last acquire.
 func (g *gateNode) last() api.AcquireRequest {
 	g.mu.Lock()
@@ -94,11 +105,7 @@ func TestClientLearnsThatTheGateMovedAndKeepsIt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	g := &gateNode{}
-	sessions := newSessionNode(t, new(atomic.Int32), new(atomic.Int32))
-	node := newFakeNode(t, func(w http.ResponseWriter, r *http.Request) bool {
-		return g.handle(w, r) || sessions.handler(w, r)
-	})
-	s := fakeSession(t, node, client.WithTTL(10*time.Second))
+	s := g.session(t)
 	defer s.Client().Close()
 	m := client.NewMutex(s, "l")
 
@@ -134,11 +141,7 @@ func TestClientDoesNotReadFeaturesOnEveryTry(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	g := &gateNode{noHeader: true}
-	sessions := newSessionNode(t, new(atomic.Int32), new(atomic.Int32))
-	node := newFakeNode(t, func(w http.ResponseWriter, r *http.Request) bool {
-		return g.handle(w, r) || sessions.handler(w, r)
-	})
-	s := fakeSession(t, node, client.WithTTL(10*time.Second))
+	s := g.session(t)
 	defer s.Client().Close()
 	m := client.NewMutex(s, "l")
 	for range 5 {

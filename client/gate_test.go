@@ -22,21 +22,7 @@ func lateFirstRequest(ctx context.Context, t *testing.T, dev *agent.Dev, cycles 
 	p, c := inProcessHolding(t, dev)
 	name := lockName(t, "first")
 	m := client.NewMutex(newSession(t, c, client.WithTTL(time.Minute)), name, client.WithWaitChunk(time.Second))
-	p.Hold()
-	done := make(chan error, 1)
-	go func() { done <- m.Lock(ctx) }()
-	select {
-	case <-p.Arrived():
-	case <-ctx.Done():
-		t.Fatal("no acquire was held")
-	}
-	p.Pass() // the next chunk's request passes and is granted
-	if err := <-done; err != nil {
-		t.Fatalf("Lock: %v", err)
-	}
-	if err := m.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	lockPastHeldRequest(ctx, t, p, m)
 	between()
 	for range cycles {
 		if err := m.Lock(ctx); err != nil {

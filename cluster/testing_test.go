@@ -82,25 +82,7 @@ func newTestCluster(t testing.TB, size int, tune func(*cluster.Config)) *testClu
 	// All at once, as machines come up: a node with a new data directory asks the others
 	// whether the cluster counts it before it bootstraps, and a listener whose node has not
 	// started yet would hold the question until its timeout.
-	var wg sync.WaitGroup
-	errs := make([]error, size)
-	for i := range size {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n, err := cluster.New(c.config(i, lns[i]))
-			if err != nil {
-				lns[i].Close()
-				errs[i] = fmt.Errorf("start %s: %w", c.ids[i], err)
-				return
-			}
-			c.mu.Lock()
-			c.nodes[i] = n
-			c.mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := c.startAll(lns); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -298,6 +280,14 @@ func (c *testCluster) restartAll() {
 	for i := range c.ids {
 		lns[i] = c.listen(i)
 	}
+	if err := c.startAll(lns); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// startAll starts node i on lns[i] for every node at the same time and returns when all are
+// open, with the errors of those that did not start.
+func (c *testCluster) startAll(lns []net.Listener) error {
 	errs := make([]error, len(c.ids))
 	var wg sync.WaitGroup
 	for i := range c.ids {
@@ -316,9 +306,7 @@ func (c *testCluster) restartAll() {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		c.t.Fatal(err)
-	}
+	return errors.Join(errs...)
 }
 
 func (c *testCluster) closeAll() {

@@ -23,15 +23,7 @@ var plainClient = &http.Client{Timeout: 30 * time.Second}
 // lines) and the size of the whole page.
 func metricSeries(t *testing.T, ep string) (series []string, size int) {
 	t.Helper()
-	res, err := plainClient.Get(ep + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := metricsPage(t, ep)
 	for _, line := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(line, "raftlock_http_request_duration_seconds_count{") {
 			series = append(series, line)
@@ -209,11 +201,5 @@ func plainDo(method, url string, hdr http.Header) response {
 		return response{err: err}
 	}
 	req.Header = hdr
-	res, err := plainClient.Do(req)
-	if err != nil {
-		return response{err: err}
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	return response{status: res.StatusCode, header: res.Header, body: b, err: err}
+	return exchange(plainClient, req)
 }

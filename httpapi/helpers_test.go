@@ -66,7 +66,12 @@ func rawDoCtx(ctx context.Context, method, url string, body any, hdr http.Header
 	for k, vs := range hdr {
 		req.Header[k] = vs
 	}
-	resp, err := httpClient.Do(req)
+	return exchange(httpClient, req)
+}
+
+// exchange sends req with hc and reads the whole answer.
+func exchange(hc *http.Client, req *http.Request) response {
+	resp, err := hc.Do(req)
 	if err != nil {
 		return response{err: err}
 	}
@@ -325,4 +330,19 @@ func askAgain(t *testing.T, leader, ep, name, session string) <-chan response {
 	})
 	pending(t, again, "the repeated acquire")
 	return again
+}
+
+// metricsPage returns ep's /metrics page, read with plainClient.
+func metricsPage(t *testing.T, ep string) []byte {
+	t.Helper()
+	res, err := plainClient.Get(ep + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -103,16 +102,7 @@ func TestBlockingQueriesPerTokenAreBounded(t *testing.T) {
 // metricValue returns the value of an unlabelled metric on ep's /metrics (-1 if absent).
 func metricValue(t *testing.T, ep, name string) float64 {
 	t.Helper()
-	res, err := plainClient.Get(ep + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(string(metricsPage(t, ep)), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {

@@ -1,11 +1,9 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -51,28 +49,6 @@ func (c *Cluster) RestoreBackup(ctx context.Context, n *Node, file []byte) (api.
 func (c *Cluster) backupCall(ctx context.Context, n *Node, method, path string, body []byte) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, backupTimeout)
 	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.Scheme()+"://"+n.HTTPAddr+path, rd)
-	if err != nil {
-		return 0, nil, fmt.Errorf("cluster: %w", err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/octet-stream")
-	}
-	if c.token != "" {
-		req.Header.Set(api.HeaderToken, c.token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return 0, nil, fmt.Errorf("cluster: %s %s on %s: %w", method, path, n.ID, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, nil, fmt.Errorf("cluster: read %s on %s: %w", path, n.ID, err)
-	}
-	return resp.StatusCode, b, nil
+	status, _, b, err := c.send(ctx, n, method, path, body, "application/octet-stream")
+	return status, b, err
 }

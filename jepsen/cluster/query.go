@@ -37,45 +37,58 @@ func (c *Cluster) call(ctx context.Context, n *Node, method, path string, body, 
 func (c *Cluster) callWith(ctx context.Context, n *Node, method, path string, body, out any, hdr *http.Header) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	var rd io.Reader
+	var enc []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if enc, err = json.Marshal(body); err != nil {
 			return 0, fmt.Errorf("cluster: encode: %w", err)
 		}
-		rd = bytes.NewReader(b)
+	}
+	status, h, b, err := c.send(ctx, n, method, path, enc, "application/json")
+	if hdr != nil && h != nil {
+		*hdr = h
+	}
+	if err != nil {
+		return status, err
+	}
+	if status/100 != 2 {
+		return status, fmt.Errorf("cluster: %s %s on %s: %d %s", method, path, n.ID, status, strings.TrimSpace(string(b)))
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return status, fmt.Errorf("cluster: decode %s on %s: %w", path, n.ID, err)
+		}
+	}
+	return status, nil
+}
+
+// send makes one request to n, with body (none if nil) as contentType and the cluster's
+// token, and returns the status, the response headers and the whole body.
+func (c *Cluster) send(ctx context.Context, n *Node, method, path string, body []byte, contentType string) (int, http.Header, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.Scheme()+"://"+n.HTTPAddr+path, rd)
 	if err != nil {
-		return 0, fmt.Errorf("cluster: %w", err)
+		return 0, nil, nil, fmt.Errorf("cluster: %w", err)
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	if c.token != "" {
 		req.Header.Set(api.HeaderToken, c.token)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("cluster: %s %s on %s: %w", method, path, n.ID, err)
+		return 0, nil, nil, fmt.Errorf("cluster: %s %s on %s: %w", method, path, n.ID, err)
 	}
 	defer resp.Body.Close()
-	if hdr != nil {
-		*hdr = resp.Header
-	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return resp.StatusCode, fmt.Errorf("cluster: read %s on %s: %w", path, n.ID, err)
+		return resp.StatusCode, resp.Header, nil, fmt.Errorf("cluster: read %s on %s: %w", path, n.ID, err)
 	}
-	if resp.StatusCode/100 != 2 {
-		return resp.StatusCode, fmt.Errorf("cluster: %s %s on %s: %d %s", method, path, n.ID, resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("cluster: decode %s on %s: %w", path, n.ID, err)
-		}
-	}
-	return resp.StatusCode, nil
+	return resp.StatusCode, resp.Header, b, nil
 }
 
 // Info is the node's own view of the cluster (GET /v1/cluster?consistency=stale).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/jepsen/cluster"
@@ -97,18 +96,7 @@ func (n *Nemesis) expectStop(ctx context.Context, fault string, id int, node *cl
 	if !must {
 		wait = 0
 	}
-	deadline := time.Now().Add(wait)
-	for node.State() != cluster.Stopped && time.Now().Before(deadline) && ctx.Err() == nil {
-		hold(ctx, 50*time.Millisecond)
-	}
-	log, _ := node.LogSince(off)
-	line := ""
-	for _, l := range strings.Split(log, "\n") {
-		if strings.Contains(l, StorageFailureLog) {
-			line = strings.TrimSpace(l)
-			break
-		}
-	}
+	line := stopLogLine(ctx, node, off, wait, StorageFailureLog)
 	var err error
 	detail := node.ID + " stopped: " + line
 	switch {

@@ -58,18 +58,7 @@ func (n *Nemesis) diskLoss(ctx context.Context) {
 // still serves is stopped (and wiped again) after the error is recorded.
 func (n *Nemesis) expectRefusal(ctx context.Context, id int, node *cluster.Node, off int64) {
 	inv := n.rec.Now()
-	deadline := time.Now().Add(refusalWait)
-	for node.State() != cluster.Stopped && time.Now().Before(deadline) && ctx.Err() == nil {
-		hold(ctx, 50*time.Millisecond)
-	}
-	log, _ := node.LogSince(off)
-	line := ""
-	for _, l := range strings.Split(log, "\n") {
-		if strings.Contains(l, RejoinRefusalLog) {
-			line = strings.TrimSpace(l)
-			break
-		}
-	}
+	line := stopLogLine(ctx, node, off, refusalWait, RejoinRefusalLog)
 	var err error
 	detail := node.ID + " refused: " + line
 	switch code := node.ExitCode(); {

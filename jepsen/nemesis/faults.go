@@ -11,6 +11,22 @@ import (
 	"github.com/raftlock/raftlock/jepsen/history"
 )
 
+// stopLogLine waits up to wait (or until ctx ends) for node to stop, and returns the first
+// line of its log from byte off on that contains marker, trimmed ("" if none).
+func stopLogLine(ctx context.Context, node *cluster.Node, off int64, wait time.Duration, marker string) string {
+	deadline := time.Now().Add(wait)
+	for node.State() != cluster.Stopped && time.Now().Before(deadline) && ctx.Err() == nil {
+		hold(ctx, 50*time.Millisecond)
+	}
+	log, _ := node.LogSince(off)
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, marker) {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
+}
+
 // hold keeps a fault in place for d (the schedule is timed by design) or until ctx ends.
 func hold(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
