@@ -338,6 +338,15 @@ func (n *Node) installRestore(ctx context.Context, meta *raft.SnapshotMeta, stat
 	ch := make(chan error, 1)
 	go func() {
 		defer done()
+		// Never beside a snapshot this node asked for (see userSnapshot). The token is
+		// given back once raft answered, even after the wait below gave up.
+		select {
+		case n.snapshotting <- struct{}{}:
+		case <-n.stop:
+			ch <- raft.ErrRaftShutdown
+			return
+		}
+		defer func() { <-n.snapshotting }()
 		ch <- n.raft.Restore(meta, state, n.cfg.ApplyTimeout)
 	}()
 	wait, cancel := context.WithTimeout(ctx, restoreWait)

@@ -2,6 +2,8 @@ package cluster_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -59,7 +61,28 @@ func (d *downgradeCluster) downgrade(crash bool) cluster.Config {
 // it lacks, and refuses to start with ErrNeedsNewerVersion.
 func TestDowngradeAfterAGracefulStopRefusesAtTheSnapshot(t *testing.T) {
 	d := newDowngradeCluster(t)
-	cfg := d.downgrade(false)
+	d.startPrevious(t, d.downgrade(false))
+}
+
+// A node killed after the cluster enabled its features (no shutdown snapshot: a SIGKILL), its
+// data directory kept as it was, and started again as the previous build refuses with
+// ErrNeedsNewerVersion before it applies anything, as after a graceful stop: the snapshot each
+// node takes as soon as it applied the entry that enabled a feature is the first thing the
+// older build reads. That is the path of the build already shipped, which panicked, in a loop
+// under a supervisor, on the first log entry it did not know when no snapshot came first.
+func TestDowngradeAfterACrashRefusesAtTheSnapshot(t *testing.T) {
+	d := newDowngradeCluster(t)
+	testkit.Eventually(t, leaderTimeout, "n3's snapshot after the features were enabled", func() bool {
+		n := d.node(2)
+		return n != nil && raftStat(t, n, "last_snapshot_index") > 0
+	})
+	d.startPrevious(t, d.downgrade(true))
+}
+
+// startPrevious starts n3 as the previous build on cfg and checks that it refuses at once with
+// ErrNeedsNewerVersion, and that the others go on.
+func (d *downgradeCluster) startPrevious(t *testing.T, cfg cluster.Config) {
+	t.Helper()
 	n, err := cluster.New(cfg)
 	if err == nil {
 		n.Close()
@@ -72,19 +95,21 @@ func TestDowngradeAfterAGracefulStopRefusesAtTheSnapshot(t *testing.T) {
 	d.waitLeader()
 }
 
-// After a crash (no shutdown snapshot), the previous build stops at the first log entry it
-// cannot apply with the same refusal, through OnRefusal, instead of panicking (in a loop,
-// under a supervisor, as it did); it applies nothing after that entry.
+// Where no snapshot holds the features (the node crashed before it took the one that follows
+// their enabling: its snapshots are removed here to get there every time), the previous build
+// — if it is this one or later — stops at the first log entry it cannot apply with the same
+// refusal, through OnRefusal, instead of panicking (in a loop, under a supervisor, as the
+// build already shipped does); it applies nothing after that entry.
 func TestDowngradeAfterACrashStopsCleanlyAtAnEntryItCannotApply(t *testing.T) {
 	d := newDowngradeCluster(t)
 	cfg := d.downgrade(true)
+	if err := os.RemoveAll(filepath.Join(cfg.DataDir, "snapshots")); err != nil {
+		t.Fatal(err)
+	}
 	n, err := cluster.New(cfg)
 	if err != nil {
 		cfg.RaftListener.Close()
-		if errors.Is(err, cluster.ErrNeedsNewerVersion) {
-			t.Skipf("n3 had a snapshot of its own with the features (%v): the crash path is not reached", err)
-		}
-		t.Fatalf("start of the previous build after a crash: %v", err)
+		t.Fatalf("start of the previous build without a snapshot: %v", err)
 	}
 	defer n.Close()
 	select {

@@ -62,6 +62,12 @@ type Node struct {
 	removedOnce sync.Once
 	// refuseOnce makes refuse stop the node once.
 	refuseOnce sync.Once
+	// featureSnap asks snapshotLoop for a snapshot: features were enabled.
+	featureSnap chan struct{}
+	// snapshotting holds a token while raft takes a snapshot this node asked for
+	// (raft.Snapshot) or installs a restore (raft.Restore), from the request until raft
+	// answered it: see userSnapshot.
+	snapshotting chan struct{}
 
 	leaderCh    chan bool
 	stop        chan struct{}
@@ -104,6 +110,9 @@ func New(cfg Config) (*Node, error) {
 		leaderCh:  make(chan bool, 16),
 		stop:      make(chan struct{}),
 		removedCh: make(chan struct{}),
+
+		featureSnap:  make(chan struct{}, 1),
+		snapshotting: make(chan struct{}, 1),
 	}
 	var opts []fsm.Option
 	if cfg.Features != nil {
@@ -121,11 +130,12 @@ func New(cfg Config) (*Node, error) {
 	n.verify = newConfirmer(n.raft, raft.ServerID(cfg.ID), n.acks, n.stop)
 	ctx, cancel := context.WithCancel(context.Background())
 	n.loops, n.cancelLoops = ctx, cancel
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go n.monitorLeadership()
 	go n.publishLoop(ctx)
 	go n.gate.run(ctx)
 	go n.watchRemoval(ctx)
+	go n.snapshotLoop(ctx)
 	return n, nil
 }
 
@@ -329,7 +339,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
-	switch _, err := await(ctx, n.raft.Snapshot()); {
+	switch done, err := n.userSnapshot(ctx.Done()); {
+	case !done:
+		n.log.Warn("snapshot before shutdown cut off; the next start replays the log", "error", ctx.Err())
 	case err == nil:
 		n.log.Info("snapshot taken for shutdown", "took", time.Since(start))
 	case errors.Is(err, raft.ErrNothingNewToSnapshot):
@@ -337,6 +349,39 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.log.Warn("snapshot before shutdown failed; the next start replays the log", "error", err)
 	}
 	return n.Close()
+}
+
+// userSnapshot has raft take a snapshot, never while it takes another that this node asked
+// for or installs a restore (installRestore): hashicorp/raft (v1.7.2) takes a snapshot on its
+// snapshot goroutine and a restore on its main one, and a snapshot whose state was captured
+// before a restore but that completes after it sets raft's last snapshot back below the
+// restore's index. The leader then no longer finds the entry before the restore's no-op in
+// its log nor at its snapshot, so it sends its followers the restored snapshot again and
+// again: the no-op never commits and the restore never returns (seen as a restore that hung
+// beside the snapshot taken when features are enabled). Raft's own snapshots (by
+// SnapshotThreshold) and a follower's install of the leader's are outside this token, as they
+// were before. done=false means stop closed before the snapshot ended (or began); raft's
+// answer still releases the token.
+func (n *Node) userSnapshot(stop <-chan struct{}) (done bool, err error) {
+	select {
+	case n.snapshotting <- struct{}{}:
+	case <-stop:
+		return false, nil
+	}
+	f := n.raft.Snapshot()
+	ch := make(chan error, 1)
+	go func() {
+		// Raft answers every snapshot it took from the queue, at the latest when it shuts down.
+		err := f.Error()
+		<-n.snapshotting
+		ch <- err
+	}()
+	select {
+	case err := <-ch:
+		return true, err
+	case <-stop:
+		return false, nil
+	}
 }
 
 // await waits for f or for the end of ctx, whichever comes first. It reports done=false with

@@ -51,4 +51,5 @@ func (n *Node) Observe(events []fsm.Event) {
 	n.timers.observe(events)
 	n.stats.observe(events)
 	n.gate.observe(events)
+	n.snapshotOnFeatures(events)
 }

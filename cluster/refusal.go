@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -57,4 +58,42 @@ func (n *Node) refuse(err error) {
 		}
 		go n.Close()
 	})
+}
+
+// snapshotOnFeatures asks for a snapshot (snapshotLoop) when the applied entries enabled a
+// feature: from then on a node of an older version that starts on this data directory meets
+// the snapshot, which names the feature, before any entry that uses it, and refuses at once
+// (ErrNeedsNewerVersion) instead of applying part of the log first.
+func (n *Node) snapshotOnFeatures(events []fsm.Event) {
+	for _, e := range events {
+		if e.Kind == fsm.EventFeaturesChanged {
+			select {
+			case n.featureSnap <- struct{}{}:
+			default:
+			}
+			return
+		}
+	}
+}
+
+// snapshotLoop takes the snapshots snapshotOnFeatures asks for, until ctx ends. Not taken in
+// Observe itself: that runs on raft's apply goroutine, which a snapshot needs. A snapshot
+// asked for while a restore is installed waits for it (userSnapshot), then covers it.
+func (n *Node) snapshotLoop(ctx context.Context) {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.featureSnap:
+		}
+		switch done, err := n.userSnapshot(ctx.Done()); {
+		case !done:
+			return
+		case err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot):
+			n.log.Warn("snapshot after enabling features failed; an older version that starts here stops at the entry instead", "error", err)
+		default:
+			n.log.Debug("snapshot taken after enabling features")
+		}
+	}
 }

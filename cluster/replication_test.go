@@ -220,10 +220,9 @@ func testLaggingFollowerCatchesUpThroughSnapshot(t *testing.T, store string) {
 	c.waitConverged()
 	lag := c.followers(li)[0]
 	lagDir := c.dirs[lag]
+	// The follower may have a snapshot of its own already (every node takes one when features
+	// are enabled), at or below stoppedAt: only one past it proves an installed snapshot.
 	stoppedAt := c.node(lag).Raft().LastIndex()
-	if s := raftStat(t, c.node(lag), "last_snapshot_index"); s != 0 {
-		t.Fatalf("the follower has a snapshot at %d before the test starts", s)
-	}
 	c.kill(lag)
 
 	// A few hundred commands, from several goroutines so that raft batches their fsyncs.
