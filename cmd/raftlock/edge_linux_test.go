@@ -436,3 +436,100 @@ func clipTo(s string, n int) string {
 	}
 	return s
 }
+
+// What a client without a token can make an agent process keep: a series of /metrics per
+// invented method, or a connection per restore whose body trickles in. Neither grows: the
+// method label takes only the API's methods (others are "other"), and a refused restore's
+// connection closes as soon as it is answered, whatever is left of its body.
+func TestTokenlessClientsLeaveNoMetricsOrRestoreConnections(t *testing.T) {
+	procs := startAgents(t, 1, "--acl")
+	p := procs[0]
+	r, err := http.Post(p.url()+"/v1/acl/bootstrap", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var boot api.BootstrapResponse
+	err = json.NewDecoder(r.Body).Decode(&boot)
+	r.Body.Close()
+	if err != nil || boot.SecretID == "" {
+		t.Fatalf("bootstrap: %v %+v", err, boot)
+	}
+	metricsSize := func() int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, p.url()+"/metrics", nil)
+		req.Header.Set(api.HeaderToken, boot.SecretID)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("/metrics: %v %s", err, res.Status)
+		}
+		return len(b)
+	}
+
+	before := metricsSize()
+	for i := range 300 {
+		method := fmt.Sprintf("M%d%s", i, strings.Repeat("X", 4000))
+		req, err := http.NewRequest(method, fmt.Sprintf("%s/v1/invented/%d", p.url(), i), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	// One new series of the histogram ("other") is a few kilobytes; one per method was 1.2 MB
+	// of labels alone here.
+	if after := metricsSize(); after-before > 64<<10 {
+		t.Errorf("/metrics grew from %d to %d bytes after 300 tokenless requests with invented methods", before, after)
+	}
+
+	pid := p.cmd.Process.Pid
+	baseFiles := openFiles(t, pid)
+	var wg sync.WaitGroup
+	for range 200 {
+		c, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			_, _ = io.WriteString(c, "PUT /v1/snapshot HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n")
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() { // a byte every 200ms, for as long as the node reads
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(200 * time.Millisecond):
+						if _, err := io.WriteString(c, "1\r\nx\r\n"); err != nil {
+							return
+						}
+					}
+				}
+			}()
+			_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+			got, err := io.ReadAll(c)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Errorf("a tokenless restore's connection stayed open for a minute; answered %q", clipTo(string(got), 120))
+				return
+			}
+			if !strings.HasPrefix(string(got), "HTTP/1.1 401") {
+				t.Errorf("a tokenless restore answered %q", clipTo(string(got), 120))
+			}
+		}()
+	}
+	wg.Wait()
+	testkit.Eventually(t, 10*time.Second, "the refused restores' connections closed on the node", func() bool {
+		return openFiles(t, pid) <= baseFiles+5
+	})
+}
