@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -531,5 +532,68 @@ func TestTokenlessClientsLeaveNoMetricsOrRestoreConnections(t *testing.T) {
 	wg.Wait()
 	testkit.Eventually(t, 10*time.Second, "the refused restores' connections closed on the node", func() bool {
 		return openFiles(t, pid) <= baseFiles+5
+	})
+}
+
+// An agent process holds at most --max-watches-per-address blocking queries of one client
+// address; the next is answered 429 with Retry-After and the API's error body, and an ended
+// watch gives its place back.
+func TestBlockingQueriesOfOneAddressAreBoundedOnAnAgent(t *testing.T) {
+	const limit = 5
+	procs := startAgents(t, 1, "--max-watches-per-address", strconv.Itoa(limit))
+	p := procs[0]
+	watch := func(ctx context.Context, index string) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.url()+"/v1/locks?prefix=w/&wait=1m&index="+index, nil)
+		return http.DefaultClient.Do(req)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for range limit {
+		wg.Add(1)
+		go func() { // one watch waiting at a time, from the index of the last answer
+			defer wg.Done()
+			for index := "1"; ; {
+				res, err := watch(ctx, index)
+				if err != nil {
+					return
+				}
+				res.Body.Close()
+				if res.StatusCode == http.StatusOK {
+					index = res.Header.Get(api.HeaderIndex)
+				}
+			}
+		}()
+	}
+	var got *http.Response
+	testkit.Eventually(t, 20*time.Second, "a watch over the bound refused", func() bool {
+		short, stop := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer stop()
+		res, err := watch(short, "1000000")
+		if err != nil || res.StatusCode != http.StatusTooManyRequests {
+			if err == nil {
+				res.Body.Close()
+			}
+			return false // admitted: the others are not all waiting yet
+		}
+		got = res
+		return true
+	})
+	var body api.ErrorBody
+	_ = json.NewDecoder(got.Body).Decode(&body)
+	got.Body.Close()
+	if got.Header.Get("Retry-After") == "" || body.Error.Code != api.CodeTooManyRequests {
+		t.Fatalf("watch %d answered %s, Retry-After %q, code %q", limit+1, got.Status, got.Header.Get("Retry-After"), body.Error.Code)
+	}
+	cancel()
+	wg.Wait()
+	testkit.Eventually(t, 10*time.Second, "an ended watch's place given back", func() bool {
+		short, stop := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer stop()
+		res, err := watch(short, "1000000")
+		if err == nil {
+			res.Body.Close()
+		}
+		return errors.Is(err, context.DeadlineExceeded) // it waited: admitted
 	})
 }
