@@ -321,6 +321,15 @@ func (n *Node) cancelWait(req AcquireRequest) (fsm.Result, error) {
 	switch res.Status {
 	case fsm.StatusOK, fsm.StatusSessionNotFound:
 		return res, nil
+	case fsm.StatusCancelled:
+		// Why, as of the cancel: the state read later may have moved on (a lock-delay that
+		// ended since, with nobody left in the queue, reads as free).
+		if !res.Holder.IsZero() {
+			return fsm.Result{Status: fsm.StatusLockHeld, Index: res.Index, Holder: res.Holder, Token: res.Token}, nil
+		}
+		if res.DelayUntil != 0 {
+			return fsm.Result{Status: fsm.StatusLockDelayed, Index: res.Index, DelayUntil: res.DelayUntil}, nil
+		}
 	}
 	return n.lockState(req, res.Index), nil
 }

@@ -386,7 +386,11 @@ func (a *applier) cancelWait(c *Command) Result {
 	delete(ss.waits, c.Lock)
 	a.grantNext(c.Lock, l) // a waiting writer may have held readers back
 	a.changed(c.Lock, l)
-	return Result{Status: StatusCancelled}
+	// Why the wait ended without a grant, as of this command (the newest holder, or the
+	// lock-delay), like a queued acquire's answer: the state a caller reads later may differ.
+	r := a.refusal(l)
+	r.Status = StatusCancelled
+	return r
 }
 
 // delayEnded ends the lock-delay that the command names (by the index of the expiry that

@@ -247,7 +247,11 @@ func (m *refModel) run(c fsm.Command) fsm.Result {
 			if w.Session == c.Session {
 				l.queue = slices.Delete(l.queue, i, i+1)
 				m.handOff(c.Lock, l)
-				return fsm.Result{Status: fsm.StatusCancelled}
+				r := fsm.Result{Status: fsm.StatusCancelled, DelayUntil: l.earliest()}
+				if n := len(l.holds); n > 0 {
+					r = fsm.Result{Status: fsm.StatusCancelled, Holder: l.holds[n-1].session, Token: l.holds[n-1].token}
+				}
+				return r
 			}
 		}
 		return fsm.Result{Status: fsm.StatusNotQueued}
