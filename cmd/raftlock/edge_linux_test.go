@@ -234,18 +234,9 @@ func TestHugeBodyThroughAFollowerKeepsItsMemory(t *testing.T) {
 			var tokens []string
 			if acl {
 				procs = startAgents(t, 3, "--acl")
-				r, err := http.Post(procs[0].url()+"/v1/acl/bootstrap", "application/json", nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var b api.BootstrapResponse
-				err = json.NewDecoder(r.Body).Decode(&b)
-				r.Body.Close()
-				if err != nil || b.SecretID == "" {
-					t.Fatalf("bootstrap: %v %+v", err, b)
-				}
-				tokens = []string{"x", b.SecretID}
-				leaderAndFollower(t, procs, http.Header{api.HeaderToken: {b.SecretID}})
+				secret := bootstrapACL(t, procs[0])
+				tokens = []string{"x", secret}
+				leaderAndFollower(t, procs, http.Header{api.HeaderToken: {secret}})
 			} else {
 				procs = startAgents(t, 3)
 				tokens = []string{""}
@@ -431,6 +422,22 @@ func TestSlowAndLargeClientsAreBounded(t *testing.T) {
 	}
 }
 
+// bootstrapACL bootstraps the ACLs of p's cluster and returns the management token's secret.
+func bootstrapACL(t *testing.T, p *agentProc) string {
+	t.Helper()
+	r, err := http.Post(p.url()+"/v1/acl/bootstrap", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b api.BootstrapResponse
+	err = json.NewDecoder(r.Body).Decode(&b)
+	r.Body.Close()
+	if err != nil || b.SecretID == "" {
+		t.Fatalf("bootstrap: %v %+v", err, b)
+	}
+	return b.SecretID
+}
+
 func clipTo(s string, n int) string {
 	if len(s) > n {
 		return s[:n] + "..."
@@ -445,20 +452,11 @@ func clipTo(s string, n int) string {
 func TestTokenlessClientsLeaveNoMetricsOrRestoreConnections(t *testing.T) {
 	procs := startAgents(t, 1, "--acl")
 	p := procs[0]
-	r, err := http.Post(p.url()+"/v1/acl/bootstrap", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var boot api.BootstrapResponse
-	err = json.NewDecoder(r.Body).Decode(&boot)
-	r.Body.Close()
-	if err != nil || boot.SecretID == "" {
-		t.Fatalf("bootstrap: %v %+v", err, boot)
-	}
+	secret := bootstrapACL(t, p)
 	metricsSize := func() int {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, p.url()+"/metrics", nil)
-		req.Header.Set(api.HeaderToken, boot.SecretID)
+		req.Header.Set(api.HeaderToken, secret)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
