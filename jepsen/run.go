@@ -66,7 +66,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jepsen: start cluster: %w", err)
 	}
-	defer c.Close()
+	defer func() {
+		// A node or mount left behind would outlive the run (and leak its FUSE server).
+		if err := c.Close(); err != nil {
+			fmt.Fprintf(out, "jepsen: closing the cluster: %v\n", err)
+		}
+	}()
 	for _, n := range c.Nodes {
 		rep.NodeLogs = append(rep.NodeLogs, n.LogPath)
 	}
