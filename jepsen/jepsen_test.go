@@ -196,6 +196,8 @@ func scenarios() []scenario {
 		{"membership", func(c *Config) { c.Faults, c.Seed, c.Time = []string{nemesis.Membership}, 33, operatorTime },
 			func(t *testing.T, rep *Report, ops []history.Op) {
 				expectFault(nemesis.Membership)(t, rep, ops)
+				o, _ := rep.Result("operator")
+				t.Log(o.Line())
 				var steps []string
 				for _, op := range ops {
 					if op.Kind == history.Nemesis && op.Fault == nemesis.Membership && op.Action == history.ActionEvent && op.Type == history.OK {

@@ -102,6 +102,11 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if o.cfg.Faults, err = nemesis.ParseFaults(o.faults); err != nil {
 		return o, err
 	}
+	if o.cfg.OldBinary != "" {
+		if _, err := os.Stat(o.cfg.OldBinary); err != nil {
+			return o, fmt.Errorf("--old-binary: %w", err)
+		}
+	}
 	if slices.Contains(o.cfg.Faults, nemesis.Upgrade) && o.cfg.OldBinary == "" && o.check == "" {
 		if strings.TrimSpace(o.faults) != "all" {
 			return o, fmt.Errorf("the %s fault needs --old-binary, a build of an earlier raftlock", nemesis.Upgrade)

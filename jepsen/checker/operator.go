@@ -35,13 +35,19 @@ func CheckOperator(ops []history.Op, _ Config) Result {
 	counts := map[string]int{}
 	builds := map[string]string{}
 	var newOnly []string
-	var steps, downgrades, refused, observed, early int
+	var steps, downgrades, refused, observed, early, removed, selfStopped int
 	for _, op := range nem {
 		if op.Action == history.ActionStart {
 			counts[op.Fault]++
 		}
 		if op.Type != history.OK && op.Action == history.ActionEvent {
 			res.violate("%s (fault %d): %s: %s", op.Fault, op.FaultID, op.Detail, op.Error)
+		}
+		if op.Fault == FaultMembership && op.Type == history.OK && strings.Contains(op.Detail, "stopped by itself") {
+			removed++
+			if !strings.Contains(op.Detail, "not stopped by itself") {
+				selfStopped++
+			}
 		}
 		if op.Fault != FaultUpgrade {
 			continue
@@ -88,7 +94,7 @@ func CheckOperator(ops []history.Op, _ Config) Result {
 		res.Figures = "no membership changes or upgrades"
 		return res
 	}
-	res.Figures = fmt.Sprintf("membership changes %d; upgrades %d (%d restarts on another build, %d of them back to the old build; %d downgrades after the features were enabled refused; features only the new build supports: %s; %d feature readings, %d too early)",
-		counts[FaultMembership], counts[FaultUpgrade], steps, downgrades, refused, strings.Join(newOnly, ","), observed, early)
+	res.Figures = fmt.Sprintf("membership changes %d (%d of %d removed spares stopped by themselves); upgrades %d (%d restarts on another build, %d of them back to the old build; %d downgrades after the features were enabled refused; features only the new build supports: %s; %d feature readings, %d too early)",
+		counts[FaultMembership], selfStopped, removed, counts[FaultUpgrade], steps, downgrades, refused, strings.Join(newOnly, ","), observed, early)
 	return res
 }

@@ -16,10 +16,13 @@ import (
 // member caught up, a removal and the removed node's exit, a rejoin.
 const memberWait = 30 * time.Second
 
-// removedExitWait is how long a removed node may take to learn of its removal and stop by
-// itself (docs/operations.md, "Removing and replacing a node") before the nemesis stops it,
-// as an operator would.
-const removedExitWait = 10 * time.Second
+// removedExitWait is how long the removed spare may take to learn of its removal and stop by
+// itself before the nemesis stops it, as an operator would: a removed node whose last
+// configuration message was lost asks the others after hearing no leader for 5 s or ten
+// election timeouts (docs/operations.md, "Removing and replacing a node").
+func (n *Nemesis) removedExitWait() time.Duration {
+	return max(5*time.Second, 10*n.cfg.ElectionTimeout) + 5*time.Second
+}
 
 // membership changes the cluster's members the way an operator does, while the workload runs:
 // it starts the spare node and adds it as a non-voter (POST /v1/cluster/members), promotes it
@@ -62,7 +65,7 @@ func (n *Nemesis) membership(ctx context.Context) {
 		ok = victim != nil && step(func() string { return "removed " + what + ", which " + how },
 			func() error {
 				var err error
-				how, err = n.removeMember(ctx, victim)
+				how, err = n.removeMember(ctx, victim, false)
 				return err
 			})
 	}
@@ -93,7 +96,7 @@ func (n *Nemesis) membership(ctx context.Context) {
 	var how string
 	step(func() string { return "removed " + spare.ID + ", which " + how }, func() error {
 		var err error
-		how, err = n.removeMember(ctx, spare)
+		how, err = n.removeMember(ctx, spare, true)
 		if err == nil {
 			err = spare.WipeData()
 		}
@@ -104,6 +107,12 @@ func (n *Nemesis) membership(ctx context.Context) {
 	}
 	n.record(Membership, history.ActionStop, id, n.rec.Now(), "members as before: "+strings.Join(n.c.IDs(), ","), errors.Join(errs...))
 }
+
+// How the removed spare ended, in its event's detail (counted by the operator checker).
+const (
+	stoppedByItself    = "stopped by itself"
+	notStoppedByItself = "had not stopped by itself after"
+)
 
 // indexOf is the position of node in nodes, or -1.
 func indexOf(nodes []*cluster.Node, node *cluster.Node) int {
@@ -201,10 +210,11 @@ func (n *Nemesis) waitSuffrage(ctx context.Context, node *cluster.Node, suffrage
 	})
 }
 
-// removeMember removes node through another member and waits for its process to end: a
-// removed node learns of its removal and stops by itself; one that has not within
-// removedExitWait is stopped, as an operator would. It says which happened.
-func (n *Nemesis) removeMember(ctx context.Context, node *cluster.Node) (string, error) {
+// removeMember removes node through another member and ends its process. A removed node
+// learns of its removal and stops by itself: with waitSelf the nemesis gives it
+// removedExitWait to, else it stops it at once (SIGTERM), as an operator replacing a machine
+// does. It says which happened.
+func (n *Nemesis) removeMember(ctx context.Context, node *cluster.Node, waitSelf bool) (string, error) {
 	if err := n.viaAny(ctx, node, func(ctx context.Context, o *cluster.Node) error {
 		err := n.c.RemoveMember(ctx, o, node.ID)
 		if err != nil && strings.Contains(err.Error(), "not_found") {
@@ -217,19 +227,25 @@ func (n *Nemesis) removeMember(ctx context.Context, node *cluster.Node) (string,
 	if node.State() == cluster.Stopped {
 		return "was not running", nil
 	}
-	deadline := time.Now().Add(removedExitWait)
+	if !waitSelf {
+		sctx, cancel := context.WithTimeout(ctx, restartWait)
+		defer cancel()
+		return "was stopped with SIGTERM", node.Stop(sctx)
+	}
+	wait := n.removedExitWait()
+	deadline := time.Now().Add(wait)
 	for node.State() != cluster.Stopped && time.Now().Before(deadline) && ctx.Err() == nil {
 		hold(ctx, 50*time.Millisecond)
 	}
 	if node.State() == cluster.Stopped {
-		return fmt.Sprintf("stopped by itself (status %d)", node.ExitCode()), nil
+		return fmt.Sprintf("%s (status %d)", stoppedByItself, node.ExitCode()), nil
 	}
 	sctx, cancel := context.WithTimeout(ctx, restartWait)
 	defer cancel()
 	if err := node.Stop(sctx); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("was stopped with SIGTERM after %s", removedExitWait), nil
+	return fmt.Sprintf("%s %s, was stopped with SIGTERM", notStoppedByItself, wait), nil
 }
 
 // rejoinAsNew brings a removed, stopped node back as a new member at the same addresses: an
