@@ -1,6 +1,10 @@
 // Command jepsen runs raftlock under injected faults and checks the recorded history.
 //
 //	go run ./cmd/jepsen --nodes 5 --time 30m --nemesis all
+//	go run ./cmd/jepsen --nemesis all --old-binary /tmp/raftlock-old   # upgrade too
+//
+// --nemesis all includes the upgrade fault only with --old-binary (a build of an earlier
+// commit, which the nodes start on), and the disk faults only where FUSE works.
 //
 // It prints the seed and configuration, the operation counts, the nemesis log, one line per
 // checker with its figures, the artifact paths, and last "N passed, M failed". The exit status
