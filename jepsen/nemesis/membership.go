@@ -70,25 +70,20 @@ func (n *Nemesis) membership(ctx context.Context) {
 			})
 	}
 	if ok {
+		var note string
 		ok = step(func() string {
-			return "replaced " + victim.ID + " by a new node at the same addresses (empty data dir, --join): a voter again"
-		}, func() error { return n.rejoinAsNew(ctx, victim) })
+			return "replaced " + victim.ID + " by a new node at the same addresses (empty data dir, --join): a voter again" + note
+		}, func() error {
+			var err error
+			note, err = n.rejoinAsNew(ctx, victim)
+			return err
+		})
 	}
 	if ok {
 		var from, to string
 		step(func() string { return fmt.Sprintf("leadership transferred from %s to %s", from, to) }, func() error {
-			voters := append(append([]*cluster.Node(nil), n.c.Nodes...), spare)
-			target := voters[n.rng.Intn(len(voters))]
-			l, _, err := n.c.Leader(ctx)
-			if err != nil {
-				return err
-			}
-			from = l.ID
-			if target == l {
-				target = voters[(n.rng.Intn(len(voters)-1)+indexOf(voters, l)+1)%len(voters)]
-			}
-			to = target.ID
-			_, err = n.c.TransferLeadership(ctx, l, target.ID)
+			var err error
+			from, to, err = n.transferTo(ctx, append(append([]*cluster.Node(nil), n.c.Nodes...), spare))
 			return err
 		})
 	}
@@ -103,7 +98,12 @@ func (n *Nemesis) membership(ctx context.Context) {
 		return err
 	})
 	if victim != nil && victim.State() == cluster.Stopped {
-		step(func() string { return "brought " + victim.ID + " back as a new member" }, func() error { return n.rejoinAsNew(ctx, victim) })
+		var note string
+		step(func() string { return "brought " + victim.ID + " back as a new member" + note }, func() error {
+			var err error
+			note, err = n.rejoinAsNew(ctx, victim)
+			return err
+		})
 	}
 	n.record(Membership, history.ActionStop, id, n.rec.Now(), "members as before: "+strings.Join(n.c.IDs(), ","), errors.Join(errs...))
 }
@@ -114,14 +114,37 @@ const (
 	notStoppedByItself = "had not stopped by itself after"
 )
 
-// indexOf is the position of node in nodes, or -1.
-func indexOf(nodes []*cluster.Node, node *cluster.Node) int {
-	for i, o := range nodes {
-		if o == node {
-			return i
+// transferTo hands leadership to a voter of voters other than the leader, picked at random,
+// and waits until it leads: a transfer whose answer is late (the target catching up first) is
+// asked again of whichever node leads then, for up to memberWait.
+func (n *Nemesis) transferTo(ctx context.Context, voters []*cluster.Node) (from, to string, err error) {
+	l, _, err := n.c.Leader(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	var others []*cluster.Node
+	for _, v := range voters {
+		if v != l {
+			others = append(others, v)
 		}
 	}
-	return -1
+	target := others[n.rng.Intn(len(others))]
+	wctx, cancel := context.WithTimeout(ctx, memberWait)
+	defer cancel()
+	err = cluster.Poll(wctx, 200*time.Millisecond, func() error {
+		cur, _, err := n.c.Leader(wctx)
+		if err != nil {
+			return err
+		}
+		if cur == target {
+			return nil
+		}
+		if _, err := n.c.TransferLeadership(wctx, cur, target.ID); err != nil {
+			return err
+		}
+		return fmt.Errorf("%s does not lead yet", target.ID)
+	})
+	return l.ID, target.ID, err
 }
 
 // running are the members whose process runs, less except.
@@ -249,17 +272,52 @@ func (n *Nemesis) removeMember(ctx context.Context, node *cluster.Node, waitSelf
 }
 
 // rejoinAsNew brings a removed, stopped node back as a new member at the same addresses: an
-// empty data dir and --join to the running members, then waits until it is a voter.
-func (n *Nemesis) rejoinAsNew(ctx context.Context, node *cluster.Node) error {
+// empty data dir and --join to the running members, then waits until it is a voter. A join
+// that is refused ends the agent; it is started again, as a supervisor would, for up to
+// memberWait, and each exit is reported (in the returned note) with the agent's last line.
+func (n *Nemesis) rejoinAsNew(ctx context.Context, node *cluster.Node) (string, error) {
 	if err := node.WipeData(); err != nil {
-		return err
+		return "", err
 	}
 	var eps []string
 	for _, o := range n.running(node) {
 		eps = append(eps, o.HTTPAddr)
 	}
-	if err := node.StartJoining(eps, n.c.AgentToken()); err != nil {
-		return err
+	var exits []string
+	wctx, cancel := context.WithTimeout(ctx, memberWait)
+	defer cancel()
+	off := node.LogSize()
+	err := cluster.Poll(wctx, 200*time.Millisecond, func() error {
+		if node.State() == cluster.Stopped {
+			if off != node.LogSize() { // it ran and exited: say why
+				log, _ := node.LogSince(off)
+				exits = append(exits, fmt.Sprintf("status %d: %s", node.ExitCode(), lastLine(log)))
+				off = node.LogSize()
+			}
+			if err := node.WipeData(); err != nil {
+				return err
+			}
+			if err := node.StartJoining(eps, n.c.AgentToken()); err != nil {
+				return err
+			}
+		}
+		if s, err := n.c.Suffrage(wctx, node, node.ID); err != nil || s != "voter" {
+			return fmt.Errorf("%s lists itself as %q, not voter (%v)", node.ID, s, err)
+		}
+		return nil
+	})
+	if err == nil {
+		err = n.waitSuffrage(ctx, node, "voter")
 	}
-	return n.waitSuffrage(ctx, node, "voter")
+	note := ""
+	if len(exits) > 0 {
+		note = fmt.Sprintf(" (its join ended %d time(s) first and it was started again: %s)", len(exits), strings.Join(exits, "; "))
+	}
+	return note, err
+}
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
