@@ -417,9 +417,10 @@ func buildBinary(t *testing.T, ctx context.Context) string {
 // longer than the TTL, partitions, graceful restarts, the wal store, snapshots every few
 // entries, crashed holders and leaders with skewed clocks, client pauses, Go-client acquires
 // delayed and duplicated while cyclers do hundreds of cycles per session (which fails until
-// issue 32's defect 1 is fixed), and the self-tests in which the resource ignores tokens and
-// fencing must fail, and in which Go-client workers ignore Done and belief must fail. Two
-// clusters run at a time.
+// issue 32's defect 1 is fixed), the operator's membership changes, a rolling upgrade from
+// the build before attempt-ends (built from a git worktree of that commit), and the self-tests
+// in which the resource ignores tokens and fencing must fail, and in which Go-client workers
+// ignore Done and belief must fail. Two clusters run at a time.
 func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end runs take about 90 s; skipped with -short")

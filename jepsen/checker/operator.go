@@ -94,7 +94,14 @@ func CheckOperator(ops []history.Op, _ Config) Result {
 		res.Figures = "no membership changes or upgrades"
 		return res
 	}
-	res.Figures = fmt.Sprintf("membership changes %d (%d of %d removed spares stopped by themselves); upgrades %d (%d restarts on another build, %d of them back to the old build; %d downgrades after the features were enabled refused; features only the new build supports: %s; %d feature readings, %d too early)",
-		counts[FaultMembership], selfStopped, removed, counts[FaultUpgrade], steps, downgrades, refused, strings.Join(newOnly, ","), observed, early)
+	var parts []string
+	if m := counts[FaultMembership]; m > 0 {
+		parts = append(parts, fmt.Sprintf("membership changes %d (%d of %d removed spares stopped by themselves)", m, selfStopped, removed))
+	}
+	if u := counts[FaultUpgrade]; u > 0 {
+		parts = append(parts, fmt.Sprintf("upgrades %d (%d restarts on another build, %d of them back to the old build; %d downgrades after the features were enabled refused; features only the new build supports: %s; %d feature readings, %d too early)",
+			u, steps, downgrades, refused, strings.Join(newOnly, ","), observed, early))
+	}
+	res.Figures = strings.Join(parts, "; ")
 	return res
 }
