@@ -209,6 +209,10 @@ _compounds = {}
 def compound(*kinds):
     """Returns a class that is every one of kinds (most specific first), made once."""
     flat = []
+    kinds = list(kinds)
+    while any("__init__" in vars(k) and k is not RaftlockError for k in kinds):
+        # A class with fields of its own (a transport error, StaleTokenError): its kinds.
+        kinds = [b for k in kinds for b in (k.__bases__ if "__init__" in vars(k) and k is not RaftlockError else (k,))]
     for k in kinds:
         for b in (k.__mro__ if getattr(k, "_compound", False) else (k,)):
             if (isinstance(b, type) and issubclass(b, RaftlockError) and b is not RaftlockError
