@@ -46,6 +46,17 @@ def free_ports(n):
     return ports
 
 
+def _die_with_parent():
+    """In the agent's process before exec: on Linux, SIGTERM when pytest dies, so that an
+    interrupted run leaves no agent behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        try:
+            ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
 @pytest.fixture(scope="session")
 def binary(tmp_path_factory):
     b = os.environ.get("RAFTLOCK_BIN")
@@ -73,7 +84,8 @@ class Cluster:
             args = [binary, "agent", "--id", i, "--data-dir", os.path.join(base, i),
                     "--http-addr", self.http[i], "--raft-addr", self.raft[i],
                     "--initial-cluster", initial, "--log-level", "info"] + (extra(i) if extra else [])
-            self.procs[i] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+            self.procs[i] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                             preexec_fn=_die_with_parent)
             self.logs[i] = log
         self.endpoints = ["%s://%s" % (scheme, self.http[i]) for i in self.ids]
 
