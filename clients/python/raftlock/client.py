@@ -257,13 +257,17 @@ class Client:
             try:
                 data, sends = self._attempt(ctx, ep, call, body)
                 out.sends += sends
+                if sends > 1:
+                    out.ambiguous = True  # a copy on a stale pooled connection may have been applied
                 return data, out
             except _TransportError as e:
-                if e.sent:
-                    out.sends += 1
+                out.sends += 1 if e.sent else 0
+                out.sends += getattr(e, "sends", 0)
                 err = e
             except errors.APIError as e:
-                out.sends += 1
+                out.sends += 1 + getattr(e, "sends", 0)
+                if getattr(e, "sends", 0):
+                    out.ambiguous = True
                 err = e
             except errors.CancelledError as e:
                 out.sends += getattr(e, "sends", 0)
@@ -328,7 +332,10 @@ class Client:
                         conn.close()
                         if ctx.done():
                             raise _aborted(ctx, sends)
-                        raise _TransportError(ep, e, sent=False)
+                        raise _earlier(_TransportError(ep, e, sent=False), sends)
+                    if ctx.done():  # cancelled while connecting: nothing was sent
+                        conn.close()
+                        raise _aborted(ctx, sends)
                 else:
                     conn.sock.settimeout(t)
                 try:
@@ -344,22 +351,24 @@ class Client:
                         # The request may have reached the server (it counts as sent).
                         sends += 1
                         continue
-                    raise _TransportError(ep, e, sent=True)
+                    raise _earlier(_TransportError(ep, e, sent=True), sends)
                 except (OSError, http.client.HTTPException) as e:
                     conn.close()
                     if ctx.done():
                         raise _aborted(ctx, sends + 1)
                     if isinstance(e, socket.timeout):
                         e = "no answer within %.3fs" % t
-                    raise _TransportError(ep, e, sent=True)
+                    raise _earlier(_TransportError(ep, e, sent=True), sends)
             finally:
                 unregister()
-            sends += 1
             if resp.will_close:
                 conn.close()
             else:
                 pool.put(conn)
-            return self._answer(ep, call, resp, data), sends
+            try:
+                return self._answer(ep, call, resp, data), sends + 1
+            except errors.APIError as e:
+                raise _earlier(e, sends)
 
     def _answer(self, ep, call, resp, data):
         leader = resp.getheader(HEADER_LEADER)
@@ -514,6 +523,12 @@ class Client:
     def _forget_features(self):
         with self._features.lock:
             self._features.at, self._features.enabled, self._features.stale = None, [], False
+
+
+def _earlier(err, sends):
+    """Marks err with the copies of its request sent before on stale pooled connections."""
+    err.sends = sends
+    return err
 
 
 def _aborted(ctx, sends):

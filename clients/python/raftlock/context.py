@@ -98,10 +98,14 @@ class Context:
                 self._seq += 1
                 k = self._seq
                 self._callbacks[k] = fn
-                return lambda: self._callbacks.pop(k, None)
+                return lambda: self._forget(k)
             err = self._err
         fn(err)
         return lambda: None
+
+    def _forget(self, k):
+        with self._lock:
+            self._callbacks.pop(k, None)
 
     def close(self):
         """Detaches the context from its parent (a finished child)."""

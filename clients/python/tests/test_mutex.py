@@ -236,3 +236,30 @@ def test_unlock_fences_the_attempt_that_won(cluster, client, name):
     finally:
         pc.close()
         proxy.close()
+
+
+def test_session_close_destroys_it_and_sets_done_first(client, name):
+    s = client.session(ttl=10)
+    m = raftlock.Mutex(s, name)
+    m.lock()
+    order = []
+    s.on_lost(lambda reason: order.append(("lost", m.token, client.get_lock(name)["held"])))
+    s.close()
+    # The callbacks ran before the session was destroyed on the server: the lock was still held.
+    assert order == [("lost", 0, True)]
+    assert s.done.is_set() and isinstance(s.err, raftlock.SessionClosedError)
+    assert not client.get_lock(name)["held"]
+    with pytest.raises(raftlock.SessionNotFoundError):
+        client.request("PUT", "/v1/sessions/%s/renew" % s.id)
+
+
+def test_closing_the_client_ends_its_sessions(cluster, name):
+    c = raftlock.Client(cluster.endpoints)
+    s = c.session(ttl=10)
+    m = raftlock.Mutex(s, name)
+    m.lock()
+    c.close()
+    assert s.done.is_set() and isinstance(s.err, raftlock.SessionClosedError)
+    assert m.token == 0 and isinstance(m.context.err, raftlock.LockLostError)
+    with pytest.raises(raftlock.SessionClosedError):
+        c.session(ttl=10)
