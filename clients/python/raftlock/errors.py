@@ -222,6 +222,8 @@ def compound(*kinds):
     flat = [c for c in flat if not any(o is not c and issubclass(o, c) for o in flat)]
     flat.sort(key=lambda c: -len(c.__mro__))
     key = tuple(flat)
+    if not key:
+        return RaftlockError
     if len(key) == 1:
         return key[0]
     with _compound_lock:

@@ -230,3 +230,30 @@ def test_secure_cluster_with_tls_and_a_token(secure_cluster, name):
     with raftlock.Client(hosts, ca_file=ca, token=c.token, retry_timeout=0.5) as nocert:
         with pytest.raises(raftlock.UnavailableError):
             nocert.get_lock(name)
+
+
+def test_proclaim_reports_leadership_lost_while_the_session_lives(client, name):
+    with client.session(ttl=10) as s:
+        e = raftlock.Election(s, name)
+        token = e.campaign("host-a:80", timeout=10)
+        # Someone releases the lock with the session's id and token (an operator, a bug).
+        client.request("POST", "/v1/locks/%s/release" % name, {"session": s.id, "token": token})
+        with pytest.raises(raftlock.NotLeaderError) as ei:
+            e.proclaim("host-a:81")
+        assert isinstance(ei.value, raftlock.LockLostError)
+        assert not e.is_leader and e.token == 0 and e.context.done()
+        assert not s.done.is_set()
+        # The leadership's attempt was withdrawn: nothing of it holds or waits.
+        eventually("nothing held or awaited", lambda: not client.get_lock(name)["held"]
+                   and client.get_lock(name)["waiters"] == 0)
+        assert e.campaign("host-a:82", timeout=10) > token
+
+
+def test_semaphore_permit_lost_with_the_session(client, name):
+    s = client.session(ttl=10)
+    sem = raftlock.Semaphore(s, name, 2)
+    sem.acquire(timeout=5)
+    with raftlock.Client(client.endpoints) as other:
+        other.request("DELETE", "/v1/sessions/" + s.id)
+    assert s.wait(10)
+    assert sem.token == 0 and isinstance(sem.context.err, raftlock.LockLostError)
