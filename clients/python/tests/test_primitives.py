@@ -250,7 +250,7 @@ def test_proclaim_reports_leadership_lost_while_the_session_lives(client, name):
 
 
 def test_semaphore_permit_lost_with_the_session(client, name):
-    s = client.session(ttl=10)
+    s = client.session(ttl=3)
     sem = raftlock.Semaphore(s, name, 2)
     sem.acquire(timeout=5)
     with raftlock.Client(client.endpoints) as other:
