@@ -39,6 +39,7 @@ type Node interface {
 	Status() (cluster.Status, error)
 	Counters() cluster.Counters
 	SessionTimers() int
+	SessionLease(id fsm.SessionID) (cluster.SessionLease, bool)
 
 	CreateOwnedSession(ctx context.Context, owner, name string, ttl, lockDelay time.Duration) (fsm.SessionInfo, error)
 	DestroySession(ctx context.Context, id fsm.SessionID) ([]string, error)
