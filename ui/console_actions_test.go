@@ -299,3 +299,100 @@ func (c bearerClient) status(method, path string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// What the page makes of grant times, queues and waits (the fields "since", "queue" and
+// "waiting" of the lock and session answers), and of an older server's answers without them:
+// the page's requests for locks and sessions are answered with fixed JSON, in Chromium, while
+// the rest goes to a real node.
+func TestConsoleShowsGrantTimesQueuesAndWaitsFromTheAPI(t *testing.T) {
+	chrome := chromium(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := agent.StartDev(ctx, agent.DevOptions{Nodes: 1})
+	if err != nil {
+		t.Fatalf("starting a cluster: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	tab := browser(t, chrome, "")
+
+	const s1, s2, s3 = "11111111aaaaaaaaaaaaaaaaaaaaaaaa", "22222222bbbbbbbbbbbbbbbbbbbbbbbb", "33333333cccccccccccccccccccccccc"
+	now := time.Now().UTC()
+	at := func(ago time.Duration) string { return now.Add(-ago).Format(time.RFC3339Nano) }
+	locks := map[string]any{"locks": []map[string]any{
+		{"name": "jobs/a", "held": true, "session": s1, "token": 7, "value": "x", "since": at(5 * time.Minute), "waiters": 2, "modify_index": 7,
+			"queue": []map[string]any{
+				{"session": s2, "name": "second", "mode": "exclusive", "since": at(90 * time.Second)},
+				{"name": "", "mode": "exclusive", "since": at(30 * time.Second)}, // another token's: redacted
+			}},
+		{"name": "jobs/old", "held": true, "session": s2, "token": 9, "value": "", "waiters": 1, "modify_index": 9}, // an older server
+		{"name": "jobs/rw", "held": true, "session": s1, "token": 11, "value": "", "waiters": 0, "modify_index": 12, "since": at(2 * time.Minute),
+			"holders": []map[string]any{
+				{"session": s1, "token": 11, "value": "", "mode": "shared", "since": at(2 * time.Minute)},
+				{"session": s3, "token": 12, "value": "", "mode": "shared", "since": at(10 * time.Second)},
+			}, "queue": []map[string]any{}},
+	}}
+	sessions := map[string]any{"sessions": []map[string]any{
+		{"id": s1, "name": "first", "ttl": "10s", "lock_delay": "0s", "created_index": 3, "locks": []string{"jobs/a", "jobs/rw"},
+			"expires_in": "7.5s", "last_renewal": at(3 * time.Second), "waiting": []map[string]any{}},
+		{"id": s2, "name": "second", "ttl": "10s", "lock_delay": "0s", "created_index": 4, "locks": []string{"jobs/old"},
+			"waiting": []map[string]any{{"lock": "jobs/a", "since": at(90 * time.Second)}}},
+		{"id": s3, "name": "third", "ttl": "10s", "lock_delay": "0s", "created_index": 5, "locks": []string{"jobs/rw"}},
+	}}
+	answer := func(v any) []byte {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	locksBody, sessionsBody := answer(locks), answer(sessions)
+	interceptor(t, tab, []string{"*/v1/locks*", "*/v1/sessions*"}, func(ctx context.Context, ev fetch.EventRequestPaused) {
+		body := sessionsBody
+		if strings.Contains(ev.Request.URL, "/v1/locks") {
+			body = locksBody
+		}
+		_, _ = chromedp.Call(ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{RequestID: ev.RequestID, ResponseCode: 200,
+			ResponseHeaders: []*fetch.HeaderEntry{{Name: "Content-Type", Value: "application/json"}}, Body: body})
+	})
+	if err := chromedp.Do(tab, chromedp.Navigate(d.Endpoints()[0]+"/ui/")); err != nil {
+		t.Fatal(err)
+	}
+	waitShown(t, tab, "the fixed locks", func(n []string) bool { return slices.Equal(n, []string{"jobs/a", "jobs/old", "jobs/rw"}) })
+
+	cells := func(lock, cell string) string {
+		return `Array.from(document.querySelectorAll('#locks tbody tr[data-lock="` + lock + `"] td.` + cell + ` > div')).map(d => d.textContent).join(' | ')`
+	}
+	// "held for" counts from the grant, not from the page's load.
+	waitFor(t, tab, "held for, from since", cells("jobs/a", "age"), func(s string) bool { return s == "5m00s" || s == "5m01s" || s == "5m02s" })
+	waitFor(t, tab, "each holder's own time", cells("jobs/rw", "age"), func(s string) bool {
+		a, b, _ := strings.Cut(s, " | ")
+		return strings.HasPrefix(a, "2m0") && (b == "10s" || b == "11s" || b == "12s")
+	})
+	// The queue in order: the session linked, its name, mode and how long it has waited; another
+	// token's waiter without its session.
+	waitFor(t, tab, "the queue", cells("jobs/a", "waiters"), func(s string) bool {
+		first, second, _ := strings.Cut(s, " | ")
+		return strings.HasPrefix(first, "1. second (22222222…) · exclusive · waiting 1m3") &&
+			strings.HasPrefix(second, "2. hidden (another token’s session) · exclusive · waiting 3")
+	})
+	// An older server: no grant time (at least since the page saw it), a count of waiters.
+	waitFor(t, tab, "an older server's lock", cells("jobs/old", "age")+` + ' / ' + document.querySelector('#locks tbody tr[data-lock="jobs/old"] td.waiters').textContent`, func(s string) bool {
+		return strings.HasPrefix(s, "≥ ") && strings.HasSuffix(s, " / 1")
+	})
+	// Sessions: time left and last renewal where the leader gave them, and what each waits for.
+	srow := func(id, cell string) string {
+		return `document.querySelector('#sessions tbody tr[data-session="` + id + `"] td.` + cell + `').textContent`
+	}
+	waitFor(t, tab, "the time left", srow(s1, "left"), func(s string) bool {
+		d, err := time.ParseDuration(s)
+		return err == nil && d > 0 && d <= 7*time.Second
+	})
+	waitFor(t, tab, "the last renewal", srow(s1, "renewed"), func(s string) bool { return s == "3s ago" || s == "4s ago" || s == "5s ago" })
+	waitFor(t, tab, "no lease known (a follower's stale answer)", srow(s3, "left")+` + ' / ' + `+srow(s3, "renewed"), func(s string) bool { return s == "— / —" })
+	waitFor(t, tab, "what a session waits for", srow(s2, "waits"), func(s string) bool { return strings.HasPrefix(s, "jobs/a · 1m3") })
+	// A waiter's link leads to its session's row.
+	click(t, tab, `#locks tbody tr[data-lock="jobs/a"] td.waiters button.session-link`)
+	waitFor(t, tab, "the waiter's session row, selected", `Array.from(document.querySelectorAll('#sessions tbody tr.selected')).map(r => r.dataset.session).join()`, func(s string) bool {
+		return s == s2
+	})
+}

@@ -375,7 +375,7 @@
         el('td', renewed === null ? (s.expires_in ? 'none since the lease started' : '\u2014') : ago(renewed) + ' ago', { class: 'num renewed', title: s.last_renewal || '' }),
         el('td', s.lock_delay),
         el('td', s.locks.length ? s.locks.map((n) => el('div', n, { class: 'holder' })) : '\u2014', { class: 'value' }),
-        el('td', waits, { class: 'value' }),
+        el('td', waits, { class: 'value waits' }),
         el('td', destroy),
       ], { 'data-session': s.id, class: s.id === selected ? 'selected' : '' });
     });
