@@ -39,6 +39,7 @@ type Node interface {
 	Status() (cluster.Status, error)
 	Counters() cluster.Counters
 	SessionTimers() int
+	SessionLease(id fsm.SessionID) (cluster.SessionLease, bool)
 
 	CreateOwnedSession(ctx context.Context, owner, name string, ttl, lockDelay time.Duration) (fsm.SessionInfo, error)
 	DestroySession(ctx context.Context, id fsm.SessionID) ([]string, error)
@@ -155,6 +156,8 @@ type Server struct {
 	peersMu     sync.Mutex
 	peers       *http.Server
 	peersClosed bool
+	// console serves the console listener (ServeConsole); nil until then. Under peersMu too.
+	console *http.Server
 
 	// answering bounds the woken watches answered at once (see watchAnswer).
 	answering chan struct{}
@@ -269,7 +272,8 @@ func (s *Server) routes() *echo.Echo {
 	//  2. checkForwarded drops an X-Raftlock-Forwarded mark that did not come from another
 	//     node, before anything below believes it.
 	//  3. metrics and headers see every answer, refusals included, and guardBody bounds in
-	//     time the reading of any body before anything may refuse the request.
+	//     time the reading of any body before anything may refuse the request; consoleGuard
+	//     then refuses, on the console listener, what is not served there (console.go).
 	//  4. identify (ACL) resolves the token from the headers alone, so that
 	//  5. rateLimit counts every write by its token, or by its client's address when the token
 	//     is missing or unknown here, before anything is recorded: a refused one (429) is not
@@ -286,6 +290,7 @@ func (s *Server) routes() *echo.Echo {
 	e.Use(s.metrics.middleware)
 	e.Use(s.headers)
 	e.Use(s.guardBody)
+	e.Use(s.consoleGuard)
 	if s.cfg.ACL {
 		e.Use(s.identify)
 	}
