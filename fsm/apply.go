@@ -229,14 +229,14 @@ func (a *applier) acquire(c *Command) Result {
 		if c.Shared != l.shared() {
 			return a.refused(ss, c, Result{Status: StatusModeMismatch})
 		}
-		token, value := l.holdAt(i)
-		if c.SetValue && c.Value != value {
+		g := l.grants()[i]
+		if c.SetValue && c.Value != g.value {
 			l = a.st.own(l)
-			a.setValue(ss, l, i, c.Value)
+			l.grants()[i].value = c.Value
 			a.changed(c.Lock, l)
-			value = c.Value
+			g.value = c.Value
 		}
-		return Result{Token: token, Value: value}
+		return Result{Token: g.token, Value: g.value}
 	}
 	if len(l.waiters) == 0 && l.fits(c.Shared) && !l.grantedAt(a.index) {
 		l = a.st.own(l)
@@ -290,14 +290,11 @@ func (a *applier) queueOrRefuse(c *Command, ss *session, l *lock) Result {
 // refusal says why an acquire of l cannot be granted now: the lock is held (naming its newest
 // grant), or all it has are delays.
 func (a *applier) refusal(l *lock) Result {
-	if !l.held {
+	if !l.held() {
 		return Result{Status: StatusLockDelayed, DelayUntil: l.x.earliestUntil()}
 	}
-	if l.x != nil && len(l.x.more) > 0 {
-		h := l.x.more[len(l.x.more)-1]
-		return Result{Status: StatusLockHeld, Holder: h.session, Token: h.token}
-	}
-	return Result{Status: StatusLockHeld, Holder: l.holder, Token: l.token}
+	g := l.newest()
+	return Result{Status: StatusLockHeld, Holder: g.session, Token: g.token}
 }
 
 func (a *applier) release(c *Command) Result {
@@ -314,7 +311,7 @@ func (a *applier) release(c *Command) Result {
 	if i < 0 {
 		return Result{Status: StatusNotHolder}
 	}
-	if token, _ := l.holdAt(i); token != c.Token {
+	if l.grants()[i].token != c.Token {
 		return Result{Status: StatusNotHolder}
 	}
 	l = a.st.own(l)
@@ -374,8 +371,8 @@ func (a *applier) cancelWait(c *Command) Result {
 	}
 	if i := l.holdOf(c.Session); i >= 0 {
 		// The grant won the race with the end of the wait: report it, never lose it.
-		token, value := l.holdAt(i)
-		return Result{Token: token, Value: value}
+		g := &l.grants()[i]
+		return Result{Token: g.token, Value: g.value}
 	}
 	i := indexOfWaiter(l.waiters, c.Session)
 	if i < 0 || stale {
@@ -475,7 +472,7 @@ func (a *applier) touch(name string, l *lock) {
 }
 
 func (a *applier) dropIfIdle(l *lock) {
-	if !l.held && !l.delayed() && len(l.waiters) == 0 {
+	if !l.held() && !l.delayed() && len(l.waiters) == 0 {
 		a.st.removeLock(l)
 		if l.modifyIndex != 0 {
 			a.st.freedIndex = a.index

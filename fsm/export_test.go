@@ -72,24 +72,21 @@ func CheckIntegrity(f *FSM) error {
 		if err := checkLockRecord(l, grants, x); err != nil {
 			return fmt.Errorf("lock %q: %w", name, err)
 		}
-		if !l.held && (l.prevHeld != nil || l.nextHeld != nil) {
-			return fmt.Errorf("lock %q: free but still linked to held locks", name)
+		if n := len(x.grants); n == 1 || n > 1 && l.inline {
+			return fmt.Errorf("lock %q: %d grants in the extension, inline %v", name, n, l.inline)
 		}
-		if !l.held && (l.holder != (SessionID{}) || l.token != 0 || l.value != "") {
-			return fmt.Errorf("lock %q: free but keeps holder %v token %d value %q", name, l.holder, l.token, l.value)
+		if !l.inline && l.one[0] != (grant{}) {
+			return fmt.Errorf("lock %q: an unused inline grant keeps %+v", name, l.one[0])
 		}
-		if l.held {
+		if l.held() {
 			held++
 		}
-		for i, g := range grants {
+		for _, g := range grants {
 			if st.sessions[g.Session] == nil {
 				return fmt.Errorf("lock %q: held by dead session %v", name, g.Session)
 			}
 			if wantLocks[g.Session][name] {
 				return fmt.Errorf("lock %q: held twice by %v", name, g.Session)
-			}
-			if i > 0 && x.more[i-1].name != name {
-				return fmt.Errorf("lock %q: hold %d names %q", name, i, x.more[i-1].name)
 			}
 			add(wantLocks, g.Session, name)
 		}
@@ -178,33 +175,20 @@ func checkSlots[K comparable, T any](t *slots[T], m map[K]*T, slot func(*T) uint
 func checkHeldList(st *state, ss *session, want map[string]bool) error {
 	seen := map[string]bool{}
 	var prev *lock
-	for l := ss.held; l != nil; prev, l = l, l.nextHeld {
+	for l := ss.held; l != nil; {
+		i := l.holdOf(ss.id)
 		switch {
-		case l.prevHeld != prev:
-			return fmt.Errorf("lock %q: back link broken", l.name)
 		case st.locks[l.name] != l:
 			return fmt.Errorf("lock %q: not the entry of the lock table", l.name)
-		case !l.held || l.holder != ss.id:
-			return fmt.Errorf("lock %q: listed but held=%v by %v", l.name, l.held, l.holder)
+		case i < 0:
+			return fmt.Errorf("lock %q: listed but not held", l.name)
+		case l.grants()[i].prev != prev:
+			return fmt.Errorf("lock %q: back link broken", l.name)
 		case seen[l.name] || !want[l.name]:
 			return fmt.Errorf("lock %q listed twice or not held", l.name)
 		}
 		seen[l.name] = true
-	}
-	var prevHold *hold
-	for h := ss.holds; h != nil; prevHold, h = h, h.next {
-		l := st.locks[h.name]
-		switch {
-		case h.prev != prevHold:
-			return fmt.Errorf("hold of %q: back link broken", h.name)
-		case l == nil || l.x == nil || !slices.Contains(l.x.more, h):
-			return fmt.Errorf("hold of %q: not a hold of the lock table's entry", h.name)
-		case h.session != ss.id:
-			return fmt.Errorf("hold of %q: listed but held by %v", h.name, h.session)
-		case seen[h.name] || !want[h.name]:
-			return fmt.Errorf("lock %q listed twice or not held", h.name)
-		}
-		seen[h.name] = true
+		prev, l = l, l.grants()[i].next
 	}
 	if len(seen) != len(want) {
 		return fmt.Errorf("lists %d locks, holds %d", len(seen), len(want))

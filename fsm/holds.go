@@ -9,9 +9,9 @@ import (
 const MaxLimit = 1000
 
 // lockExt is what a lock entry keeps beyond a plain lock's one exclusive grant: a semaphore's
-// limit, the mode of its holds, the grants after the first and the lock-delays in force. A
-// plain lock without a delay has none. It belongs to one lock entry, and state.own clones it
-// with the entry, so that a snapshot's copy stays unchanged.
+// limit, the mode of its holds, its grants when it has two or more (see grants.go) and the
+// lock-delays in force. A plain lock without a delay has none. It belongs to one lock entry,
+// and state.own clones it with the entry, so that a snapshot's copy stays unchanged.
 type lockExt struct {
 	// limit is a semaphore's limit (2 to MaxLimit): that many sessions may hold it at once. 0
 	// for a lock, which one session holds exclusively or several hold shared.
@@ -21,21 +21,10 @@ type lockExt struct {
 	// hold or delay, since an exclusive grant needs the lock free of both; meaningless when
 	// there are none.
 	shared bool
-	// more are the grants after the one the entry keeps, oldest first (tokens grow).
-	more []*hold
+	// grants are the lock's grants, oldest first, when it has two or more; else empty.
+	grants []grant
 	// delays are the lock-delays in force, in the order they started.
 	delays []lockDelay
-}
-
-// hold is a grant of a lock after its first: a semaphore's further permit or a further shared
-// hold. It is in its holder's list of holds. A snapshot may be reading it: only its links
-// change once it is made; a new value makes a new hold (state.replaceHold).
-type hold struct {
-	name       string // the lock's
-	prev, next *hold  // the holder's holds
-	session    SessionID
-	token      uint64
-	value      string
 }
 
 // clone returns a copy of x that shares nothing that changes, or nil for nil.
@@ -44,14 +33,14 @@ func (x *lockExt) clone() *lockExt {
 		return nil
 	}
 	c := *x
-	c.more = slices.Clone(x.more)
+	c.grants = slices.Clone(x.grants)
 	c.delays = slices.Clone(x.delays)
 	return &c
 }
 
 // empty reports whether x says nothing a plain lock without a delay does not.
 func (x *lockExt) empty() bool {
-	return x.limit == 0 && !x.shared && len(x.more) == 0 && len(x.delays) == 0
+	return x.limit == 0 && !x.shared && len(x.grants) == 0 && len(x.delays) == 0
 }
 
 // earliestUntil returns the earliest end of the delays in force, or 0 for none (or nil x).
@@ -110,24 +99,13 @@ func (l *lock) delayed() bool { return l.x != nil && len(l.x.delays) > 0 }
 // shared reports whether the lock's holds and delays are shared ones.
 func (l *lock) shared() bool { return l.x != nil && l.x.shared }
 
-// holds returns the number of grants the lock has.
-func (l *lock) holds() int {
-	switch {
-	case !l.held:
-		return 0
-	case l.x == nil:
-		return 1
-	}
-	return 1 + len(l.x.more)
-}
-
 // fits reports whether a grant in the given mode can be made beside the lock's holds and
 // delays: for a semaphore, while holds and delays leave a permit; for a lock, an exclusive grant
 // when it has neither, a shared one when all it has is shared.
 func (l *lock) fits(shared bool) bool {
 	x := l.x
 	if x == nil {
-		return !l.held
+		return !l.held()
 	}
 	n := len(x.delays) + l.holds()
 	if x.limit > 0 {
@@ -138,13 +116,7 @@ func (l *lock) fits(shared bool) bool {
 
 // grantedAt reports whether the command at index granted l: its newest grant has that token.
 func (l *lock) grantedAt(index uint64) bool {
-	if !l.held {
-		return false
-	}
-	if l.x != nil && len(l.x.more) > 0 {
-		return l.x.more[len(l.x.more)-1].token == index
-	}
-	return l.token == index
+	return l.held() && l.newest().token == index
 }
 
 // ready returns how many waiters at the head of l's queue could be granted now, one after the
@@ -194,34 +166,6 @@ func (f *FSM) Ready(name string) int {
 	return 0
 }
 
-// holdOf returns the position of the session's grant of l (0 the entry's own, i for
-// x.more[i-1]), or -1 if it holds none.
-func (l *lock) holdOf(id SessionID) int {
-	if !l.held {
-		return -1
-	}
-	if l.holder == id {
-		return 0
-	}
-	if l.x != nil {
-		for i, h := range l.x.more {
-			if h.session == id {
-				return i + 1
-			}
-		}
-	}
-	return -1
-}
-
-// holdAt returns the token and value of the grant at position i (as holdOf numbers them).
-func (l *lock) holdAt(i int) (token uint64, value string) {
-	if i == 0 {
-		return l.token, l.value
-	}
-	h := l.x.more[i-1]
-	return h.token, h.value
-}
-
 // ext returns l's extension, made if it has none; l must be owned (state.own).
 func (l *lock) ext() *lockExt {
 	if l.x == nil {
@@ -238,7 +182,7 @@ func (l *lock) tidy() {
 	if x == nil {
 		return
 	}
-	if !l.held && len(x.delays) == 0 {
+	if !l.held() && len(x.delays) == 0 {
 		x.shared = false
 	}
 	if x.empty() {
@@ -246,97 +190,30 @@ func (l *lock) tidy() {
 	}
 }
 
-// linkHold adds h, which ss now holds, to ss's holds.
-func (ss *session) linkHold(h *hold) {
-	h.prev, h.next = nil, ss.holds
-	if ss.holds != nil {
-		ss.holds.prev = h
-	}
-	ss.holds = h
-}
-
-// unlinkHold removes h, which ss no longer holds, from ss's holds.
-func (ss *session) unlinkHold(h *hold) {
-	if h.prev != nil {
-		h.prev.next = h.next
-	} else {
-		ss.holds = h.next
-	}
-	if h.next != nil {
-		h.next.prev = h.prev
-	}
-	h.prev, h.next = nil, nil
-}
-
-// replaceHold puts c, a changed copy of h, in h's place in ss's holds.
-func (ss *session) replaceHold(h, c *hold) {
-	c.prev, c.next = h.prev, h.next
-	if c.prev != nil {
-		c.prev.next = c
-	} else {
-		ss.holds = c
-	}
-	if c.next != nil {
-		c.next.prev = c
-	}
-	h.prev, h.next = nil, nil
-}
-
-// grant gives ss a grant of l, in the given mode, with this command's index as token: the
-// entry's own if l has no holder, else a further hold. l must be owned and the grant fit.
+// grant gives ss a grant of l, in the given mode, with this command's index as token; l must
+// be owned and the grant fit. The first grant of a lock sets the mode of its holds.
 func (a *applier) grant(name string, l *lock, ss *session, value string, shared bool) {
-	if !l.held {
-		l.held, l.holder, l.token, l.value = true, ss.id, a.index, value
+	if !l.held() {
 		a.st.held++
-		ss.link(l)
 		if shared {
 			l.ext().shared = true
 		} else if l.x != nil {
 			l.x.shared = false
 		}
-	} else {
-		h := &hold{name: name, session: ss.id, token: a.index, value: value}
-		l.x.more = append(l.x.more, h)
-		ss.linkHold(h)
 	}
+	ss.link(l, l.addGrant(grant{session: ss.id, token: a.index, value: value}))
 	a.emit(Event{Kind: EventGranted, Lock: name, Session: ss.id, Token: a.index})
 }
 
-// ungrant ends ss's grant at position i of l (as holdOf numbers them); l must be owned. When
-// the entry's own grant ends, the oldest further hold takes its place.
+// ungrant ends ss's grant at position i of l's grants; l must be owned.
 func (a *applier) ungrant(ss *session, name string, l *lock, i int) {
-	token, _ := l.holdAt(i)
-	a.emit(Event{Kind: EventReleased, Lock: name, Session: ss.id, Token: token})
-	if i > 0 {
-		h := l.x.more[i-1]
-		ss.unlinkHold(h)
-		l.x.more = slices.Delete(l.x.more, i-1, i)
-		return
+	g := &l.grants()[i]
+	a.emit(Event{Kind: EventReleased, Lock: name, Session: ss.id, Token: g.token})
+	ss.unlink(g)
+	l.removeGrant(i)
+	if !l.held() {
+		a.st.held--
 	}
-	ss.unlink(l)
-	if l.x != nil && len(l.x.more) > 0 {
-		h := l.x.more[0]
-		l.x.more = slices.Delete(l.x.more, 0, 1)
-		hs := a.st.sessions[h.session]
-		hs.unlinkHold(h)
-		l.holder, l.token, l.value = h.session, h.token, h.value
-		hs.link(l)
-		return
-	}
-	l.held, l.holder, l.token, l.value = false, SessionID{}, 0, ""
-	a.st.held--
-}
-
-// setValue stores value in the grant at position i of l, which ss holds; l must be owned.
-func (a *applier) setValue(ss *session, l *lock, i int, value string) {
-	if i == 0 {
-		l.value = value
-		return
-	}
-	h := l.x.more[i-1]
-	c := &hold{name: h.name, session: h.session, token: h.token, value: value}
-	ss.replaceHold(h, c)
-	l.x.more[i-1] = c
 }
 
 // HolderInfo is one grant of a lock, as readers see it.
@@ -348,14 +225,10 @@ type HolderInfo struct {
 	Shared bool
 }
 
-// holderInfo returns the grant at position i of l (as holdOf numbers them).
+// holderInfo returns the grant at position i of l's grants.
 func (l *lock) holderInfo(i int) HolderInfo {
-	token, value := l.holdAt(i)
-	id := l.holder
-	if i > 0 {
-		id = l.x.more[i-1].session
-	}
-	return HolderInfo{Session: id, Token: token, Value: value, Shared: l.shared()}
+	g := &l.grants()[i]
+	return HolderInfo{Session: g.session, Token: g.token, Value: g.value, Shared: l.shared()}
 }
 
 // LockView is a lock with every grant it has, read at one moment.
@@ -381,7 +254,7 @@ func (f *FSM) LockViews(prefix string) []LockView {
 
 func (s *state) lockView(name string) LockView {
 	v := LockView{LockInfo: s.lockInfo(name)}
-	if l := s.locks[name]; l != nil && l.held {
+	if l := s.locks[name]; l != nil && l.held() {
 		v.Holders = make([]HolderInfo, l.holds())
 		for i := range v.Holders {
 			v.Holders[i] = l.holderInfo(i)
@@ -395,7 +268,7 @@ func (f *FSM) Holders(name string) []HolderInfo {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	l := f.st.locks[name]
-	if l == nil || !l.held {
+	if l == nil || !l.held() {
 		return nil
 	}
 	out := make([]HolderInfo, l.holds())
@@ -440,17 +313,12 @@ func (f *FSM) IsHolderToken(name string, token uint64) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	l := f.st.locks[name]
-	if l == nil || !l.held {
+	if l == nil {
 		return false
 	}
-	if l.token == token {
-		return true
-	}
-	if l.x != nil {
-		for _, h := range l.x.more {
-			if h.token == token {
-				return true
-			}
+	for _, g := range l.grants() {
+		if g.token == token {
+			return true
 		}
 	}
 	return false

@@ -15,11 +15,12 @@ import (
 func appendLock(buf []byte, l *lock, version byte) []byte {
 	buf = appendString(buf, l.name)
 	if version < 6 {
-		if l.held {
+		if l.held() {
+			g := &l.grants()[0] // the only one, without FeatureSemaphoresRWLocks
 			buf = append(buf, 1)
-			buf = append(buf, l.holder[:]...)
-			buf = binary.AppendUvarint(buf, l.token)
-			buf = appendString(buf, l.value)
+			buf = append(buf, g.session[:]...)
+			buf = binary.AppendUvarint(buf, g.token)
+			buf = appendString(buf, g.value)
 		} else {
 			buf = append(buf, 0)
 		}
@@ -38,12 +39,13 @@ func appendLock(buf []byte, l *lock, version byte) []byte {
 		}
 		return buf
 	}
-	buf = binary.AppendUvarint(buf, uint64(l.holds()))
-	for i := range l.holds() {
-		h := l.holderInfo(i)
-		buf = append(buf, h.Session[:]...)
-		buf = binary.AppendUvarint(buf, h.Token)
-		buf = appendString(buf, h.Value)
+	gs := l.grants()
+	buf = binary.AppendUvarint(buf, uint64(len(gs)))
+	for i := range gs {
+		g := &gs[i]
+		buf = append(buf, g.session[:]...)
+		buf = binary.AppendUvarint(buf, g.token)
+		buf = appendString(buf, g.value)
 	}
 	buf = binary.AppendUvarint(buf, l.modifyIndex)
 	buf = binary.AppendUvarint(buf, uint64(l.limit()))
@@ -187,9 +189,9 @@ func checkLockRecord(l *lock, grants []HolderInfo, x *lockExt) error {
 			return fmt.Errorf("delay %d until %d, index %d out of order or unnamed", i, dl.until, dl.index)
 		}
 	}
-	probe := &lock{held: len(grants) > 0, x: x}
+	probe := &lock{inline: len(grants) == 1, x: x}
 	if len(grants) > 1 {
-		probe.x = &lockExt{limit: x.limit, shared: x.shared, more: make([]*hold, len(grants)-1), delays: x.delays}
+		probe.x = &lockExt{limit: x.limit, shared: x.shared, grants: make([]grant, len(grants)), delays: x.delays}
 	}
 	switch {
 	case n == 0 && len(l.waiters) == 0:
@@ -211,7 +213,7 @@ func checkLockRecord(l *lock, grants []HolderInfo, x *lockExt) error {
 // linkLock makes grants the lock's grants and links them, and its queue entries, to their
 // sessions, which must exist; a session holds or awaits a lock once.
 func linkLock(st *state, l *lock, grants []HolderInfo) error {
-	for i, g := range grants {
+	for _, g := range grants {
 		ss := st.sessions[g.Session]
 		if ss == nil {
 			return fmt.Errorf("held by unknown session")
@@ -219,15 +221,10 @@ func linkLock(st *state, l *lock, grants []HolderInfo) error {
 		if l.holdOf(g.Session) >= 0 {
 			return fmt.Errorf("held twice by one session")
 		}
-		if i == 0 {
-			l.held, l.holder, l.token, l.value = true, g.Session, g.Token, g.Value
-			ss.link(l)
-			st.held++
-			continue
-		}
-		h := &hold{name: l.name, session: g.Session, token: g.Token, value: g.Value}
-		l.x.more = append(l.x.more, h)
-		ss.linkHold(h)
+		ss.link(l, l.addGrant(grant{session: g.Session, token: g.Token, value: g.Value}))
+	}
+	if l.held() {
+		st.held++
 	}
 	for _, w := range l.waiters {
 		ss := st.sessions[w.session]

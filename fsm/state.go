@@ -17,8 +17,7 @@ type session struct {
 	lockDelay   time.Duration
 	owner       string // accessor id of the token that created it; "" without ACLs
 	createIndex uint64
-	held        *lock               // first of the locks held, linked through lock.nextHeld
-	holds       *hold               // first of the further holds of shared locks, linked through hold.next
+	held        *lock               // first of the locks held, linked through their grants (grants.go)
 	waits       map[string]struct{} // locks whose queue holds this session
 	slot        uint32              // position in state.sessionSlots
 	// fences are the session's last cancelled attempts, oldest first, at most maxFences. A
@@ -65,36 +64,11 @@ func (ss *session) withFence(f fence) []fence {
 	return append(append(out, keep...), f)
 }
 
-// link adds l, which ss now holds, to ss's held locks.
-func (ss *session) link(l *lock) {
-	l.prevHeld, l.nextHeld = nil, ss.held
-	if ss.held != nil {
-		ss.held.prevHeld = l
-	}
-	ss.held = l
-}
-
-// unlink removes l, which ss no longer holds, from ss's held locks.
-func (ss *session) unlink(l *lock) {
-	if l.prevHeld != nil {
-		l.prevHeld.nextHeld = l.nextHeld
-	} else {
-		ss.held = l.nextHeld
-	}
-	if l.nextHeld != nil {
-		l.nextHeld.prevHeld = l.prevHeld
-	}
-	l.prevHeld, l.nextHeld = nil, nil
-}
-
 // heldNames returns the names of the locks ss holds, sorted; empty, not nil, when none.
 func (ss *session) heldNames() []string {
 	names := []string{}
-	for l := ss.held; l != nil; l = l.nextHeld {
+	for l := range ss.heldLocks {
 		names = append(names, l.name)
-	}
-	for h := ss.holds; h != nil; h = h.next {
-		names = append(names, h.name)
 	}
 	sort.Strings(names)
 	return names
@@ -121,19 +95,16 @@ type lockDelay struct {
 }
 
 // lock is the stored form of a lock. An entry exists while the lock is held, awaited or
-// delayed; a free, idle lock is removed. A held lock is in its holder's list of held locks: a
-// list rather than a per-session set, so that granting, releasing and restoring a lock touch
-// no second map. The entry itself keeps the first (oldest) grant; a semaphore's further
-// permits and further shared holds are in x (see holds.go).
+// delayed; a free, idle lock is removed. Its grants are one list (see grants.go), which a
+// lock with at most one grant keeps in the entry itself; each grant links the lock into its
+// holder's list of held locks.
 type lock struct {
-	name        string // the key of the lock table
-	prevHeld    *lock  // the holder's held locks, while held
-	nextHeld    *lock
-	holder      SessionID
-	held        bool
-	slot        uint32 // position in state.lockSlots; beside held, it fills the struct's padding
-	token       uint64
-	value       string
+	name string // the key of the lock table
+	// one stores the lock's grant when it has exactly one (inline is then set); see grants.go.
+	one    [1]grant
+	inline bool
+	slot   uint32 // position in state.lockSlots; beside inline, it fills the struct's padding
+	// modifyIndex is the index of the last command that changed the lock's visible state.
 	modifyIndex uint64
 	// x is nil for a plain lock without a lock-delay, which keeps the entry at 128 bytes.
 	x       *lockExt
@@ -231,8 +202,8 @@ func (s *state) removeSession(ss *session) {
 }
 
 // own returns l if no snapshot can have captured it, and otherwise a copy that takes its place
-// in the lock table and in its holder's list, so that the caller may change it. Only the links
-// of a captured entry (prevHeld, nextHeld) may still change, and Persist never reads them.
+// in the lock table and in its holders' lists, so that the caller may change it. Only the
+// links of a captured entry's grants may still change, and Persist never reads them.
 func (s *state) own(l *lock) *lock {
 	if l.gen == s.gen {
 		return l
@@ -244,16 +215,13 @@ func (s *state) own(l *lock) *lock {
 	c.x = l.x.clone()
 	s.locks[c.name] = c
 	s.lockSlots.set(s.gen, c.slot, c)
-	if c.held {
-		if c.prevHeld != nil {
-			c.prevHeld.nextHeld = c
-		} else {
-			s.sessions[c.holder].held = c
-		}
-		if c.nextHeld != nil {
-			c.nextHeld.prevHeld = c
-		}
-		l.prevHeld, l.nextHeld = nil, nil
+	gs := c.grants()
+	for i := range gs {
+		s.relink(c, &gs[i])
+	}
+	old := l.grants()
+	for i := range old {
+		old[i].prev, old[i].next = nil, nil
 	}
 	return c
 }
@@ -265,19 +233,16 @@ func (s *state) lockInfo(name string) LockInfo {
 	}
 	info := LockInfo{
 		Name:        name,
-		Held:        l.held,
-		Holder:      l.holder,
-		Token:       l.token,
-		Value:       l.value,
+		Held:        l.held(),
 		Waiters:     len(l.waiters),
 		ModifyIndex: l.modifyIndex,
 	}
+	if info.Held {
+		g := l.newest()
+		info.Holder, info.Token, info.Value = g.session, g.token, g.value
+	}
 	if x := l.x; x != nil {
 		info.Limit, info.Shared, info.DelayUntil = x.limit, x.shared, x.earliestUntil()
-		if n := len(x.more); n > 0 {
-			newest := x.more[n-1]
-			info.Holder, info.Token, info.Value = newest.session, newest.token, newest.value
-		}
 	}
 	return info
 }
