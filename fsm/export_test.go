@@ -32,7 +32,7 @@ func Waiters(f *FSM, name string) []Waiter {
 
 // CheckIntegrity recounts the state and checks that the derived data (each session's held and
 // awaited locks, the counters) agrees with the lock table and that no stored state breaks a
-// rule (see checkLockRecord): grants and delays within the lock's limit and mode, live holders
+// rule (see checkLock): grants and delays within the lock's limit and mode, live holders
 // that are not in their own queue, live waiters queued once, no idle lock entry, no waiter
 // that could be granted; and that the entries are in their canonical form.
 func CheckIntegrity(f *FSM) error {
@@ -58,25 +58,12 @@ func CheckIntegrity(f *FSM) error {
 		if l.name != name {
 			return fmt.Errorf("lock %q: entry named %q", name, l.name)
 		}
-		x := l.x
-		if x != nil && x.empty() {
-			return fmt.Errorf("lock %q: an extension that says nothing is kept", name)
-		}
-		if x == nil {
-			x = &lockExt{}
+		if err := checkLock(l); err != nil {
+			return fmt.Errorf("lock %q: %w", name, err)
 		}
 		var grants []HolderInfo
 		for i := range l.holds() {
 			grants = append(grants, l.holderInfo(i))
-		}
-		if err := checkLockRecord(l, grants, x); err != nil {
-			return fmt.Errorf("lock %q: %w", name, err)
-		}
-		if n := len(x.grants); n == 1 || n > 1 && l.inline {
-			return fmt.Errorf("lock %q: %d grants in the extension, inline %v", name, n, l.inline)
-		}
-		if !l.inline && l.one[0] != (grant{}) {
-			return fmt.Errorf("lock %q: an unused inline grant keeps %+v", name, l.one[0])
 		}
 		if l.held() {
 			held++
