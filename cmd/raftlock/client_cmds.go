@@ -33,6 +33,24 @@ const endpointsEnv = "RAFTLOCK_ENDPOINTS"
 // tokenEnv names the environment variable read when --token is not given.
 const tokenEnv = "RAFTLOCK_TOKEN"
 
+// fencingTokenEnv names the variable that carries a command's fencing token (lock, elect).
+const fencingTokenEnv = "RAFTLOCK_FENCING_TOKEN"
+
+// aclToken returns --token, else $RAFTLOCK_TOKEN, unless that only repeats the fencing token
+// of a lock or elect that runs this process: on a cluster without ACLs they give the command
+// its fencing token in RAFTLOCK_TOKEN too (deprecated, kept because it was documented), which
+// is no ACL token to send.
+func aclToken(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	t := os.Getenv(tokenEnv)
+	if t != "" && t == os.Getenv(fencingTokenEnv) {
+		return ""
+	}
+	return t
+}
+
 // exitCodesHelp is appended to the help of the commands that run a child; held says whether
 // the command gives up on a lock held by someone else (lock does, elect waits to be elected).
 func exitCodesHelp(held bool) string {
@@ -157,7 +175,7 @@ func (f *clientFlags) options(retry time.Duration) ([]client.Option, error) {
 	if cfg != nil {
 		opts = append(opts, client.WithTLSConfig(cfg))
 	}
-	if t := orEnv(f.token, tokenEnv); t != "" {
+	if t := aclToken(f.token); t != "" {
 		opts = append(opts, client.WithToken(t))
 	}
 	return opts, nil

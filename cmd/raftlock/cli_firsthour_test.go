@@ -1,0 +1,79 @@
+package main
+
+import (
+	"net"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/client"
+)
+
+// --version prints what the version command prints, as most tools' --version does.
+func TestVersionFlag(t *testing.T) {
+	flag, cmd := runCLI(t, "--version"), runCLI(t, "version")
+	if flag.code != 0 || cmd.code != 0 || flag.stdout != cmd.stdout || !strings.HasPrefix(flag.stdout, "raftlock ") {
+		t.Fatalf("--version: exit %d %q %s; version: exit %d %q", flag.code, flag.stdout, flag.stderr, cmd.code, cmd.stdout)
+	}
+}
+
+// deadEndpoint returns an http endpoint on 127.0.0.1 where nothing listens.
+func deadEndpoint(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr
+}
+
+// gaveUpAfter is how long a run said it kept trying, from the client's "gave up after N
+// attempts in D".
+var gaveUpAfter = regexp.MustCompile(`gave up after [0-9]+ attempts in ([0-9.]+[a-zµ]+)`)
+
+// Against a cluster that does not answer, lock gives up when the inspection commands do (their
+// 5 s retry timeout), not after the 15 s its own requests keep to ride out an election; its
+// message says what failed.
+func TestLockGivesUpOnADeadClusterWhenTheOtherCommandsDo(t *testing.T) {
+	dead := deadEndpoint(t)
+	for _, args := range [][]string{
+		{"locks", "--endpoints", dead},
+		{"lock", "--endpoints", dead, testLock(t), "--", "true"},
+	} {
+		r := runCLI(t, args...)
+		m := gaveUpAfter.FindStringSubmatch(r.stderr)
+		if r.code != exitFailure || m == nil {
+			t.Fatalf("raftlock %s: exit %d, stderr %q; want exit 1 saying it gave up", strings.Join(args, " "), r.code, r.stderr)
+		}
+		took, err := time.ParseDuration(m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The retry loop stops at the first attempt past its timeout: 5 s and one backoff.
+		if took >= client.DefaultRetryTimeout {
+			t.Fatalf("raftlock %s kept trying for %s, the long retry timeout: %s", args[0], took, r.stderr)
+		}
+		if args[0] == "lock" && !strings.Contains(r.stderr, "reaching the cluster") {
+			t.Fatalf("lock's message does not say what failed: %s", r.stderr)
+		}
+	}
+}
+
+// RAFTLOCK_TOKEN names the ACL token; without one, lock still puts the fencing token there
+// for the commands of old (deprecated), but a raftlock that COMMAND runs does not take it for
+// an ACL token: its own child sees its own fencing token there, not the outer run's.
+func TestNestedLockDoesNotTakeTheFencingTokenForAnACLToken(t *testing.T) {
+	outer, inner := testLock(t)+"/outer", testLock(t)+"/inner"
+	r := runCLI(t, "lock", outer, "--", "sh", "-c",
+		`echo "$RAFTLOCK_FENCING_TOKEN"; "$0" lock "$1" -- sh -c 'echo "$RAFTLOCK_FENCING_TOKEN $RAFTLOCK_TOKEN"'`, cliEnv.bin, inner)
+	f := strings.Fields(r.stdout)
+	if r.code != 0 || len(f) != 3 {
+		t.Fatalf("exit %d, stdout %q, stderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if f[1] == f[0] || f[2] != f[1] {
+		t.Fatalf("outer fencing token %s; the inner command saw RAFTLOCK_FENCING_TOKEN %s and RAFTLOCK_TOKEN %s, want its own fencing token in both", f[0], f[1], f[2])
+	}
+}
