@@ -1,13 +1,17 @@
 package main
 
 import (
+	"fmt"
 	"net"
+	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // --version prints what the version command prints, as most tools' --version does.
@@ -75,5 +79,58 @@ func TestNestedLockDoesNotTakeTheFencingTokenForAnACLToken(t *testing.T) {
 	}
 	if f[1] == f[0] || f[2] != f[1] {
 		t.Fatalf("outer fencing token %s; the inner command saw RAFTLOCK_FENCING_TOKEN %s and RAFTLOCK_TOKEN %s, want its own fencing token in both", f[0], f[1], f[2])
+	}
+}
+
+// freeBase returns a port N such that N to N+2 and N+100 to N+102 are free on 127.0.0.1 now.
+func freeBase(t *testing.T) int {
+	t.Helper()
+	for base := 21000 + os.Getpid()%5000; base < 40000; base += 7 {
+		ok := true
+		var lns []net.Listener
+		for _, p := range []int{base, base + 1, base + 2, base + 100, base + 101, base + 102} {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				ok = false
+				break
+			}
+			lns = append(lns, ln)
+		}
+		for _, ln := range lns {
+			ln.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free ports for a dev cluster")
+	return 0
+}
+
+// `raftlock dev --port-base N` runs a second dev cluster on other ports, and its banner points
+// the CLI at it; a dev cluster on ports in use fails with the hint.
+func TestDevPortBaseRunsASecondCluster(t *testing.T) {
+	base := freeBase(t)
+	dev, out, errOut := startCLI(t, "dev", "--port-base", fmt.Sprint(base))
+	want := fmt.Sprintf("http://127.0.0.1:%d,http://127.0.0.1:%d,http://127.0.0.1:%d", base, base+1, base+2)
+	testkit.Eventually(t, 30*time.Second, "the dev cluster's banner", func() bool {
+		return strings.Contains(out.String(), "Press Ctrl-C")
+	})
+	if !strings.Contains(out.String(), "export "+endpointsEnv+"="+want) {
+		t.Fatalf("the banner does not point the CLI at the cluster:\n%s", out)
+	}
+	status := runWithEnv(t, strings.Split(want, ","), nil, "status")
+	if status.code != 0 || !strings.Contains(status.stdout, "leader") {
+		t.Fatalf("status against the second cluster: exit %d\n%s%s", status.code, status.stdout, status.stderr)
+	}
+	again := runCLI(t, "dev", "--port-base", fmt.Sprint(base))
+	if again.code == 0 || !strings.Contains(again.stderr, "--port-base") {
+		t.Fatalf("a dev cluster on ports in use: exit %d, stderr %q", again.code, again.stderr)
+	}
+	if err := dev.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if r := finish(t, dev, out, errOut, 30*time.Second); r.code != 0 {
+		t.Fatalf("dev after Ctrl-C: exit %d, stderr %s", r.code, r.stderr)
 	}
 }
