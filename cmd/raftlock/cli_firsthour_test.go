@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -10,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/client"
+	"github.com/raftlock/raftlock/config"
 	"github.com/raftlock/raftlock/internal/testkit"
 )
 
@@ -132,5 +135,48 @@ func TestDevPortBaseRunsASecondCluster(t *testing.T) {
 	}
 	if r := finish(t, dev, out, errOut, 30*time.Second); r.code != 0 {
 		t.Fatalf("dev after Ctrl-C: exit %d, stderr %s", r.code, r.stderr)
+	}
+}
+
+// Against a cluster that serves HTTPS and requires client certificates, the TLS mistakes that
+// no retry mends fail at once with a hint (no CA, then no client certificate), and plain HTTP
+// to the HTTPS port, which the node closes unanswered (docs/security.md), is told to use https.
+func TestTLSMistakesFailAtOnceWithAHint(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := agent.StartDev(ctx, agent.DevOptions{TLS: true, Tune: func(c *config.Config) { c.TLSVerifyClients = true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	files, _ := d.TLSFiles()
+	noTLS := []string{caFileEnv + "=", certFileEnv + "=", keyFileEnv + "="}
+	for _, c := range []struct {
+		what string
+		env  []string
+		want string
+	}{
+		{"no CA", noTLS, "--ca-file"},
+		{"no client certificate", []string{caFileEnv + "=" + files.CAFile, certFileEnv + "=", keyFileEnv + "="}, "--cert-file"},
+	} {
+		r := runWithEnv(t, d.Endpoints(), c.env, "locks")
+		if r.code != exitFailure || !strings.Contains(r.stderr, "hint: ") || !strings.Contains(r.stderr, c.want) {
+			t.Fatalf("%s: exit %d, stderr %q; want exit 1 and a hint naming %s", c.what, r.code, r.stderr, c.want)
+		}
+		t.Logf("%s: %s", c.what, r.stderr)
+		if strings.Contains(r.stderr, "gave up after") {
+			t.Fatalf("%s: the command kept trying a TLS error no retry mends: %s", c.what, r.stderr)
+		}
+	}
+	plain := strings.Replace(d.Endpoints()[0], "https://", "http://", 1)
+	r := runWithEnv(t, []string{plain}, noTLS, "locks")
+	t.Logf("plain HTTP: %s", r.stderr)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "serves HTTPS") || !strings.Contains(r.stderr, "use "+d.Endpoints()[0]) {
+		t.Fatalf("plain HTTP to the HTTPS port: exit %d, stderr %q; want it told to use %s", r.code, r.stderr, d.Endpoints()[0])
+	}
+	// The cluster with the right files works, of course.
+	ok := runWithEnv(t, d.Endpoints(), []string{caFileEnv + "=" + files.CAFile, certFileEnv + "=" + files.ClientCertFile, keyFileEnv + "=" + files.ClientKeyFile}, "locks")
+	if ok.code != 0 {
+		t.Fatalf("with the cluster's CA and a client certificate: exit %d, %s", ok.code, ok.stderr)
 	}
 }
