@@ -248,6 +248,10 @@ token, and the others wait (or exit with code 75). Every run on NAME must give t
 --shared, the run takes a shared (read) hold: shared runs overlap, a run without --shared
 overlaps none, and one that waits stops later shared runs from overtaking it.
 
+A cluster that does not answer (down, or without a leader) fails the run with code 1 after 5s,
+as it fails "raftlock locks" or "status" (--retry-timeout sets this too); once the lock is
+asked for, requests keep trying for --retry-timeout (default 15s) to ride out an election.
+
 Flags may come before or after NAME, up to "--".
 ` + exitCodesHelp(true),
 		Example: `  # run the nightly job on exactly one of the machines whose crontab has this line
