@@ -103,7 +103,7 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 	start := time.Now()
 	cursor := c.cursor(cl)
 	var out outcome
-	var refusedTLS map[string]bool // endpoints whose TLS failed in a way no retry mends
+	var refusedTLS map[int]bool // endpoints (by index) whose TLS failed in a way no retry mends
 	for attempt := 0; ; attempt++ {
 		idx, ep := -1, cl.endpoint
 		if ep == "" {
@@ -133,9 +133,9 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 			// The next endpoint may hold another certificate, but once every endpoint has
 			// refused, waiting changes nothing: say so now, not after the retry timeout.
 			if refusedTLS == nil {
-				refusedTLS = map[string]bool{}
+				refusedTLS = map[int]bool{}
 			}
-			if refusedTLS[ep] = true; len(refusedTLS) >= len(c.endpoints) {
+			if refusedTLS[idx] = true; len(refusedTLS) >= len(c.endpoints) {
 				return out, err
 			}
 		}
