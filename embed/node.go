@@ -77,6 +77,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("embed: %w", err)
 	}
 	n.api = httpapi.New(n.node, n.apiConfig(store))
+	if cfg.Metrics != nil {
+		if err := n.api.RegisterMetrics(cfg.Metrics); err != nil {
+			n.cfg.Metrics = nil // nothing of this node's to unregister
+			n.halt(err)
+			n.wg.Wait()
+			return nil, fmt.Errorf("embed: %w", err)
+		}
+	}
 	if n.client, err = n.NewClient(client.WithToken(cfg.Token)); err != nil {
 		n.halt(err)
 		return nil, fmt.Errorf("embed: %w", err)
@@ -247,6 +255,9 @@ func (n *Node) halt(cause error) {
 }
 
 func (n *Node) end(cause error) {
+	if n.cfg.Metrics != nil && n.api != nil {
+		n.api.UnregisterMetrics(n.cfg.Metrics)
+	}
 	n.err = cause
 	close(n.done)
 	if cause != ErrClosed {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -14,7 +15,9 @@ import (
 // metrics is one node's Prometheus registry: its own, so that several nodes can live in one
 // process (raftlock dev, tests).
 type metrics struct {
-	reg     *prometheus.Registry
+	reg *prometheus.Registry
+	// own are the node's raftlock_* collectors, all of reg but Go's and the process's.
+	own     []prometheus.Collector
 	latency *prometheus.HistogramVec
 	// blocking counts the blocking queries waiting on this node.
 	blocking prometheus.Gauge
@@ -50,9 +53,7 @@ func newMetrics(node Node) *metrics {
 		}
 		return st.State == "Leader", float64(st.Term), float64(st.CommitIndex), float64(st.AppliedIndex)
 	}
-	m.reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	m.own = []prometheus.Collector{
 		m.latency,
 		m.blocking,
 		m.tlsRefused,
@@ -74,8 +75,33 @@ func newMetrics(node Node) *metrics {
 		counter("raftlock_releases_total", "Lock releases (including by session end) applied since start.", func() float64 { return float64(node.Counters().Releases) }),
 		counter("raftlock_session_expiries_total", "Session expiries applied since start.", func() float64 { return float64(node.Counters().Expiries) }),
 		counter("raftlock_raft_tls_refused_total", "Incoming Raft connections closed because their TLS handshake failed (no node certificate of the CA).", func() float64 { return float64(node.Counters().RaftTLSRefused) }),
-	)
+	}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.own...)
 	return m
+}
+
+// RegisterMetrics registers the node's raftlock_* metrics (those of /metrics but Go's and the
+// process's, which a program's registry has already) in r as well, for a program that embeds
+// the node and serves its own metrics. It registers all or none. Nodes that share a registry
+// each need a label of their own (prometheus.WrapRegistererWith).
+func (s *Server) RegisterMetrics(r prometheus.Registerer) error {
+	for i, c := range s.metrics.own {
+		if err := r.Register(c); err != nil {
+			for _, done := range s.metrics.own[:i] {
+				r.Unregister(done)
+			}
+			return fmt.Errorf("httpapi: registering the node's metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// UnregisterMetrics takes back what RegisterMetrics registered in r.
+func (s *Server) UnregisterMetrics(r prometheus.Registerer) {
+	for _, c := range s.metrics.own {
+		r.Unregister(c)
+	}
 }
 
 func (m *metrics) handler() http.Handler {

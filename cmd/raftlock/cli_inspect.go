@@ -130,7 +130,8 @@ func newLockInfoCmd() *cobra.Command {
 
 func newSessionsCmd() *cobra.Command {
 	var f inspectFlags
-	return inspectCmd(&cobra.Command{
+	var cmd *cobra.Command
+	cmd = inspectCmd(&cobra.Command{
 		Use:     "sessions",
 		Short:   "List sessions and the locks they hold",
 		Example: `  raftlock sessions -o json`,
@@ -140,6 +141,7 @@ func newSessionsCmd() *cobra.Command {
 		if err != nil {
 			return failure("listing sessions", err)
 		}
+		warnOwnSessionsOnly(ctx, c, cmd.ErrOrStderr())
 		if f.json() {
 			return writeJSON(w, api.SessionList{Sessions: nonNil(sessions)})
 		}
@@ -151,6 +153,19 @@ func newSessionsCmd() *cobra.Command {
 		}
 		return tw.Flush()
 	})
+	return cmd
+}
+
+// warnOwnSessionsOnly says on stderr when the list of sessions is only the caller's own: under
+// --acl a token without operator:read sees no other, and an empty or short table would
+// otherwise read as "no sessions". The cluster's state needs operator:read too, so a 403
+// asking for it tells.
+func warnOwnSessionsOnly(ctx context.Context, c *client.Client, stderr io.Writer) {
+	_, err := c.Raw().Cluster(ctx, client.Stale())
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Code == api.CodeForbidden {
+		fmt.Fprintln(stderr, "raftlock: only this token's own sessions are listed: listing every session needs operator:read")
+	}
 }
 
 // memberStatus is one member's line of `raftlock status`.
