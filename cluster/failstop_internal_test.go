@@ -14,12 +14,12 @@ import (
 func TestFailStopStoreStopsAtTheFirstFailedWrite(t *testing.T) {
 	for _, kind := range []string{LogStoreWAL, LogStoreBoltDB} {
 		t.Run(kind, func(t *testing.T) {
-			inner, err := openLogStore(kind, t.TempDir(), 0, false, hclog.NewNullLogger())
+			inner, err := openLogStore(kind, t.TempDir(), 0, false, nil, hclog.NewNullLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
 			var reports []error
-			s := &failStopStore{logStore: inner, onFail: func(err error) { reports = append(reports, err) }}
+			s := &failStopStore{logStore: inner, onFail: func(err error) { reports = append(reports, err) }, metrics: newNodeMetrics()}
 			if err := s.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand}}); err != nil {
 				t.Fatal(err)
 			}
@@ -46,11 +46,11 @@ func TestFailStopStoreStopsAtTheFirstFailedWrite(t *testing.T) {
 // fail (TestLaggingFollowerCatchesUpThroughSnapshot, wal, about one run in two).
 func TestFailStopStoreTellsWhetherTheStoreIsMonotonic(t *testing.T) {
 	for kind, want := range map[string]bool{LogStoreWAL: true, LogStoreBoltDB: false} {
-		inner, err := openLogStore(kind, t.TempDir(), 0, false, hclog.NewNullLogger())
+		inner, err := openLogStore(kind, t.TempDir(), 0, false, nil, hclog.NewNullLogger())
 		if err != nil {
 			t.Fatal(err)
 		}
-		var s raft.LogStore = &failStopStore{logStore: inner}
+		var s raft.LogStore = &failStopStore{logStore: inner, metrics: newNodeMetrics()}
 		m, ok := s.(raft.MonotonicLogStore)
 		if got := ok && m.IsMonotonic(); got != want {
 			t.Errorf("%s: IsMonotonic %v, want %v", kind, got, want)
