@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // TestFailStopStoreStopsAtTheFirstFailedWrite: once a write fails, the failure is reported
@@ -36,6 +37,15 @@ func TestFailStopStoreStopsAtTheFirstFailedWrite(t *testing.T) {
 			}
 			if len(reports) != 1 {
 				t.Errorf("%d reports, want 1", len(reports))
+			}
+			// The failure counts once (later writes never reach the store); the append
+			// that succeeded was timed.
+			if n := s.metrics.storageFailures.Load(); n != 1 {
+				t.Errorf("raftlock_storage_failures_total %d, want 1", n)
+			}
+			var m dto.Metric
+			if err := s.metrics.appendLatency.Write(&m); err != nil || m.GetHistogram().GetSampleCount() != 1 {
+				t.Errorf("appends timed: %v (%v), want 1", m.GetHistogram().GetSampleCount(), err)
 			}
 		})
 	}
