@@ -94,8 +94,9 @@ type Config struct {
 	// MaxHeaderBytes bounds a request's line and headers; default 8 KiB (net/http reads up to
 	// 4 KiB more before it answers 431).
 	MaxHeaderBytes int
-	// MaxConnections bounds the connections open at once; 0 means no limit. More wait in the
-	// kernel's accept queue until one closes.
+	// MaxConnections bounds the connections served at once; 0 means no limit. Beyond it one
+	// more is accepted and waits, unread, for a place (counted as refused by the connections
+	// limit), and the rest wait in the kernel's accept queue until one closes.
 	MaxConnections int
 	// HeaderReadTimeout bounds a client's TLS handshake and the reading of each request's
 	// headers; default 10s.
