@@ -259,7 +259,10 @@ func TestOperatorMetricsMove(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var lk api.Lock
 		ok(t, do(t, http.MethodGet, limited+"/v1/locks/"+name, nil), http.StatusOK, &lk)
-		first := goDo(ctx, http.MethodGet, fmt.Sprintf("%s/v1/locks/%s?index=%d&wait=20s", limited, name, lk.ModifyIndex), nil)
+		// Stale, so that it waits on n3 itself, where raftlock_blocking_queries shows it
+		// admitted before the probes start (a probe admitted first would refuse it).
+		first := goDo(ctx, http.MethodGet, fmt.Sprintf("%s/v1/locks/%s?index=%d&wait=20s&consistency=stale", limited, name, lk.ModifyIndex), nil)
+		waitMetric(t, nil, limited, "the first watch waiting", "raftlock_blocking_queries", func(v float64) bool { return v == 1 })
 		n429 = 0
 		eventually(t, "a second watch refused", func() string {
 			r := rawDo(http.MethodGet, fmt.Sprintf("%s/v1/locks/%s?index=%d&wait=0s", limited, name, lk.ModifyIndex), nil, nil)
