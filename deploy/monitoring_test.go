@@ -295,9 +295,9 @@ func TestMetricNames(t *testing.T) {
 	for expr, want := range map[string]string{
 		`up{job="raftlock"} == 0`: "up",
 		`histogram_quantile(0.99, sum by (job, instance, le) (rate(raftlock_log_fsync_duration_seconds_bucket[5m]))) > 0.1`: "raftlock_log_fsync_duration_seconds_bucket",
-		`(time() - a_seconds > 6 * 3600) and (b_index - c_index > 1e3)`:                                                      "a_seconds b_index c_index",
-		`sum by (limit) (rate(x_total{job="$job", instance=~"$instance"}[$__rate_interval])) / on (job) group_left y_info`:    "x_total y_info",
-		`label_replace(z, "dst", "$1", "src", "(.*)") offset 5m`:                                                              "z",
+		`(time() - a_seconds > 6 * 3600) and (b_index - c_index > 1e3)`:                                                     "a_seconds b_index c_index",
+		`sum by (limit) (rate(x_total{job="$job", instance=~"$instance"}[$__rate_interval])) / on (job) group_left y_info`:  "x_total y_info",
+		`label_replace(z, "dst", "$1", "src", "(.*)") offset 5m`:                                                            "z",
 	} {
 		if got := strings.Join(metricNames(expr), " "); got != want {
 			t.Errorf("metricNames(%q) = %q, want %q", expr, got, want)
