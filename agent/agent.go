@@ -95,6 +95,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 	var nodeTLS cluster.TLS
 	apiCfg := httpapi.Config{
 		Version:           version.Version,
+		Commit:            version.Get().Commit,
 		MaxBodyBytes:      cfg.MaxBodyBytes,
 		MaxSnapshotBytes:  cfg.MaxSnapshotBytes,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
@@ -116,6 +117,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 			MaxHandshakes: cfg.MaxRaftHandshakes}
 		apiCfg.TLS, apiCfg.ForwardTLS = store.APIServerConfig(cfg.TLSVerifyClients), peer
 		apiCfg.IsNode = store.IsNode
+		apiCfg.Certificate = store.Certificate
 	}
 	node, err := cluster.New(cluster.Config{
 		ID:             cfg.ID,

@@ -182,7 +182,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Int64("max-body-bytes", d.MaxBodyBytes, "largest accepted request body; a larger one is refused (413) before it is read")
 	fs.Int64("max-snapshot-bytes", d.MaxSnapshotBytes, "largest backup file a restore (PUT /v1/snapshot) accepts; it streams to the leader, never held whole")
 	fs.Int("max-header-bytes", d.MaxHeaderBytes, "largest request line and headers the API reads (the server allows 4 KiB over it); a larger request is answered 431 and its connection closed")
-	fs.Int("max-connections", d.MaxConnections, "most API connections open at once (handshaking, reading, waiting or idle); more wait in the kernel's accept queue until one closes (0: no limit)")
+	fs.Int("max-connections", d.MaxConnections, "most API connections open at once (handshaking, reading, waiting or idle); beyond it one more waits accepted and the rest in the kernel's accept queue until one closes (0: no limit)")
 	fs.Duration("header-read-timeout", d.HeaderReadTimeout, "how long an API client may take to send a request's headers (and, with TLS, to finish its handshake) before its connection is closed")
 	fs.Duration("body-read-timeout", d.BodyReadTimeout, "how long an API client may take to send a request's body before the request is refused and its connection closed")
 	fs.Int("max-raft-handshakes", d.MaxRaftHandshakes, "with TLS, most incoming Raft connections in their TLS handshake at once, and a quarter of that from one IP address; more are closed at once (0: no limit)")

@@ -143,12 +143,14 @@ func (n *Node) clusterConfig(ln net.Listener, store *tlsutil.Store) cluster.Conf
 func (n *Node) apiConfig(store *tlsutil.Store) httpapi.Config {
 	ac := httpapi.Config{
 		Version: version.Version,
+		Commit:  version.Get().Commit,
 		Logger:  n.cfg.Logger,
 		ACL:     n.cfg.ACL,
 		Limits:  httpapi.Limits{MinTTL: n.cfg.MinSessionTTL},
 	}
 	if store != nil {
 		ac.TLS, ac.ForwardTLS, ac.IsNode = store.APIServerConfig(false), store.PeerClientConfig(), store.IsNode
+		ac.Certificate = store.Certificate
 	}
 	return ac
 }
