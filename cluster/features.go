@@ -60,13 +60,17 @@ type featureGate struct {
 
 	mu      sync.Mutex
 	reports map[string]MemberReport // by member id; only the leader keeps them current
+	// enabled is closed, and replaced, whenever applied entries enable features: requests
+	// that wait for a feature (awaitFeatures) wake on it.
+	enabled chan struct{}
 }
 
 // DefaultFeatureCheckInterval is how often a leader asks the members what they support.
 const DefaultFeatureCheckInterval = 2 * time.Second
 
 func newFeatureGate(n *Node, interval time.Duration) *featureGate {
-	return &featureGate{n: n, interval: interval, kick: make(chan struct{}, 1), reports: map[string]MemberReport{}}
+	return &featureGate{n: n, interval: interval, kick: make(chan struct{}, 1), reports: map[string]MemberReport{},
+		enabled: make(chan struct{})}
 }
 
 // poke asks for a check soon, without waiting for the next tick.
@@ -80,12 +84,26 @@ func (g *featureGate) poke() {
 // observe pokes the gate when the published members change: a member that just published its
 // HTTP address can be asked what it supports.
 func (g *featureGate) observe(events []fsm.Event) {
+	poked := false
 	for _, e := range events {
-		if e.Kind == fsm.EventMembersChanged {
+		switch {
+		case e.Kind == fsm.EventMembersChanged && !poked:
 			g.poke()
-			return
+			poked = true
+		case e.Kind == fsm.EventFeaturesChanged:
+			g.mu.Lock()
+			close(g.enabled)
+			g.enabled = make(chan struct{})
+			g.mu.Unlock()
 		}
 	}
+}
+
+// changed returns a channel closed the next time applied entries enable features.
+func (g *featureGate) changed() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.enabled
 }
 
 // run checks the members now and then while this node leads, until ctx ends.
