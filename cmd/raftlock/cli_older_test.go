@@ -1,16 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/backup"
 )
 
 // olderNode stands in for a node of 0.1.0, from before features: its sessions work, and its
@@ -81,5 +84,46 @@ func TestLockWithALimitOnAnOlderClusterSaysItIsNotSupportedYet(t *testing.T) {
 		if r.code != exitFailure || !strings.Contains(r.stderr, "the cluster does not support") {
 			t.Fatalf("raftlock %s against 0.1.0: exit %d, stderr %q", strings.Join(args, " "), r.code, r.stderr)
 		}
+	}
+}
+
+// raftlock snapshot save against a leader of 0.1.0, which has no backup route, says what to
+// do instead rather than a bare 404.
+func TestSnapshotSaveOnAnOlderLeaderSaysWhatToDo(t *testing.T) {
+	srv := olderNode(t)
+	r := runAgainst(t, srv.URL, "snapshot", "save", filepath.Join(t.TempDir(), "b.snap"))
+	for _, want := range []string{"no such route", "version without backups", "raftlock leader transfer", "data directory of a stopped member"} {
+		if r.code != exitFailure || !strings.Contains(r.stderr, want) {
+			t.Fatalf("snapshot save against 0.1.0: exit %d, stderr %q does not say %q", r.code, r.stderr, want)
+		}
+	}
+}
+
+// snapshot save --stale saves the state of the node asked, not the leader's: what an
+// operator runs against an upgraded member while a member of 0.1.0, without backups, leads.
+func TestSnapshotSaveStaleSavesTheNodeAsked(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	li, err := cliEnv.dev.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi := (li + 1) % cliEnv.dev.Size()
+	file := filepath.Join(t.TempDir(), "b.snap")
+	r := runAgainst(t, cliEnv.dev.Endpoints()[fi], "snapshot", "save", "--stale", file)
+	if r.code != 0 {
+		t.Fatalf("snapshot save --stale: exit %d: %s", r.code, r.stderr)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sum, err := backup.Inspect(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := cliEnv.dev.Agent(fi).Node().ID(); sum.Header.Node != want {
+		t.Fatalf("the backup was written by %s, not by the node asked (%s)", sum.Header.Node, want)
 	}
 }
