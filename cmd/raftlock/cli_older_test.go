@@ -14,6 +14,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/backup"
+	"github.com/raftlock/raftlock/internal/version"
 )
 
 // olderNode stands in for a node of 0.1.0, from before features: its sessions work, and its
@@ -125,5 +126,52 @@ func TestSnapshotSaveStaleSavesTheNodeAsked(t *testing.T) {
 	}
 	if want := cliEnv.dev.Agent(fi).Node().ID(); sum.Header.Node != want {
 		t.Fatalf("the backup was written by %s, not by the node asked (%s)", sum.Header.Node, want)
+	}
+}
+
+// raftlock status shows each member's version as the member itself says it, also while the
+// leader runs 0.1.0, whose GET /v1/cluster names no member's version (before, the column
+// showed - for every member then).
+func TestStatusAsksEachMemberForItsVersion(t *testing.T) {
+	real := cliEnv.dev.Endpoints()
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != "/v1/cluster" {
+			http.NotFound(w, r)
+			return
+		}
+		resp, err := http.Get(real[0] + "/v1/cluster")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		var cl api.Cluster
+		if err := json.NewDecoder(resp.Body).Decode(&cl); err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		cl.Features = nil
+		for i := range cl.Members { // what 0.1.0 answers: no member's version or features
+			cl.Members[i].Version, cl.Members[i].Features = "", nil
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(cl)
+	}))
+	t.Cleanup(leader.Close)
+	r := runAgainst(t, leader.URL, "status", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("status: exit %d: %s", r.code, r.stderr)
+	}
+	var out statusOutput
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Members) != cliEnv.dev.Size() {
+		t.Fatalf("status shows %d members: %s", len(out.Members), r.stdout)
+	}
+	for _, m := range out.Members {
+		if m.Version != version.Version {
+			t.Fatalf("status shows %s's version as %q, want %q (what it says itself)", m.ID, m.Version, version.Version)
+		}
 	}
 }
