@@ -47,6 +47,10 @@ const (
 	// CodeMemberConflict refuses to add a member whose id is an existing member's with other
 	// addresses, or whose Raft address another member has (an addition to v1, HTTP 409).
 	CodeMemberConflict = "member_conflict"
+	// CodeMembershipRefused refuses a membership change that Raft cannot make as it stands:
+	// removing the only voter, handing leadership to a non-voter or to the leader itself
+	// (an addition to v1, HTTP 409). Nothing was changed.
+	CodeMembershipRefused = "membership_refused"
 	// CodeLimitMismatch refuses an acquire whose limit is not the one the lock is used with
 	// while it has holders, waiters or lock-delays (an addition to v1, HTTP 409; the body adds
 	// "limit").

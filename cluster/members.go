@@ -134,7 +134,7 @@ func (n *Node) addMember(ctx context.Context, id, raftAddr, httpAddr string, vot
 			change = n.raft.AddVoter
 		}
 		if err := change(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
-			return applyError(err)
+			return configChangeError(err)
 		}
 		n.log.Info("added a member", "member", id, "raft_addr", raftAddr, "voter", voter)
 		n.warnEvenVoters()
@@ -192,15 +192,22 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	found := false
+	found, otherVoters := false, 0
 	for _, m := range members {
 		found = found || m.ID == id
+		if m.ID != id && m.Voter {
+			otherVoters++
+		}
 	}
 	if !found {
 		return fmt.Errorf("%w %q", ErrUnknownMember, id)
 	}
+	if otherVoters == 0 {
+		return fmt.Errorf("%w: %s is the cluster's only voter: removing it would leave no member that can elect a leader; "+
+			"add (and promote) another member first", ErrMembershipRefused, id)
+	}
 	if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
-		return applyError(err)
+		return configChangeError(err)
 	}
 	if id == n.cfg.ID {
 		return nil // we are no longer a voter, so we cannot commit the metadata change
@@ -224,13 +231,20 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 			return err
 		}
 		var addr string
+		voter := false
 		for _, m := range members {
 			if m.ID == id {
-				addr = m.RaftAddr
+				addr, voter = m.RaftAddr, m.Voter
 			}
 		}
-		if addr == "" {
+		switch {
+		case addr == "":
 			return fmt.Errorf("%w %q", ErrUnknownMember, id)
+		case id == n.cfg.ID:
+			return fmt.Errorf("%w: %s leads already", ErrMembershipRefused, id)
+		case !voter:
+			return fmt.Errorf("%w: %s is a non-voter, which cannot lead: promote it first (raftlock members promote %s)",
+				ErrMembershipRefused, id, id)
 		}
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))
 	}

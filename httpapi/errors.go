@@ -86,6 +86,8 @@ func fromClusterError(err error) *apiError {
 		// The message says which: not enabled yet (every member supports it: ask again), or a
 		// member lacks it (upgrade every member, or ask without it).
 		return newError(http.StatusConflict, api.CodeFeatureNotEnabled, "%v", err)
+	case errors.Is(err, cluster.ErrMembershipRefused):
+		return newError(http.StatusConflict, api.CodeMembershipRefused, "%v; nothing was changed", err)
 	case errors.Is(err, cluster.ErrMemberConflict):
 		return newError(http.StatusConflict, api.CodeMemberConflict, "%v", err)
 	case errors.Is(err, cluster.ErrIncompatible):
