@@ -63,3 +63,36 @@ func TestAgentsThatARestartCannotCureExitRefused(t *testing.T) {
 		t.Fatalf("n2 panicked:\n%s", log)
 	}
 }
+
+// A node of an older version (here: every feature disabled) that asks to join a cluster that
+// enabled features is refused; it says so at once and exits refused with the reason, and the
+// leader logs the refusal as it makes it. (Before, the joiner retried silently until it gave
+// up, and the leader said nothing.)
+func TestAnOlderNodeJoiningIsRefusedAtOnceOnBothSides(t *testing.T) {
+	c := newProcCluster(t, "n1", "old")
+	c.start("n1", "--initial-cluster", c.initial("n1"))
+	c.waitCluster("n1", "n1")
+	cl := c.client("n1")
+	testkit.Eventually(t, 30*time.Second, "every feature enabled", func() bool {
+		return len(clusterFeatures(t, cl)) == len(fsm.AllFeatures())
+	})
+	var all []string
+	for _, f := range fsm.AllFeatures() {
+		all = append(all, string(f))
+	}
+	c.start("old", "--join", c.endpoints("n1")[0], "--disable-features", strings.Join(all, ","))
+	if code := c.exited("old", 30*time.Second); code != agent.ExitRefused {
+		t.Fatalf("the older node: exit status %d, want %d (refused)\n%s", code, agent.ExitRefused, c.nodes["old"].log)
+	}
+	for _, want := range []string{"the cluster refused this node's request to join", "lacks"} {
+		if !strings.Contains(c.nodes["old"].log.String(), want) {
+			t.Fatalf("the older node's log does not say %q:\n%s", want, c.nodes["old"].log)
+		}
+	}
+	if !strings.Contains(c.nodes["n1"].log.String(), "refused a node that asked to join") {
+		t.Fatalf("the leader's log does not tell the refusal:\n%s", c.nodes["n1"].log)
+	}
+	if ms := c.waitCluster("n1", "n1").Members; len(ms) != 1 {
+		t.Fatalf("members after the refusal: %+v", ms)
+	}
+}
