@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,5 +95,31 @@ func TestAnOlderNodeJoiningIsRefusedAtOnceOnBothSides(t *testing.T) {
 	}
 	if ms := c.waitCluster("n1", "n1").Members; len(ms) != 1 {
 		t.Fatalf("members after the refusal: %+v", ms)
+	}
+}
+
+// Stopping every node of a cluster at once (SIGTERM to all) is an orderly shutdown: no node
+// logs an ERROR. What raft says then of peers that stop too, or of the term a member moved to
+// as the leader handed over, is logged at WARN. (Before, each node logged raft's errors about
+// its peers and its own closed transport at ERROR.)
+func TestStoppingEveryNodeAtOnceLogsNoError(t *testing.T) {
+	ids := []string{"n1", "n2", "n3"}
+	c := newProcCluster(t, ids...)
+	for _, id := range ids {
+		c.start(id, "--initial-cluster", c.initial(ids...))
+	}
+	c.waitCluster("n1", ids...)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() { c.stop(id) })
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if code := c.exited(id, time.Second); code != 0 {
+			t.Errorf("%s: exit status %d", id, code)
+		}
+		if log := c.nodes[id].log.String(); strings.Contains(log, "[ERROR]") {
+			t.Errorf("%s logged an ERROR while every node stopped:\n%s", id, log)
+		}
 	}
 }
