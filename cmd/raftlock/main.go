@@ -64,7 +64,7 @@ func newVersionCmd() *cobra.Command {
 			v := version.Get()
 			commit := v.Commit
 			if commit == "" {
-				commit = "unknown"
+				commit = "unknown (" + version.UnknownCommit + ")"
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "raftlock %s\ncommit %s\n%s\n", v.Version, commit, v.GoVersion)
 			return err
