@@ -168,18 +168,32 @@ taken (index, term), who wrote it, and what it holds. Exits 1 if anything is wro
 func printSnapshotInfo(w io.Writer, s snapshotInfo) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "file:\t%s\n", s.File)
-	fmt.Fprintf(tw, "checksum ok:\t%t (sha256 %s)\n", s.ChecksumOK, s.SHA256)
+	if s.Error != "" {
+		// What is wrong comes first; what follows is only what could be read.
+		fmt.Fprintf(tw, "DAMAGED:\t%s\n", s.Error)
+	}
+	switch {
+	case s.ChecksumOK:
+		fmt.Fprintf(tw, "checksum ok:\t%t (sha256 %s)\n", s.ChecksumOK, s.SHA256)
+	case s.SHA256 != "":
+		fmt.Fprintf(tw, "checksum ok:\tfalse: the file hashes to sha256 %s, not what its trailer says\n", s.SHA256)
+	default:
+		fmt.Fprintf(tw, "checksum ok:\tfalse: not checked, the file ends before its state does\n")
+	}
 	fmt.Fprintf(tw, "index:\t%d\n", s.Index)
 	fmt.Fprintf(tw, "term:\t%d\n", s.Term)
 	fmt.Fprintf(tw, "created:\t%s by %s (raftlock %s)\n", s.Created.Format(time.RFC3339), orDash(s.Node), orDash(s.RaftlockVersion))
-	fmt.Fprintf(tw, "format:\t%d (state format %d)\n", s.Format, s.StateFormat)
-	fmt.Fprintf(tw, "size:\t%d bytes of state\n", s.Size)
 	if s.Error == "" {
+		fmt.Fprintf(tw, "format:\t%d (state format %d)\n", s.Format, s.StateFormat)
+		fmt.Fprintf(tw, "size:\t%d bytes of state\n", s.Size)
 		fmt.Fprintf(tw, "sessions:\t%d\n", s.Sessions)
 		fmt.Fprintf(tw, "locks:\t%d (%d held, %d waiters, %d delayed)\n", s.Locks, s.HeldLocks, s.Waiters, s.DelayedLocks)
 		fmt.Fprintf(tw, "acl:\tbootstrapped %t, %d tokens, %d policies\n", s.ACLBootstrapped, s.ACLTokens, s.ACLPolicies)
 		fmt.Fprintf(tw, "features:\t%s\n", orDash(strings.Join(s.Features, ",")))
 		fmt.Fprintf(tw, "highest index in it:\t%d\n", s.MaxIndex)
+	} else {
+		fmt.Fprintf(tw, "format:\t%d (the state in it was not read: the file is damaged)\n", s.Format)
+		fmt.Fprintf(tw, "size:\t%d bytes of state, says its header\n", s.Size)
 	}
 	return tw.Flush()
 }
