@@ -3,8 +3,8 @@ package version
 import (
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
