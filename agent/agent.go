@@ -225,10 +225,12 @@ func exitOnRefusal(error) { os.Exit(ExitRefused) }
 // Refused reports whether err, from Start, is a refusal a restart cannot cure: the data needs
 // a newer version (cluster.ErrNeedsNewerVersion), the data directory was lost while the
 // cluster still counts this member (cluster.ErrAlreadyBootstrapped), or the cluster has
-// another member at this node's id or address (cluster.ErrMemberConflict).
+// another member at this node's id or address (cluster.ErrMemberConflict), or the cluster
+// refused to add it because it lacks features the cluster enabled (cluster.ErrIncompatible:
+// it needs the version the members run).
 func Refused(err error) bool {
 	return errors.Is(err, cluster.ErrNeedsNewerVersion) || errors.Is(err, cluster.ErrAlreadyBootstrapped) ||
-		errors.Is(err, cluster.ErrMemberConflict)
+		errors.Is(err, cluster.ErrMemberConflict) || errors.Is(err, cluster.ErrIncompatible)
 }
 
 // Removed returns a channel closed once the node has been removed from its cluster.

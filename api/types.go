@@ -47,6 +47,10 @@ const (
 	// CodeMemberConflict refuses to add a member whose id is an existing member's with other
 	// addresses, or whose Raft address another member has (an addition to v1, HTTP 409).
 	CodeMemberConflict = "member_conflict"
+	// CodeMembershipRefused refuses a membership change that Raft cannot make as it stands:
+	// removing the only voter, handing leadership to a non-voter or to the leader itself
+	// (an addition to v1, HTTP 409). Nothing was changed.
+	CodeMembershipRefused = "membership_refused"
 	// CodeLimitMismatch refuses an acquire whose limit is not the one the lock is used with
 	// while it has holders, waiters or lock-delays (an addition to v1, HTTP 409; the body adds
 	// "limit").
@@ -299,6 +303,11 @@ type Health struct {
 	// a node that names itself has received the log up to its own addition (an addition to
 	// v1).
 	Suffrage string `json:"suffrage,omitempty"`
+	// FeatureGate is present on the leader only (an addition to v1): "settled" once it has
+	// heard from every member and enabled every feature all of them support, "pending" while
+	// it still waits for a member's answer or is about to enable features. A request that
+	// needs a feature every member supports waits for it a few seconds rather than failing.
+	FeatureGate string `json:"feature_gate,omitempty"`
 	// Member is this node's view of the member named by ?member= (an addition to v1): a node
 	// whose data directory is empty asks it before it bootstraps or joins under its id.
 	Member *MemberView `json:"member,omitempty"`

@@ -3,6 +3,8 @@ package client
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/api"
@@ -43,9 +45,13 @@ var (
 	ErrModeMismatch = newError("lock held or awaited in the other mode")
 	// ErrAlreadyExists is the server's 409 already_exists: a policy with that name exists.
 	ErrAlreadyExists = newError("already exists")
-	// ErrFeatureNotEnabled is the server's 409 feature_not_enabled: the request needs a
-	// feature that some member of the cluster does not support yet.
-	ErrFeatureNotEnabled = newError("feature not enabled in the cluster")
+	// ErrFeatureNotEnabled means the cluster does not support this yet: the server's 409
+	// feature_not_enabled (the request needs a feature that some member does not support, or
+	// that the leader has not enabled yet), and also the 400 invalid_argument with which a
+	// node of a version from before features (0.1.0) refuses a request field it does not know
+	// (a Semaphore's "limit", an RWMutex's "mode"). Nothing was applied. A Semaphore or an
+	// RWMutex's RLock returns it at once rather than wait for an upgrade.
+	ErrFeatureNotEnabled = newError("the cluster does not support this yet (feature not enabled)")
 	// ErrPayloadTooLarge is the server's 413 payload_too_large.
 	ErrPayloadTooLarge = newError("payload too large")
 	// ErrTooManyRequests is the server's 429 too_many_requests.
@@ -210,11 +216,30 @@ func (e *APIError) text() string {
 	if e.Limit > 0 {
 		msg += fmt.Sprintf(": its limit is %d", e.Limit)
 	}
+	if e.Code == api.CodeFeatureNotEnabled || e.olderServer() {
+		msg += ": the cluster does not support this yet"
+		if e.olderServer() {
+			msg += " (the node that answered runs an older version, without this field: upgrade every member)"
+		}
+	}
 	return msg
 }
 
-// Is reports whether target is the sentinel error of e's code.
+// olderServer reports whether e is how a node of an older version refuses a request field it
+// does not know: 400 invalid_argument naming an unknown field. The client sends such fields
+// (a limit, a shared mode) only for what needs them, so it means the cluster does not support
+// that yet, as 409 feature_not_enabled does from a version that knows features.
+func (e *APIError) olderServer() bool {
+	return e.StatusCode == http.StatusBadRequest && e.Code == api.CodeInvalidArgument &&
+		strings.Contains(e.Message, `unknown field "`)
+}
+
+// Is reports whether target is the sentinel error of e's code; an older node's refusal of an
+// unknown field matches ErrFeatureNotEnabled as well as ErrInvalidArgument.
 func (e *APIError) Is(target error) bool {
+	if target == ErrFeatureNotEnabled && e.olderServer() {
+		return true
+	}
 	if s := sentinelFor(e.Code); s != nil {
 		return s == target
 	}

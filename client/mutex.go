@@ -233,6 +233,13 @@ func (m *Mutex) try(ctx context.Context, req api.AcquireRequest, t attempt, wait
 			}
 			err := r.err
 			if errors.Is(err, ErrFeatureNotEnabled) {
+				if needsFeature(a.req) {
+					// A limit or a shared mode: no request without it would do, and the server
+					// already waited for a feature every member supports. The cluster does not
+					// support this until every member is upgraded.
+					a.drain()
+					return 0, a.requests == 1 && a.sends == 1, errorf("lock %q: %w", m.name, err)
+				}
 				m.s.c.forgetFeatures() // asked again below: the cluster may not have applied it yet
 			}
 			elapsed := errors.Is(err, ErrLockHeld) || errors.Is(err, ErrLockDelayed) // a wait chunk
@@ -266,6 +273,12 @@ func (m *Mutex) try(ctx context.Context, req api.AcquireRequest, t attempt, wait
 			}
 		}
 	}
+}
+
+// needsFeature reports whether req uses what only a cluster with feature semaphores-rwlocks
+// takes: a limit (an older version does not know the field at all) or a shared mode.
+func needsFeature(req api.AcquireRequest) bool {
+	return req.Limit != nil || req.Mode == api.ModeShared
 }
 
 // chunkLead is how long before a wait chunk elapses Lock sends the next one, so that the

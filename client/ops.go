@@ -19,8 +19,10 @@ const snapshotTimeout = time.Hour
 // leader's state, holding everything acknowledged before the call. Under ACL it needs the
 // management policy. w may hold part of a file when an error is returned; check a saved file
 // before relying on it (raftlock snapshot inspect).
-func (r *Raw) SaveSnapshot(ctx context.Context, w io.Writer) error {
-	_, err := r.c.do(ctx, &call{method: http.MethodGet, path: "/v1/snapshot", download: w, attemptTimeout: snapshotTimeout})
+func (r *Raw) SaveSnapshot(ctx context.Context, w io.Writer, opts ...ReadOption) error {
+	cl := r.c.readCall("/v1/snapshot", nil, opts)
+	cl.download, cl.attemptTimeout = w, snapshotTimeout
+	_, err := r.c.do(ctx, cl)
 	return err
 }
 

@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"time"
 
@@ -298,24 +297,12 @@ func restoredIndex(backupIndex, maxInState, last, gap uint64) (uint64, error) {
 }
 
 // checkRestoredFeatures refuses a restored state whose features some member may not support:
-// it could not install the snapshot. Features the cluster enabled are supported by all; for
-// others, every member is asked now.
+// it could not install the snapshot. The features must be enabled in the cluster (so every
+// member supports them); one that every member supports but the leader has not enabled yet (a
+// new cluster, restored into as soon as it answers) is waited for, briefly (awaitFeatures).
 func (n *Node) checkRestoredFeatures(ctx context.Context, features []fsm.Feature) error {
-	enabled := n.fsm.Features()
-	extra := slices.DeleteFunc(slices.Clone(features), func(f fsm.Feature) bool { return slices.Contains(enabled, f) })
-	if len(extra) == 0 {
-		return nil
-	}
-	if unknown := n.fsm.UnknownFeatures(extra); len(unknown) > 0 {
-		return fmt.Errorf("%w: the backup uses features %v that this node (version %q) does not know: upgrade the cluster first",
-			ErrFeatureNotEnabled, unknown, n.cfg.Version)
-	}
-	common, complete := n.gate.common(ctx)
-	for _, f := range extra {
-		if !complete || !slices.Contains(common, f) {
-			return fmt.Errorf("%w: the backup uses feature %q, which not every member supports yet (or a member did not answer): upgrade every member first",
-				ErrFeatureNotEnabled, f)
-		}
+	if err := n.awaitFeatures(ctx, features); err != nil {
+		return fmt.Errorf("the backup uses features this cluster has not enabled: %w", err)
 	}
 	return nil
 }

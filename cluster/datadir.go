@@ -1,12 +1,14 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gofrs/flock"
 )
@@ -38,19 +40,57 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 		return nil, fmt.Errorf("cluster: lock data dir: %w", err)
 	}
 	if !ok {
-		holder := "another process"
-		if b, err := os.ReadFile(path); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				holder = fmt.Sprintf("process %d", pid)
-			}
-		}
 		return nil, fmt.Errorf("%w: %s holds %s (a raftlock agent, or raftlock recover, runs on it): stop it first",
-			ErrDataDirInUse, holder, path)
+			ErrDataDirInUse, lockHolder(path), path)
 	}
 	// The pid is only for the message above; a stale one is harmless, the lock decides. It is
 	// synced, as every file of the node is, so that a power cut finds nothing half written.
 	writePid(path)
 	return &dataDirLock{fl: fl}, nil
+}
+
+// lockHolder names the process that holds the lock file path, as it wrote itself there.
+func lockHolder(path string) string {
+	if b, err := os.ReadFile(path); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			return fmt.Sprintf("process %d", pid)
+		}
+	}
+	return "another process"
+}
+
+// AwaitDataDir waits until no process holds the data directory dir (an agent that is still
+// stopping: one without a quorum can take seconds to exit after a SIGTERM), or ctx ends, when
+// it fails with ErrDataDirInUse naming the holder. onHeld, if set, is told once who holds it
+// when it has to wait. It takes nothing: the caller locks the directory itself afterwards
+// (Recover), and fails as usual should another process have taken it in between.
+func AwaitDataDir(ctx context.Context, dir string, onHeld func(holder string)) error {
+	path := filepath.Join(dir, lockFileName)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	fl := flock.New(path)
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for told := false; ; {
+		ok, err := fl.TryLock()
+		if err != nil {
+			return fmt.Errorf("cluster: lock data dir: %w", err)
+		}
+		if ok {
+			return fl.Unlock()
+		}
+		if !told && onHeld != nil {
+			onHeld(lockHolder(path))
+			told = true
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s still holds %s (a raftlock agent, or raftlock recover, runs on it): stop it first",
+				ErrDataDirInUse, lockHolder(path), path)
+		case <-t.C:
+		}
+	}
 }
 
 // writePid writes this process's id into the lock file and syncs it, through a descriptor of

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/raft"
 )
@@ -23,6 +24,10 @@ var (
 	// ErrMemberConflict refuses to add a member whose id is a member's at other addresses, or
 	// whose Raft address is another member's; nothing was changed.
 	ErrMemberConflict = errors.New("cluster: member conflict")
+	// ErrMembershipRefused means Raft refused a membership change as it stands (it would
+	// leave the cluster without a voter, say, or hand leadership to a member that cannot
+	// lead); nothing was changed, and asking again changes nothing.
+	ErrMembershipRefused = errors.New("cluster: membership change refused")
 	// ErrNotProposed means the request ended (its context) before its command was proposed;
 	// nothing was applied.
 	ErrNotProposed = errors.New("cluster: not proposed")
@@ -75,4 +80,27 @@ func verifyError(err error) error {
 		return fmt.Errorf("%w: %w", ErrNotLeader, ErrShutdown)
 	}
 	return fmt.Errorf("%w: %w", ErrNotLeader, err)
+}
+
+// raftConfigRefusals are the beginnings of the errors with which hashicorp/raft refuses a
+// configuration change before anything enters the log (nextConfiguration and
+// checkConfiguration in its configuration.go): definite refusals, not unknown outcomes.
+var raftConfigRefusals = []string{
+	"need at least one voter in configuration",
+	"found duplicate ID in configuration",
+	"found duplicate address in configuration",
+	"empty ID in configuration",
+	"empty address in configuration",
+	"configuration changed since",
+}
+
+// configChangeError classifies the error of a membership change: a refusal of the change
+// itself becomes ErrMembershipRefused, anything else as applyError.
+func configChangeError(err error) error {
+	for _, p := range raftConfigRefusals {
+		if strings.HasPrefix(err.Error(), p) {
+			return fmt.Errorf("%w: %w", ErrMembershipRefused, err)
+		}
+	}
+	return applyError(err)
 }

@@ -45,12 +45,17 @@ type MemberReport struct {
 // Lag returns how many entries the member was behind the leader's last index.
 func (r MemberReport) Lag() uint64 { return r.LeaderIndex - min(r.LeaderIndex, r.AppliedIndex) }
 
-// gateCommand refuses, with ErrFeatureNotEnabled, a command that needs a feature the cluster
-// has not enabled: some member may not know it, so it must not enter the log (see the feature
-// gate in fsm/features.go).
-func (n *Node) gateCommand(c *fsm.Command) error {
-	if feature := c.MissingFeature(n.fsm.FeatureEnabled); feature != "" {
-		return fmt.Errorf("%w: %q", ErrFeatureNotEnabled, feature)
+// gateCommand keeps out of the log a command that needs a feature the cluster has not
+// enabled, since some member may not know it (see the feature gate in fsm/features.go): it
+// waits, bounded, while every member is known to support the feature, and is refused with
+// ErrFeatureNotEnabled otherwise (see awaitFeatures).
+func (n *Node) gateCommand(ctx context.Context, c *fsm.Command) error {
+	for feature := c.MissingFeature(n.fsm.FeatureEnabled); feature != ""; feature = c.MissingFeature(n.fsm.FeatureEnabled) {
+		// Some member may not know it: it must not enter the log. When every member is known
+		// to support it, the leader is about to enable it: wait for that, briefly.
+		if err := n.awaitFeatures(ctx, []fsm.Feature{feature}); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -70,13 +75,17 @@ type featureGate struct {
 
 	mu      sync.Mutex
 	reports map[string]MemberReport // by member id; only the leader keeps them current
+	// enabled is closed, and replaced, whenever applied entries enable features: requests
+	// that wait for a feature (awaitFeatures) wake on it.
+	enabled chan struct{}
 }
 
 // DefaultFeatureCheckInterval is how often a leader asks the members what they support.
 const DefaultFeatureCheckInterval = 2 * time.Second
 
 func newFeatureGate(n *Node, interval time.Duration) *featureGate {
-	return &featureGate{n: n, interval: interval, kick: make(chan struct{}, 1), reports: map[string]MemberReport{}}
+	return &featureGate{n: n, interval: interval, kick: make(chan struct{}, 1), reports: map[string]MemberReport{},
+		enabled: make(chan struct{})}
 }
 
 // poke asks for a check soon, without waiting for the next tick.
@@ -90,12 +99,26 @@ func (g *featureGate) poke() {
 // observe pokes the gate when the published members change: a member that just published its
 // HTTP address can be asked what it supports.
 func (g *featureGate) observe(events []fsm.Event) {
+	poked := false
 	for _, e := range events {
-		if e.Kind == fsm.EventMembersChanged {
+		switch {
+		case e.Kind == fsm.EventMembersChanged && !poked:
 			g.poke()
-			return
+			poked = true
+		case e.Kind == fsm.EventFeaturesChanged:
+			g.mu.Lock()
+			close(g.enabled)
+			g.enabled = make(chan struct{})
+			g.mu.Unlock()
 		}
 	}
+}
+
+// changed returns a channel closed the next time applied entries enable features.
+func (g *featureGate) changed() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.enabled
 }
 
 // run checks the members now and then while this node leads, until ctx ends.

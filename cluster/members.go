@@ -127,6 +127,8 @@ func (n *Node) addMember(ctx context.Context, id, raftAddr, httpAddr string, vot
 	}
 	if !present {
 		if err := n.checkCompatible(ctx, id, httpAddr); err != nil {
+			n.log.Warn("refused a node that asked to join: it lacks features this cluster has enabled and could not "+
+				"apply the log; upgrade it to the version the members run", "member", id, "http_addr", httpAddr, "error", err)
 			return err
 		}
 		change := n.raft.AddNonvoter
@@ -134,7 +136,7 @@ func (n *Node) addMember(ctx context.Context, id, raftAddr, httpAddr string, vot
 			change = n.raft.AddVoter
 		}
 		if err := change(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
-			return applyError(err)
+			return configChangeError(err)
 		}
 		n.log.Info("added a member", "member", id, "raft_addr", raftAddr, "voter", voter)
 		n.warnEvenVoters()
@@ -192,15 +194,22 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	found := false
+	found, otherVoters := false, 0
 	for _, m := range members {
 		found = found || m.ID == id
+		if m.ID != id && m.Voter {
+			otherVoters++
+		}
 	}
 	if !found {
 		return fmt.Errorf("%w %q", ErrUnknownMember, id)
 	}
+	if otherVoters == 0 {
+		return fmt.Errorf("%w: %s is the cluster's only voter: removing it would leave no member that can elect a leader; "+
+			"add (and promote) another member first", ErrMembershipRefused, id)
+	}
 	if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
-		return applyError(err)
+		return configChangeError(err)
 	}
 	if id == n.cfg.ID {
 		return nil // we are no longer a voter, so we cannot commit the metadata change
@@ -224,13 +233,20 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 			return err
 		}
 		var addr string
+		voter := false
 		for _, m := range members {
 			if m.ID == id {
-				addr = m.RaftAddr
+				addr, voter = m.RaftAddr, m.Voter
 			}
 		}
-		if addr == "" {
+		switch {
+		case addr == "":
 			return fmt.Errorf("%w %q", ErrUnknownMember, id)
+		case id == n.cfg.ID:
+			return fmt.Errorf("%w: %s leads already", ErrMembershipRefused, id)
+		case !voter:
+			return fmt.Errorf("%w: %s is a non-voter, which cannot lead: promote it first (raftlock members promote %s)",
+				ErrMembershipRefused, id, id)
 		}
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))
 	}
@@ -273,15 +289,26 @@ func (n *Node) announce(ctx context.Context, endpoints []string, suffrage string
 		return err
 	}
 	var last error
+	var told time.Time
 	for attempt := 0; ; attempt++ {
 		for _, ep := range endpoints {
 			if last = n.postMember(ctx, ep, body); last == nil {
 				return nil
-			} else if errors.Is(last, errRefused) || errors.Is(last, errNoSuffrage) || errors.Is(last, ErrMemberConflict) {
+			} else if errors.Is(last, errRefused) || errors.Is(last, errNoSuffrage) || errors.Is(last, ErrMemberConflict) ||
+				errors.Is(last, ErrIncompatible) {
+				if !errors.Is(last, errNoSuffrage) {
+					n.log.Error("the cluster refused this node's request to join; asking again will not help", "error", last)
+				}
 				return fmt.Errorf("cluster: join: %w", last) // asking again will not help
 			}
 		}
-		n.log.Debug("announcing to the cluster failed; retrying", "error", last)
+		// Say why at once, and again now and then, rather than only when the join gives up.
+		if time.Since(told) >= joinRetryLog {
+			n.log.Warn("asking the cluster to add this node failed; retrying", "endpoints", endpoints, "error", last)
+			told = time.Now()
+		} else {
+			n.log.Debug("announcing to the cluster failed; retrying", "error", last)
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: join: %w (last error: %w)", ctx.Err(), last)
@@ -289,6 +316,9 @@ func (n *Node) announce(ctx context.Context, endpoints []string, suffrage string
 		}
 	}
 }
+
+// joinRetryLog is how often a join that keeps failing says so at WARN.
+const joinRetryLog = 30 * time.Second
 
 // errRefused marks a member request the API refused for its token (401 or 403).
 var errRefused = errors.New("refused: the agent's token is missing or lacks operator:write")
@@ -345,6 +375,8 @@ func (n *Node) postMember(ctx context.Context, endpoint string, body []byte) err
 			return fmt.Errorf("%s: %w: %s", url, errNoSuffrage, eb.Error.Message)
 		case resp.StatusCode == http.StatusConflict && eb.Error.Code == api.CodeMemberConflict:
 			return fmt.Errorf("%s: %w: %s", url, ErrMemberConflict, eb.Error.Message)
+		case resp.StatusCode == http.StatusConflict && eb.Error.Code == api.CodeIncompatible:
+			return fmt.Errorf("%s: %w: %s (this node runs %q)", url, ErrIncompatible, eb.Error.Message, n.cfg.Version)
 		}
 		return fmt.Errorf("%s: %s %s", url, resp.Status, eb.Error.Message)
 	}

@@ -46,7 +46,7 @@ func (n *Node) PromoteMember(ctx context.Context, id string) error {
 		return err
 	}
 	if err := n.raft.AddVoter(server.ID, server.Address, 0, n.cfg.ApplyTimeout).Error(); err != nil {
-		return applyError(err)
+		return configChangeError(err)
 	}
 	n.log.Info("promoted a non-voter that caught up", "member", id)
 	n.warnEvenVoters()

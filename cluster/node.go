@@ -488,16 +488,23 @@ const readyWait = time.Second
 // load entries commit while earlier ones apply, so it waits (up to readyWait, or until ctx
 // ends) for the state machine to reach the commit index it read: a node that keeps up is
 // ready, one still restoring a snapshot or replaying its log is not.
-func (n *Node) Ready(ctx context.Context) bool {
+func (n *Node) Ready(ctx context.Context) bool { return n.NotReady(ctx) == "" }
+
+// NotReady is Ready that says why not: "" when the node is ready, else the reason.
+func (n *Node) NotReady(ctx context.Context) string {
 	if n.removed.Load() {
-		return false
+		return "this node was removed from the cluster"
 	}
-	if id, _ := n.Leader(); id == "" || !n.gateSettled(ctx) {
-		return false
+	if id, _ := n.Leader(); id == "" {
+		return "this node knows no leader"
+	}
+	if !n.gateSettled(ctx) {
+		return "the cluster has not enabled the features its members support yet: its leader is still asking them, " +
+			"or has not heard from every member (see GET /v1/cluster)"
 	}
 	commit := n.raft.CommitIndex()
 	if n.AppliedIndex() >= commit {
-		return true
+		return ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, readyWait)
 	defer cancel()
@@ -506,13 +513,26 @@ func (n *Node) Ready(ctx context.Context) bool {
 	for n.AppliedIndex() < commit {
 		select {
 		case <-ctx.Done():
-			return false
+			return fmt.Sprintf("this node has applied the log up to index %d, not yet to the commit index %d", n.AppliedIndex(), commit)
 		case <-n.stop:
-			return false
+			return "this node is shutting down"
 		case <-t.C:
 		}
 	}
-	return true
+	return ""
+}
+
+// FeatureGate says, on the leader, whether its feature gate has settled: "settled" once it
+// heard from every member and found nothing left to enable, "pending" before; "" on a node
+// that does not lead (only the leader asks the members).
+func (n *Node) FeatureGate() string {
+	switch {
+	case !n.IsLeader():
+		return ""
+	case n.gate.settled.Load():
+		return "settled"
+	}
+	return "pending"
 }
 
 // errClosed is returned by waits that end because the node closed.

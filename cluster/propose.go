@@ -19,7 +19,7 @@ func (n *Node) propose(ctx context.Context, c *fsm.Command) (fsm.Result, error) 
 		// apply a command nobody waits for, such as an acquire whose client already gave up.
 		return fsm.Result{}, fmt.Errorf("%w: the request ended before it was proposed: %w", ErrNotProposed, context.Cause(ctx))
 	}
-	if err := n.gateCommand(c); err != nil {
+	if err := n.gateCommand(ctx, c); err != nil {
 		return fsm.Result{}, err
 	}
 	if !n.proposals.TryRLock() {

@@ -89,7 +89,7 @@ func (n *Node) markRemoved(why string, members int) {
 	}
 	n.removedOnce.Do(func() { close(n.removedCh) })
 	n.log.Error("this node was removed from the cluster: "+why+", and it gets no more of the log; "+
-		"it reports itself not ready. To add it again, stop it, empty its --data-dir and start it with --join",
+		"it reports itself not ready. To add it again, stop it and start it with --join (its --data-dir may stay as it is)",
 		"id", n.cfg.ID, "members", members)
 }
 

@@ -74,6 +74,20 @@ func TestKubernetesKustomized(t *testing.T) {
 	checkManifests(t, five, false)
 }
 
+// The one-machine overlay only prefers one pod per machine (a trial on kind or minikube); the
+// base and five require it (checkContainer).
+func TestKubernetesOneMachineOverlay(t *testing.T) {
+	sts := kustomized(t, "kubernetes/one-machine")["StatefulSet/raftlock"]
+	anti := get(sts, "spec", "template", "spec", "affinity", "podAntiAffinity")
+	if get(anti, "requiredDuringSchedulingIgnoredDuringExecution") != nil {
+		t.Fatalf("the one-machine overlay still requires one pod per machine: %v", anti)
+	}
+	pref, _ := get(anti, "preferredDuringSchedulingIgnoredDuringExecution").([]any)
+	if len(pref) != 1 || str(get(pref[0], "podAffinityTerm", "topologyKey")) != "kubernetes.io/hostname" {
+		t.Fatalf("the one-machine overlay does not prefer one pod per machine: %v", anti)
+	}
+}
+
 var k8sVarRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 
 // podEnv resolves a container's env for one pod as the kubelet does: $(VAR) of a variable
@@ -89,6 +103,8 @@ func podEnv(t *testing.T, c any, pod, ns string) map[string]string {
 		case field == "metadata.namespace":
 			env[name] = ns
 		case get(e, "valueFrom", "secretKeyRef") != nil:
+		case get(e, "valueFrom", "resourceFieldRef") != nil:
+			env[name] = resourceField(t, c, get(e, "valueFrom", "resourceFieldRef"))
 		default:
 			env[name] = k8sVarRef.ReplaceAllStringFunc(str(get(e, "value")), func(ref string) string {
 				if v, ok := env[ref[2:len(ref)-1]]; ok {
@@ -100,6 +116,47 @@ func podEnv(t *testing.T, c any, pod, ns string) map[string]string {
 	}
 	return env
 }
+
+// quantity returns a Kubernetes memory quantity (plain bytes, or Ki, Mi, Gi) in bytes.
+func quantity(t *testing.T, q string) int64 {
+	t.Helper()
+	mult := int64(1)
+	for suffix, m := range map[string]int64{"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30} {
+		if strings.HasSuffix(q, suffix) {
+			q, mult = strings.TrimSuffix(q, suffix), m
+		}
+	}
+	n, err := strconv.ParseInt(q, 10, 64)
+	if err != nil {
+		t.Fatalf("memory quantity %q: %v", q, err)
+	}
+	return n * mult
+}
+
+// resourceField resolves a downward API resourceFieldRef of container c as the kubelet does
+// for a memory resource: the container's value divided by the divisor, rounded up.
+func resourceField(t *testing.T, c, ref any) string {
+	t.Helper()
+	if n := str(get(ref, "containerName")); n != "" && n != str(get(c, "name")) {
+		t.Fatalf("resourceFieldRef names container %q, not %q", n, get(c, "name"))
+	}
+	res := str(get(ref, "resource"))
+	kind, what, _ := strings.Cut(res, ".")
+	q := str(get(c, "resources", kind, what))
+	if q == "" {
+		t.Fatalf("resourceFieldRef %s: the container sets no %s", res, res)
+	}
+	div := int64(1)
+	if d := str(get(ref, "divisor")); d != "" {
+		div = quantity(t, d)
+	}
+	v := quantity(t, q)
+	return strconv.FormatInt((v+div-1)/div, 10)
+}
+
+// goMemLimit matches what the Go runtime takes as GOMEMLIMIT: a number of bytes with an
+// optional unit.
+var goMemLimit = regexp.MustCompile(`^[0-9]+(B|KiB|MiB|GiB|TiB)?$`)
 
 // checkManifests checks a cluster's objects; withSecret also runs tls-secret.sh for it.
 func checkManifests(t *testing.T, objs map[string]map[string]any, withSecret bool) {
@@ -169,6 +226,19 @@ func checkContainer(t *testing.T, sts map[string]any, c any) {
 		}
 	}
 	checkAgentVars(t, "StatefulSet env", vars)
+	// The Go runtime's memory limit follows the container's (downward API).
+	env := podEnv(t, c, "raftlock-0", "ns1")
+	limit := str(get(c, "resources", "limits", "memory"))
+	if m := env["GOMEMLIMIT"]; !goMemLimit.MatchString(m) || limit == "" || !strings.HasSuffix(m, "MiB") ||
+		quantity(t, strings.TrimSuffix(m, "B")) != quantity(t, limit) {
+		t.Errorf("GOMEMLIMIT is %q for a container limit of %q; want the limit, as the Go runtime reads it", m, limit)
+	}
+	// One pod per machine, required: two of three pods on one machine lose the quorum with it.
+	anti := get(sts, "spec", "template", "spec", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+	if terms, _ := anti.([]any); len(terms) != 1 || str(get(terms[0], "topologyKey")) != "kubernetes.io/hostname" ||
+		str(get(terms[0], "labelSelector", "matchLabels", "app.kubernetes.io/name")) != "raftlock" {
+		t.Errorf("the pods' anti-affinity by kubernetes.io/hostname is not required: %v", get(sts, "spec", "template", "spec", "affinity"))
+	}
 	// A stop a restart cannot cure (agent.ExitStorageFailure, agent.ExitRefused) says why in
 	// the pod's status, not only in logs that the restart rotates.
 	if p := str(get(c, "terminationMessagePolicy")); p != "FallbackToLogsOnError" {

@@ -18,6 +18,7 @@ import (
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/testkit"
 	"github.com/raftlock/raftlock/internal/version"
 )
 
@@ -210,6 +211,27 @@ func TestHealthAndReady(t *testing.T) {
 			r := do(t, http.MethodGet, ep+path, nil)
 			ok(t, r, http.StatusOK, nil)
 			fields(t, r.body)
+		}
+	}
+}
+
+// The leader's /v1/health says whether its feature gate has settled (every member heard
+// from, everything they all support enabled); a follower's, which does not ask the members,
+// leaves it out.
+func TestHealthSaysWhetherTheFeatureGateSettled(t *testing.T) {
+	d := sharedCluster(t)
+	testkit.Eventually(t, deadline, "the leader's gate to settle", func() bool {
+		leader, _ := roles(t, d)
+		var h api.Health
+		r := do(t, http.MethodGet, leader+"/v1/health", nil)
+		return r.status == http.StatusOK && json.Unmarshal(r.body, &h) == nil && h.FeatureGate == "settled"
+	})
+	_, followers := roles(t, d)
+	for _, ep := range followers {
+		var h api.Health
+		ok(t, do(t, http.MethodGet, ep+"/v1/health", nil), http.StatusOK, &h)
+		if leader, _ := roles(t, d); h.FeatureGate != "" && leader != ep {
+			t.Fatalf("follower %s says feature_gate %q", ep, h.FeatureGate)
 		}
 	}
 }

@@ -83,8 +83,11 @@ func fromClusterError(err error) *apiError {
 	case errors.Is(err, cluster.ErrTokenNotFound):
 		return newError(http.StatusNotFound, api.CodeNotFound, "no such token")
 	case errors.Is(err, cluster.ErrFeatureNotEnabled):
-		return newError(http.StatusConflict, api.CodeFeatureNotEnabled,
-			"%v: a member runs a version without it; upgrade every member, or ask without it", err)
+		// The message says which: not enabled yet (every member supports it: ask again), or a
+		// member lacks it (upgrade every member, or ask without it).
+		return newError(http.StatusConflict, api.CodeFeatureNotEnabled, "%v", err)
+	case errors.Is(err, cluster.ErrMembershipRefused):
+		return newError(http.StatusConflict, api.CodeMembershipRefused, "%v; nothing was changed", err)
 	case errors.Is(err, cluster.ErrMemberConflict):
 		return newError(http.StatusConflict, api.CodeMemberConflict, "%v", err)
 	case errors.Is(err, cluster.ErrIncompatible):

@@ -66,5 +66,5 @@ func memberReport(m *api.Member, r *cluster.MemberReport) {
 // removedError answers /v1/health and /v1/ready on a node removed from its cluster.
 func removedError() error {
 	return newError(http.StatusServiceUnavailable, api.CodeRemoved,
-		"this node was removed from the cluster: it gets no more of the log; empty its data dir and start it with --join to add it again")
+		"this node was removed from the cluster: it gets no more of the log; start it with --join to add it again (its data dir may stay as it is)")
 }

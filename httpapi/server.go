@@ -35,6 +35,8 @@ type Node interface {
 	Leader() (id, httpAddr string)
 	AppliedIndex() uint64
 	Ready(ctx context.Context) bool
+	NotReady(ctx context.Context) string
+	FeatureGate() string
 	FSM() *fsm.FSM
 	Status() (cluster.Status, error)
 	Counters() cluster.Counters
@@ -444,7 +446,7 @@ func (s *Server) health(c echo.Context) error {
 	f := s.node.FSM()
 	h := api.Health{Status: "ok", ID: s.node.ID(), Version: s.cfg.Version,
 		Features: featureNames(f.KnownFeatures()), ClusterFeatures: featureNames(f.Features()), AppliedIndex: f.AppliedIndex(),
-		Suffrage: s.node.OwnSuffrage()}
+		Suffrage: s.node.OwnSuffrage(), FeatureGate: s.node.FeatureGate()}
 	if id := c.QueryParam("member"); id != "" {
 		if len(id) > 128 {
 			return invalid("member: at most 128 characters")
@@ -468,8 +470,8 @@ func (s *Server) ready(c echo.Context) error {
 	if s.node.IsRemoved() {
 		return removedError()
 	}
-	if !s.node.Ready(c.Request().Context()) {
-		return noLeader("not ready: no known leader, the cluster has not enabled the features its members support yet, or the log is not applied up to the commit index yet")
+	if why := s.node.NotReady(c.Request().Context()); why != "" {
+		return noLeader("not ready: %s", why)
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready", "id": s.node.ID()})
 }

@@ -192,7 +192,7 @@ func newStatusCmd() *cobra.Command {
 		Use:   "status",
 		Short: "Show the leader, term, indexes and the health of each member",
 		Long: `Show the cluster as the leader sees it (leader, term, commit index), then ask every
-member directly for its health, readiness and applied index.`,
+member directly for its health, readiness, applied index and version.`,
 		Example: `  raftlock status
   raftlock status -o json`,
 		Args: cobra.NoArgs,
@@ -249,8 +249,13 @@ func probeMembers(ctx context.Context, c *client.Client, members []api.Member) [
 			if err := c.Raw().Ready(pctx, ep); err != nil {
 				ms.Health = "not ready"
 			}
+			// The member's own word: its applied index, and its version, which the leader's
+			// view lacks while the leader runs a version that does not ask members (0.1.0).
 			if cl, err := c.Raw().Cluster(pctx, client.AtEndpoint(ep), client.Stale()); err == nil {
 				ms.AppliedIndex = cl.AppliedIndex
+				if cl.Version != "" {
+					ms.Version = cl.Version
+				}
 			}
 		}(&out[i])
 	}

@@ -448,6 +448,11 @@ func takeLock(ctx context.Context, c *client.Client, m hold, wait time.Duration)
 		return &exitError{code: exitLockHeld, msg: fmt.Sprintf("lock %q is in its lock-delay: %s", m.key, errText(err))}
 	case errors.Is(err, client.ErrLimitMismatch), errors.Is(err, client.ErrModeMismatch):
 		return &exitError{code: exitFailure, msg: errText(err)}
+	case errors.Is(err, client.ErrFeatureNotEnabled):
+		// From an upgraded leader (409 feature_not_enabled) or one of 0.1.0, which does not
+		// know --limit's or --shared's field at all (400 unknown field).
+		return &exitError{code: exitFailure, msg: fmt.Sprintf("lock %q: the cluster does not support --limit above 1 or --shared yet: "+
+			"every member must run a version that does (raftlock status shows each member's); %s", m.key, errText(err))}
 	case ctx.Err() != nil:
 		return &exitError{code: exitFailure, msg: fmt.Sprintf("interrupted while waiting for lock %q", m.key)}
 	}

@@ -166,8 +166,8 @@ func newMembersRemoveCmd() *cobra.Command {
 		Short: "Remove a member from the cluster for good",
 		Long: `Remove the member ID from the Raft configuration. A running node that is removed says so
 in its log, reports itself not ready (/v1/health and /v1/ready answer 503 "removed") and
-stops, unless it runs with --wait-when-removed. To add it again, empty its data directory
-and start it with --join.`,
+stops, unless it runs with --wait-when-removed. To add it again, start it with --join
+(not its --initial-cluster command), with its data directory as it is or an empty one.`,
 		Example: `  raftlock members remove n4`,
 		Args:    cobra.ExactArgs(1),
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, args []string) error {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +16,7 @@ import (
 func newRecoverCmd() *cobra.Command {
 	var dataDir, members, logLevel string
 	var gap uint64
+	var waitLock time.Duration
 	cmd := &cobra.Command{
 		Use:   "recover --data-dir DIR --members ID=RAFT_ADDR[,...]",
 		Short: "Rewrite a stopped node's membership, to restart a cluster that lost its majority",
@@ -33,7 +36,9 @@ old cluster must have gone on for fewer entries than that without this node. A g
 leave fewer than 2^62 log indexes above the recovered one (or wrap past the top of uint64) is
 refused before anything changes.
 
-Refuses while an agent (or another recover) runs on the data directory.`,
+An agent (or another recover) that still holds the data directory, such as one stopped with
+SIGTERM a moment ago that is still shutting down (without a quorum it can take seconds), is
+waited for up to --wait-lock; past it recover refuses, naming the process.`,
 		Example: `  raftlock recover --data-dir /var/lib/raftlock/n1 --members n1=10.0.0.1:7101`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -51,6 +56,17 @@ Refuses while an agent (or another recover) runs on the data directory.`,
 				return &exitError{code: exitFailure, msg: err.Error()}
 			}
 			log := newLogger(cmd.ErrOrStderr(), logLevel, "text")
+			// An agent stopped just before (SIGTERM) may take seconds to exit, more without a
+			// quorum: wait for it, a bounded time, rather than refuse at once.
+			wctx, cancel := context.WithTimeout(cmd.Context(), waitLock)
+			err = cluster.AwaitDataDir(wctx, dataDir, func(holder string) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "waiting up to %s for %s, which holds %s (an agent still stopping?), to exit\n",
+					waitLock, holder, dataDir)
+			})
+			cancel()
+			if err != nil {
+				return &exitError{code: exitFailure, msg: fmt.Sprintf("%v (waited %s, --wait-lock)", err, waitLock)}
+			}
 			res, err := cluster.Recover(dataDir, ms, gap, log)
 			if err != nil {
 				return &exitError{code: exitFailure, msg: err.Error()}
@@ -71,5 +87,7 @@ Refuses while an agent (or another recover) runs on the data directory.`,
 	cmd.Flags().Uint64Var(&gap, "index-gap", cluster.DefaultIndexGap,
 		"log entries the recovered state's index goes past the node's last (entries the lost majority may have committed without it)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "log level: trace, debug, info, warn or error")
+	cmd.Flags().DurationVar(&waitLock, "wait-lock", 30*time.Second,
+		"how long to wait for the process that holds the data dir (an agent still stopping) to exit")
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/cluster"
@@ -50,8 +52,8 @@ valid backup.`,
 		}
 		defer os.Remove(tmp.Name())
 		defer tmp.Close()
-		if err := c.Raw().SaveSnapshot(ctx, tmp); err != nil {
-			return failure("saving the snapshot", err)
+		if err := c.Raw().SaveSnapshot(ctx, tmp, f.readOpts()...); err != nil {
+			return snapshotFailure("saving the snapshot", err)
 		}
 		if err := tmp.Sync(); err != nil {
 			return failure("writing the file", err)
@@ -166,18 +168,32 @@ taken (index, term), who wrote it, and what it holds. Exits 1 if anything is wro
 func printSnapshotInfo(w io.Writer, s snapshotInfo) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "file:\t%s\n", s.File)
-	fmt.Fprintf(tw, "checksum ok:\t%t (sha256 %s)\n", s.ChecksumOK, s.SHA256)
+	if s.Error != "" {
+		// What is wrong comes first; what follows is only what could be read.
+		fmt.Fprintf(tw, "DAMAGED:\t%s\n", s.Error)
+	}
+	switch {
+	case s.ChecksumOK:
+		fmt.Fprintf(tw, "checksum ok:\t%t (sha256 %s)\n", s.ChecksumOK, s.SHA256)
+	case s.SHA256 != "":
+		fmt.Fprintf(tw, "checksum ok:\tfalse: the file hashes to sha256 %s, not what its trailer says\n", s.SHA256)
+	default:
+		fmt.Fprintf(tw, "checksum ok:\tfalse: not checked, the file ends before its state does\n")
+	}
 	fmt.Fprintf(tw, "index:\t%d\n", s.Index)
 	fmt.Fprintf(tw, "term:\t%d\n", s.Term)
 	fmt.Fprintf(tw, "created:\t%s by %s (raftlock %s)\n", s.Created.Format(time.RFC3339), orDash(s.Node), orDash(s.RaftlockVersion))
-	fmt.Fprintf(tw, "format:\t%d (state format %d)\n", s.Format, s.StateFormat)
-	fmt.Fprintf(tw, "size:\t%d bytes of state\n", s.Size)
 	if s.Error == "" {
+		fmt.Fprintf(tw, "format:\t%d (state format %d)\n", s.Format, s.StateFormat)
+		fmt.Fprintf(tw, "size:\t%d bytes of state\n", s.Size)
 		fmt.Fprintf(tw, "sessions:\t%d\n", s.Sessions)
 		fmt.Fprintf(tw, "locks:\t%d (%d held, %d waiters, %d delayed)\n", s.Locks, s.HeldLocks, s.Waiters, s.DelayedLocks)
 		fmt.Fprintf(tw, "acl:\tbootstrapped %t, %d tokens, %d policies\n", s.ACLBootstrapped, s.ACLTokens, s.ACLPolicies)
 		fmt.Fprintf(tw, "features:\t%s\n", orDash(strings.Join(s.Features, ",")))
 		fmt.Fprintf(tw, "highest index in it:\t%d\n", s.MaxIndex)
+	} else {
+		fmt.Fprintf(tw, "format:\t%d (the state in it was not read: the file is damaged)\n", s.Format)
+		fmt.Fprintf(tw, "size:\t%d bytes of state, says its header\n", s.Size)
 	}
 	return tw.Flush()
 }
@@ -226,7 +242,7 @@ policies) or replace (the backup's: none, and anyone may bootstrap the ACLs agai
 		}
 		r, err := c.Raw().RestoreSnapshot(ctx, file, client.RestoreOptions{IndexGap: &gap, ACL: acl})
 		if err != nil {
-			return failure("restoring the snapshot", err)
+			return snapshotFailure("restoring the snapshot", err)
 		}
 		if f.json() {
 			return writeJSON(w, r)
@@ -240,6 +256,21 @@ policies) or replace (the backup's: none, and anyone may bootstrap the ACLs agai
 	cmd.Flags().StringVar(&acl, "acl", "",
 		"whose ACL state the cluster has afterwards: keep (its own) or replace (the backup's); needed to restore a backup without ACL state into a cluster whose ACLs are bootstrapped")
 	return cmd
+}
+
+// snapshotFailure is failure for save and restore, with what to do when the leader has no
+// backup API: a node of 0.1.0 answers 404 no such route (and a newer node forwards the request
+// to the leader, whatever its version).
+func snapshotFailure(what string, err error) error {
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Code == api.CodeNotFound && strings.HasPrefix(ae.Message, "no such route") {
+		return &exitError{code: exitFailure, msg: fmt.Sprintf("%s: %s: the leader runs a version without backups "+
+			"(0.1.0; raftlock status shows each member's version). Hand leadership to an upgraded member "+
+			"(raftlock leader transfer ID) and run this again, or save an upgraded member's own state with "+
+			"snapshot save --stale --endpoints URL-of-that-member; to back up a cluster that is all 0.1.0, "+
+			"copy the data directory of a stopped member (docs/operations.md, \"Backups of a cluster older than 0.2.0\")", what, errText(err))}
+	}
+	return failure(what, err)
 }
 
 func featureStrings(fs []fsm.Feature) []string {

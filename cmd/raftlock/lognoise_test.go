@@ -87,3 +87,36 @@ func TestDevStartAndStopLogNoExpectedNoiseAsFaults(t *testing.T) {
 		}
 	}
 }
+
+// Once the node is stopping, raft's errors about peers that stop too (or moved to a newer
+// term as the leader handed over) go to WARN; before, and for other errors, they stay ERRORs.
+// Its own closed transport is never an ERROR.
+func TestQuietLoggerLowersPeerErrorsOnlyWhileStopping(t *testing.T) {
+	var buf bytes.Buffer
+	log := newLogger(&buf, "info", "text")
+	raftLog := log.Named("n1").Named("raft")
+	raftLog.Error("failed to appendEntries to", "peer", "n2", "error", io.EOF)
+	log.Named("raft-net").Error("failed to decode incoming command", "error", raft.ErrTransportShutdown)
+	markStopping(log)
+	raftLog.Error("failed to appendEntries to", "peer", "n3", "error", io.EOF)
+	raftLog.Error("peer has newer term, stopping replication", "peer", "n2")
+	raftLog.Error("failed to take snapshot", "error", raft.ErrLeadershipTransferInProgress)
+	raftLog.Error("failed to take snapshot", "error", io.ErrShortWrite)
+	log.Named("cluster").Error("failed to appendEntries to")
+	out := buf.String()
+	for _, want := range []string{
+		`[ERROR] raftlock.n1.raft: failed to appendEntries to: peer=n2`,
+		`[WARN]  raftlock.n1.raft: failed to appendEntries to: peer=n3`,
+		`[WARN]  raftlock.n1.raft: peer has newer term, stopping replication`,
+		`[WARN]  raftlock.n1.raft: failed to take snapshot: error="leadership transfer in progress"`,
+		`[ERROR] raftlock.n1.raft: failed to take snapshot: error="short write"`,
+		`[ERROR] raftlock.cluster: failed to appendEntries to`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "transport shutdown") {
+		t.Errorf("the node's own closed transport logged above debug:\n%s", out)
+	}
+}

@@ -75,7 +75,7 @@ func versionText() string {
 	v := version.Get()
 	commit := v.Commit
 	if commit == "" {
-		commit = "unknown"
+		commit = "unknown (" + version.UnknownCommit + ")"
 	}
 	return fmt.Sprintf("raftlock %s\ncommit %s\n%s\n", v.Version, commit, v.GoVersion)
 }

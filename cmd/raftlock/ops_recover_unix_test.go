@@ -6,8 +6,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,14 +67,53 @@ func TestRecoverAfterLosingTwoOfThreeAndGrowBack(t *testing.T) {
 		}
 	}
 	members := "n1=" + c.nodes["n1"].raftAddr
-	if r := c.cli(nil, "recover", "--data-dir", c.nodes["n1"].dir, "--members", members); r.code != 1 || !strings.Contains(r.stderr, "in use") {
+	// A running node's data: recover waits (--wait-lock) for it to exit, then says who holds it.
+	if r := c.cli(nil, "recover", "--data-dir", c.nodes["n1"].dir, "--members", members, "--wait-lock", "1s"); r.code != 1 ||
+		!strings.Contains(r.stderr, "in use") || !strings.Contains(r.stderr, "waited 1s") {
 		t.Fatalf("recover of a running node's data: exit %d, %s", r.code, r.stderr)
 	}
-	c.kill("n1")
-	// A gap that would wrap the index past the top of uint64 is refused, changing nothing.
-	if r := c.cli(nil, "recover", "--data-dir", c.nodes["n1"].dir, "--members", members, "--index-gap", "18446744073709551606"); r.code != 1 ||
-		!strings.Contains(r.stderr, "2^62") {
-		t.Fatalf("recover with a gap near the top of uint64: exit %d, %s", r.code, r.stderr)
+	// Right after a SIGTERM, while n1 is still stopping (held stopped here, SIGSTOP, so that
+	// it is still there when recover starts): recover waits for it to exit instead of refusing
+	// "data dir is in use" at once. (A gap that would wrap the index past the top of uint64 is
+	// then refused, changing nothing.)
+	c.nodes["n1"].mu.Lock()
+	proc := c.nodes["n1"].cmd.Process
+	c.nodes["n1"].mu.Unlock()
+	if err := proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rec := exec.Command(cliEnv.bin, "recover", "--data-dir", c.nodes["n1"].dir, "--members", members, "--index-gap", "18446744073709551606")
+	var recOut, recErr syncBuffer
+	rec.Stdout, rec.Stderr = &recOut, &recErr
+	if err := rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	recDone := make(chan struct{})
+	go func() { _ = rec.Wait(); close(recDone) }()
+	testkit.Eventually(t, 30*time.Second, "recover to wait for the stopping agent", func() bool {
+		if closed(recDone) {
+			_ = proc.Signal(syscall.SIGCONT)
+			t.Fatalf("recover right after a SIGTERM did not wait: exit %d, %s", rec.ProcessState.ExitCode(), &recErr)
+		}
+		return strings.Contains(recErr.String(), "waiting up to")
+	})
+	if err := proc.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-recDone:
+	case <-time.After(60 * time.Second):
+		_ = rec.Process.Kill()
+		t.Fatalf("recover did not end once the agent exited: %s", &recErr)
+	}
+	if code := rec.ProcessState.ExitCode(); code != 1 || !strings.Contains(recErr.String(), "2^62") {
+		t.Fatalf("recover with a gap near the top of uint64, right after a SIGTERM: exit %d, %s", code, &recErr)
+	}
+	if code := c.exited("n1", 30*time.Second); code < 0 {
+		t.Fatal("n1 still runs after recover found its data dir free")
 	}
 	out := c.mustCLI(nil, "recover", "--data-dir", c.nodes["n1"].dir, "--members", members)
 	if !strings.Contains(out, "recovered") {

@@ -125,6 +125,7 @@ wait:
 			}
 		}
 	}
+	markStopping(log)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	return a.Shutdown(sctx)
@@ -191,6 +192,7 @@ and the curl lines use the same variables.`,
 			}
 			fmt.Fprint(cmd.OutOrStdout(), banner)
 			<-cmd.Context().Done()
+			markStopping(log) // before the deferred dev.Close: every node stops at once
 			return nil
 		},
 	}
