@@ -37,6 +37,8 @@ func (n NodeState) Digest() string {
 	sort.Slice(locks, func(i, j int) bool { return locks[i].Name < locks[j].Name })
 	sessions := append([]api.SessionInfo(nil), n.Sessions...)
 	for i := range sessions {
+		// What the leader's timers say of a lease is the leader's alone, not replicated state.
+		sessions[i].ExpiresIn, sessions[i].LastRenewal = "", ""
 		l := append([]string(nil), sessions[i].Locks...)
 		sort.Strings(l)
 		sessions[i].Locks = l
