@@ -73,16 +73,42 @@ func newLocksCmd() *cobra.Command {
 		if f.json() {
 			return writeJSON(w, api.LockList{Locks: nonNil(locks)})
 		}
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tHELD\tSESSION\tTOKEN\tWAITERS\tVALUE\tMODIFY INDEX")
-		for _, l := range locks {
-			fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%d\t%s\t%d\n", l.Name, l.Held, orDash(l.Session),
-				tokenText(l.Token), l.Waiters, orDash(l.Value), l.ModifyIndex)
-		}
-		return tw.Flush()
+		return writeLocksTable(w, locks)
 	})
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only locks whose name starts with this")
 	return cmd
+}
+
+// writeLocksTable prints one row per grant: a semaphore's permits and a lock's shared holds
+// each get their own, with the lock's limit and the grant's mode; a free lock (awaited or
+// delayed) gets one row without a holder.
+func writeLocksTable(w io.Writer, locks []api.Lock) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tHELD\tSESSION\tTOKEN\tMODE\tLIMIT\tWAITERS\tVALUE\tMODIFY INDEX")
+	for _, l := range locks {
+		limit := "-"
+		if l.Limit > 0 {
+			limit = strconv.Itoa(l.Limit)
+		}
+		for _, h := range lockGrants(l) {
+			fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\t%s\t%d\t%s\t%d\n", l.Name, l.Held, orDash(h.Session),
+				tokenText(h.Token), orDash(h.Mode), limit, l.Waiters, orDash(h.Value), l.ModifyIndex)
+		}
+	}
+	return tw.Flush()
+}
+
+// lockGrants returns a lock's grants, oldest first: its holders when the answer lists them (a
+// semaphore, a lock held shared), else the one exclusive grant its top-level fields describe,
+// or for a free lock one grant with nothing in it.
+func lockGrants(l api.Lock) []api.LockHolder {
+	if len(l.Holders) > 0 {
+		return l.Holders
+	}
+	if !l.Held {
+		return []api.LockHolder{{}}
+	}
+	return []api.LockHolder{{Session: l.Session, Token: l.Token, Value: l.Value, Mode: api.ModeExclusive}}
 }
 
 func newLockInfoCmd() *cobra.Command {

@@ -195,3 +195,54 @@ while :; do sleep 0.05; done`
 		t.Fatal(err)
 	}
 }
+
+// `raftlock locks` prints a row for every grant: both permits of a semaphore and both
+// shared holds of a lock, each with its session and token, the semaphore's limit and the
+// holds' mode.
+func TestLocksTableShowsEveryHolder(t *testing.T) {
+	c := testClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sem, rw := testLock(t)+"/sem", testLock(t)+"/rw"
+	type grant struct {
+		session, lock, mode, limit string
+		token                      uint64
+	}
+	var want []grant
+	for range 2 {
+		s, err := c.NewSession(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(context.Background())
+		x := client.NewSemaphore(s, sem, 2)
+		if err := x.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := client.NewRWMutex(s, rw)
+		if err := r.RLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, grant{s.ID(), sem, "-", "2", x.Token()}, grant{s.ID(), rw, "shared", "-", r.Token()})
+	}
+	out := mustRun(t, "locks", "--prefix", testLock(t))
+	if !strings.Contains(out, "MODE") || !strings.Contains(out, "LIMIT") {
+		t.Fatalf("locks table without MODE and LIMIT:\n%s", out)
+	}
+	rows := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		f := strings.Fields(line)
+		rows++
+		found := false
+		for _, g := range want {
+			found = found || len(f) >= 6 && f[0] == g.lock && f[2] == g.session && f[3] == strconv.FormatUint(g.token, 10) &&
+				f[4] == g.mode && f[5] == g.limit
+		}
+		if !found {
+			t.Fatalf("row %q is none of the grants %+v:\n%s", line, want, out)
+		}
+	}
+	if rows != len(want) {
+		t.Fatalf("%d rows for %d grants:\n%s", rows, len(want), out)
+	}
+}
