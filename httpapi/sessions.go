@@ -149,7 +149,7 @@ func (s *Server) destroySession(c echo.Context) error {
 		return err
 	}
 	return s.atLeader(c, func() error {
-		if err := s.callerOwns(c, id); err != nil {
+		if err := s.mayEnd(c, id); err != nil {
 			return err
 		}
 		ctx, cancel := s.commandContext(c, 0)
@@ -163,6 +163,23 @@ func (s *Server) destroySession(c echo.Context) error {
 		}
 		return c.JSON(http.StatusOK, api.DestroyResponse{Released: released})
 	})
+}
+
+// mayEnd refuses unless the caller may end the session: its owner (see identity.owns), or an
+// operator (operator:write), who acts on a stuck holder as Consul's operators invalidate a
+// session. A session that does not exist is not found.
+func (s *Server) mayEnd(c echo.Context, session fsm.SessionID) error {
+	caller, err := s.caller(c)
+	if err != nil || caller.operator(fsm.AccessWrite) == nil {
+		return err
+	}
+	var fe *apiError
+	if err := s.ownedSession(c, caller, session); errors.As(err, &fe) && fe.status == http.StatusForbidden {
+		return forbidden("session %s belongs to another token: ending it needs the token that created it, or operator:write", session)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // ownsAll refuses unless the caller owns every session of ids that exists: one session of

@@ -156,12 +156,63 @@ func newLockInfoCmd() *cobra.Command {
 
 func newSessionsCmd() *cobra.Command {
 	var f inspectFlags
+	cmd := sessionsListCmd(&f)
+	cmd.AddCommand(newSessionsDestroyCmd())
+	return cmd
+}
+
+// newSessionsDestroyCmd ends a session at once, as its owner or an operator would end a stuck
+// holder's: its locks go to their next waiters without lock-delay, and its waits end.
+func newSessionsDestroyCmd() *cobra.Command {
+	var f clientFlags
+	var o outputFlag
+	cmd := &cobra.Command{
+		Use:   "destroy ID",
+		Short: "End a session now, releasing every lock it holds (no lock-delay) and ending its waits",
+		Long: `End a session now (DELETE /v1/sessions/{id}). Its locks go to their next waiters at once,
+without lock-delay; the holder's client learns it at its next renewal, so until then it may
+still act on a lock it no longer holds: resources that check fencing tokens
+refuse it once the next holder's token is checked. To take one lock from a stuck holder so
+that nobody else is granted it before the holder's client has stopped, use
+"raftlock locks release --force" instead.
+
+Under --acl it needs the token that created the session, or operator:write; the audit log
+records it.`,
+		Example: `  raftlock sessions destroy 3f2c9a0d4b1e4c8f9a7d6e5f4c3b2a19`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			c, err := f.newClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			res, err := c.Raw().DestroySession(cmd.Context(), args[0])
+			if err != nil {
+				return failure("destroying session "+args[0], err)
+			}
+			if o.json() {
+				return writeJSON(cmd.OutOrStdout(), api.DestroyResponse{Released: nonNil(res.Released)})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "destroyed session %s; released: %s\n", args[0], orDash(strings.Join(res.Released, ",")))
+			return nil
+		},
+	}
+	f.register(cmd, inspectRetry)
+	o.register(cmd)
+	return cmd
+}
+
+func sessionsListCmd(f *inspectFlags) *cobra.Command {
 	return inspectCmd(&cobra.Command{
 		Use:     "sessions",
-		Short:   "List sessions and the locks they hold",
-		Example: `  raftlock sessions -o json`,
+		Short:   "List sessions and the locks they hold; destroy one",
+		Example: `  raftlock sessions -o json
+  raftlock sessions destroy ID`,
 		Args:    cobra.NoArgs,
-	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
+	}, f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
 		sessions, err := c.Raw().Sessions(ctx, f.readOpts()...)
 		if err != nil {
 			return failure("listing sessions", err)

@@ -246,3 +246,32 @@ func TestLocksTableShowsEveryHolder(t *testing.T) {
 		t.Fatalf("%d rows for %d grants:\n%s", rows, len(want), out)
 	}
 }
+
+// `raftlock sessions destroy ID` ends the session and frees its lock; a second time the
+// session is not found, and the command says so with exit code 1.
+func TestSessionsDestroyEndsTheSession(t *testing.T) {
+	c := testClient(t)
+	name := testLock(t)
+	m := holdLock(t, c, name)
+	id := m.Session().ID()
+	var d api.DestroyResponse
+	decodeRun(t, &d, "sessions", "destroy", id, "-o", "json")
+	if len(d.Released) != 1 || d.Released[0] != name {
+		t.Fatalf("sessions destroy released %+v, want [%s]", d.Released, name)
+	}
+	if !lockIsFree(t, c, name) {
+		t.Fatalf("%s is still held after its session was destroyed", name)
+	}
+	select {
+	case <-m.Session().Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the destroyed session's client still believes it holds its session")
+	}
+	r := runCLI(t, "sessions", "destroy", id)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "does not exist") {
+		t.Fatalf("destroying it again: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if r := runCLI(t, "sessions", "destroy"); r.code != exitFailure {
+		t.Fatalf("destroy without an id: exit %d", r.code)
+	}
+}
