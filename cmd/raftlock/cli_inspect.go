@@ -207,11 +207,11 @@ records it.`,
 
 func sessionsListCmd(f *inspectFlags) *cobra.Command {
 	return inspectCmd(&cobra.Command{
-		Use:     "sessions",
-		Short:   "List sessions and the locks they hold; destroy one",
+		Use:   "sessions",
+		Short: "List sessions and the locks they hold; destroy one",
 		Example: `  raftlock sessions -o json
   raftlock sessions destroy ID`,
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 	}, f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
 		sessions, err := c.Raw().Sessions(ctx, f.readOpts()...)
 		if err != nil {
