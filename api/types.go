@@ -185,11 +185,23 @@ type ReleaseRequest struct {
 	// which the release fences, and the session's floor, as in AcquireRequest.
 	AttemptSeq   uint64 `json:"attempt_seq,omitempty"`
 	AttemptFloor uint64 `json:"attempt_floor,omitempty"`
+	// Force makes it an operator's forced release of the grant under Token, whoever holds it
+	// (an addition to v1, feature force-release; operator:write under ACLs): Session may be
+	// left out, and if given must be the holder's. The holding session ends, and every lock it
+	// held stays unavailable for its TTL plus its lock-delay, so that its client stops
+	// believing it holds them before anyone else is granted one.
+	Force bool `json:"force,omitempty"`
 }
 
 // ReleaseResponse is the body of a successful release.
 type ReleaseResponse struct {
 	Released bool `json:"released"`
+	// EndedSession, HeldBack and AvailableIn answer a forced release (additions to v1): the
+	// session it ended, the locks that session held, now held back, and for how long (the
+	// session's TTL plus its lock-delay, a Go duration).
+	EndedSession string   `json:"ended_session,omitempty"`
+	HeldBack     []string `json:"held_back,omitempty"`
+	AvailableIn  string   `json:"available_in,omitempty"`
 }
 
 // CancelAcquireResponse answers DELETE /v1/locks/{name}/acquire?session=<id>[&attempt=<a>]: whether the

@@ -43,12 +43,17 @@ const (
 	// kept, never forgotten, once it does. Its rules apply once FeatureAttemptNumbers is
 	// enabled too (a leader enables both together, every member of this version having both).
 	FeatureAttemptEnds Feature = "attempt-ends"
+	// FeatureForceRelease: an operator's forced release of a lock (TypeForceRelease) ends the
+	// session that holds it under the named token, and holds back every lock that session
+	// held for the session's TTL plus its lock-delay, so that nobody is granted one before the
+	// holder's client has stopped believing it holds it.
+	FeatureForceRelease Feature = "force-release"
 )
 
 // AllFeatures returns every feature this version supports, sorted.
 func AllFeatures() []Feature {
 	fs := []Feature{FeatureAttemptNumbers, FeatureExpiryTerm, FeatureTokenDeleteDropsWaits, FeatureSemaphoresRWLocks,
-		FeatureAttemptEnds}
+		FeatureAttemptEnds, FeatureForceRelease}
 	slices.Sort(fs)
 	return fs
 }
@@ -98,6 +103,9 @@ func (c *Command) MissingFeature(has func(Feature) bool) Feature {
 	}
 	if (c.Limit != 0 || c.Shared || c.DelayIndex != 0 || c.Type == TypeServeQueue) && !has(FeatureSemaphoresRWLocks) {
 		return FeatureSemaphoresRWLocks
+	}
+	if c.Type == TypeForceRelease && !has(FeatureForceRelease) {
+		return FeatureForceRelease
 	}
 	return ""
 }

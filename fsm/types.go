@@ -83,10 +83,12 @@ type Result struct {
 	// current holder's token when Status is StatusLockHeld or StatusQueued.
 	Token uint64
 	Value string
-	// Holder is the holding session when Status is StatusLockHeld or StatusQueued.
+	// Holder is the holding session when Status is StatusLockHeld or StatusQueued, and the
+	// session a forced release ended.
 	Holder SessionID
 	// DelayUntil is the end of the lock-delay (leader clock, Unix nanoseconds) for StatusLockDelayed,
-	// and for StatusQueued when the lock is free but delayed.
+	// for StatusQueued when the lock is free but delayed, and for a forced release the
+	// earliest end of the named lock's delays.
 	DelayUntil int64
 	// Released lists, sorted, the locks a destroy or expiry released.
 	Released []string

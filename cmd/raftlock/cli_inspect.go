@@ -57,6 +57,82 @@ func inspectCmd(cmd *cobra.Command, f *inspectFlags,
 }
 
 func newLocksCmd() *cobra.Command {
+	cmd := locksListCmd()
+	cmd.AddCommand(newLocksReleaseCmd())
+	return cmd
+}
+
+// newLocksReleaseCmd is an operator's forced release of one grant of a lock.
+func newLocksReleaseCmd() *cobra.Command {
+	var f clientFlags
+	var o outputFlag
+	var force bool
+	var token uint64
+	cmd := &cobra.Command{
+		Use:   "release --force NAME [--fencing-token T]",
+		Short: "Take a lock from a stuck holder (an operator's forced release)",
+		Long: `Take a lock from its holder, whoever that is: an operator's forced release
+(POST /v1/locks/{name}/release with "force": true).
+
+It ends the session that holds the grant, as "raftlock sessions destroy" does, and holds back
+every lock that session held for the session's TTL plus its lock-delay: the holder's client
+stops believing it holds them (its lease runs out, or its next renewal is refused) before
+anyone else is granted one, and the next holder's fencing token is higher than the old one.
+
+--fencing-token names the grant (every grant of a semaphore or of a shared lock has its own token);
+without it the lock must have exactly one holder. Under --acl it needs operator:write; the
+audit log records it.`,
+		Example: `  raftlock locks release --force jobs/nightly
+  raftlock locks release --force workers --fencing-token 1234`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			if !force {
+				return &exitError{code: exitFailure, msg: "locks release takes a lock from its holder, whoever that is: say so with --force " +
+					"(a holder releases its own lock through its client, or ends with its session)"}
+			}
+			c, err := f.newClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, name := cmd.Context(), args[0]
+			if token == 0 {
+				l, err := c.GetLock(ctx, name)
+				if err != nil {
+					return failure("reading lock", err)
+				}
+				grants := lockGrants(*l)
+				switch {
+				case !l.Held:
+					return &exitError{code: exitFailure, msg: fmt.Sprintf("lock %q is not held", name)}
+				case len(grants) > 1:
+					return &exitError{code: exitFailure, msg: fmt.Sprintf("lock %q has %d holders: name one with --fencing-token (see raftlock lock-info %s)", name, len(grants), name)}
+				}
+				token = grants[0].Token
+			}
+			res, err := c.Raw().ForceRelease(ctx, name, token)
+			if err != nil {
+				return failure("releasing lock "+name, err)
+			}
+			if o.json() {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "released lock %s (token %d): ended session %s; held back for %s: %s\n",
+				name, token, orDash(res.EndedSession), orDash(res.AvailableIn), orDash(strings.Join(res.HeldBack, ",")))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "take the grant from its holder (required)")
+	cmd.Flags().Uint64Var(&token, "fencing-token", 0, "the fencing token of the grant to take (default: the lock's only holder's)")
+	f.register(cmd, inspectRetry)
+	o.register(cmd)
+	return cmd
+}
+
+func locksListCmd() *cobra.Command {
 	var f inspectFlags
 	var prefix string
 	cmd := inspectCmd(&cobra.Command{

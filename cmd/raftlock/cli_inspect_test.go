@@ -275,3 +275,51 @@ func TestSessionsDestroyEndsTheSession(t *testing.T) {
 		t.Fatalf("destroy without an id: exit %d", r.code)
 	}
 }
+
+// `raftlock locks release --force NAME` takes the lock from its only holder by ending the
+// holder's session, which it names; without --force it refuses, and a semaphore with two
+// holders needs --token.
+func TestLocksReleaseForceTakesTheLockFromItsHolder(t *testing.T) {
+	c := testClient(t)
+	name := testLock(t)
+	m := holdLock(t, c, name)
+	if r := runCLI(t, "locks", "release", name); r.code != exitFailure || !strings.Contains(r.stderr, "--force") {
+		t.Fatalf("without --force: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	var res api.ReleaseResponse
+	decodeRun(t, &res, "locks", "release", "--force", name, "-o", "json")
+	if !res.Released || res.EndedSession != m.Session().ID() || len(res.HeldBack) != 1 || res.HeldBack[0] != name {
+		t.Fatalf("locks release --force answered %+v", res)
+	}
+	if !lockIsFree(t, c, name) {
+		t.Fatalf("%s is still held after a forced release", name)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sem := testLock(t) + "-sem"
+	var tokens []uint64
+	for range 2 {
+		s, err := c.NewSession(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(context.Background())
+		x := client.NewSemaphore(s, sem, 2)
+		if err := x.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, x.Token())
+	}
+	if r := runCLI(t, "locks", "release", "--force", sem); r.code != exitFailure || !strings.Contains(r.stderr, "--fencing-token") {
+		t.Fatalf("two holders without --token: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	out := mustRun(t, "locks", "release", "--force", sem, "--fencing-token", strconv.FormatUint(tokens[1], 10))
+	if !strings.Contains(out, "ended session") {
+		t.Fatalf("locks release --force --token printed:\n%s", out)
+	}
+	l, err := c.GetLock(ctx, sem)
+	if err != nil || len(l.Holders) != 1 || l.Holders[0].Token != tokens[0] {
+		t.Fatalf("after taking one permit the semaphore is %+v, %v", l, err)
+	}
+}
