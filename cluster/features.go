@@ -45,6 +45,16 @@ type MemberReport struct {
 // Lag returns how many entries the member was behind the leader's last index.
 func (r MemberReport) Lag() uint64 { return r.LeaderIndex - min(r.LeaderIndex, r.AppliedIndex) }
 
+// gateCommand refuses, with ErrFeatureNotEnabled, a command that needs a feature the cluster
+// has not enabled: some member may not know it, so it must not enter the log (see the feature
+// gate in fsm/features.go).
+func (n *Node) gateCommand(c *fsm.Command) error {
+	if feature := c.MissingFeature(n.fsm.FeatureEnabled); feature != "" {
+		return fmt.Errorf("%w: %q", ErrFeatureNotEnabled, feature)
+	}
+	return nil
+}
+
 // featureGate is the leader's side of rolling upgrades: it asks every member of the Raft
 // configuration which features it supports (GET /v1/health of its published HTTP address)
 // and, once all of them support a feature, proposes the EnableFeatures command that turns it

@@ -6,24 +6,8 @@ import (
 	"github.com/raftlock/raftlock/fsm"
 )
 
-// waitKey names one session's wait for one lock.
-type waitKey struct {
-	lock    string
-	session fsm.SessionID
-}
-
-// grantWait is a blocked acquire's mailbox: it receives the token of its grant, or is told that
-// its session ended.
-type grantWait struct {
-	key     waitKey
-	granted chan uint64   // buffered 1
-	ended   chan struct{} // closed when the session ends, its queue entry is dropped, or the node closes
-	// ready, when not nil, is closed once an earlier request of the same session and lock has
-	// finished taking the queue entry away (see leave); the acquire is proposed after it.
-	ready <-chan struct{}
-}
-
-// notifier wakes blocked acquires and blocking queries as the state machine applies the log.
+// notifier wakes blocked acquires (registered by a blockedAcquire, acquire_wait.go) and
+// blocking queries as the state machine applies the log.
 type notifier struct {
 	mu        sync.Mutex
 	grants    map[waitKey]map[*grantWait]struct{}
@@ -41,62 +25,6 @@ func newNotifier() *notifier {
 		removing:  make(map[waitKey]chan struct{}),
 		watches:   make(map[string]chan struct{}),
 		anyChange: make(chan struct{}),
-	}
-}
-
-// waitGrant registers a mailbox for session's grant of lock. Register before proposing the
-// acquire, so that a grant applied between the proposal and the wait is not missed.
-func (nt *notifier) waitGrant(lock string, session fsm.SessionID) *grantWait {
-	w := &grantWait{key: waitKey{lock, session}, granted: make(chan uint64, 1), ended: make(chan struct{})}
-	nt.mu.Lock()
-	defer nt.mu.Unlock()
-	if nt.closed {
-		close(w.ended)
-		return w
-	}
-	addTo(nt.grants, w.key, w)
-	addTo(nt.bySession, session, w)
-	if ch, ok := nt.removing[w.key]; ok {
-		w.ready = ch
-	}
-	return w
-}
-
-// cancel unregisters w.
-func (nt *notifier) cancel(w *grantWait) {
-	nt.mu.Lock()
-	defer nt.mu.Unlock()
-	removeFrom(nt.grants, w.key, w)
-	removeFrom(nt.bySession, w.key.session, w)
-}
-
-// leave unregisters w, whose wait ended without a grant, and says who owns the queue entry.
-// If another blocked acquire waits for the same session and lock (a client that re-asked
-// before its previous request ended), that one does: leave returns nil, and w's end must not
-// remove the entry. Otherwise the caller removes it and calls the returned function once the
-// removal has ended; requests of the same session and lock that register meanwhile propose
-// their acquire only after that (grantWait.ready), so the removal cannot take away the entry
-// their acquire kept. Of requests that end together, exactly the last to leave removes.
-func (nt *notifier) leave(w *grantWait) (removed func()) {
-	nt.mu.Lock()
-	defer nt.mu.Unlock()
-	removeFrom(nt.grants, w.key, w)
-	removeFrom(nt.bySession, w.key.session, w)
-	if len(nt.grants[w.key]) > 0 {
-		return nil
-	}
-	ch, ok := nt.removing[w.key]
-	if !ok {
-		ch = make(chan struct{})
-		nt.removing[w.key] = ch
-	}
-	return func() {
-		nt.mu.Lock()
-		defer nt.mu.Unlock()
-		if nt.removing[w.key] == ch {
-			delete(nt.removing, w.key)
-			close(ch)
-		}
 	}
 }
 

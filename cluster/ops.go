@@ -184,111 +184,6 @@ func (a Attempt) set(c *fsm.Command) {
 	c.Attempt, c.AttemptSeq, c.AttemptFloor = a.ID, a.Seq, a.Floor
 }
 
-// Acquire tries, or with a Wait queues for, a lock. The Result's Status says what happened:
-// StatusOK with the token, StatusLockHeld or StatusLockDelayed when it could not be had (in
-// time), StatusSessionNotFound when the session does not exist or ended while waiting.
-func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, error) {
-	if err := n.leaderOnly(); err != nil {
-		return fsm.Result{}, err
-	}
-	cmd := &fsm.Command{Type: fsm.TypeAcquire, Session: req.Session, Lock: req.Lock,
-		Value: req.Value, SetValue: req.SetValue, Queue: req.Wait > 0, Limit: req.Limit, Shared: req.Shared}
-	req.Attempt.set(cmd)
-	if req.Wait <= 0 {
-		return n.propose(ctx, cmd)
-	}
-	// Register before proposing, so that a grant applied at any point after is seen.
-	w := n.events.waitGrant(req.Lock, req.Session)
-	term := n.raft.CurrentTerm()
-	if w.ready != nil {
-		select {
-		case <-w.ready:
-		case <-ctx.Done():
-			// This request proposed nothing, but an earlier one of the session may have left
-			// the queue entry to it: leave the wait as any request whose wait ends.
-			_, _ = n.leaveWait(w, req, term, 0)
-			return fsm.Result{}, fmt.Errorf("cluster: waiting for an earlier wait of the session to end: %w", ctx.Err())
-		}
-	}
-	res, err := n.propose(ctx, cmd)
-	if err != nil || res.Status != fsm.StatusQueued {
-		if err == nil && res.Status == fsm.StatusOK {
-			n.events.cancel(w)
-		} else {
-			_, _ = n.leaveWait(w, req, term, 0)
-		}
-		return res, err
-	}
-	timer := time.NewTimer(req.Wait)
-	defer timer.Stop()
-	for {
-		select {
-		case token := <-w.granted:
-			// Only a grant after this request queued the session is its grant: an older one
-			// (released meanwhile) would make the caller believe it holds a lock it does not.
-			if token > res.Index {
-				n.events.cancel(w)
-				return n.grantResult(req, token), nil
-			}
-			if g, ok := n.grantAfter(req, res.Index); ok {
-				n.events.cancel(w)
-				return g, nil
-			}
-			continue
-		case <-w.ended:
-			if _, ok := n.fsm.Session(req.Session); !ok {
-				n.events.cancel(w)
-				return fsm.Result{Status: fsm.StatusSessionNotFound}, nil
-			}
-			// The state was replaced (snapshot restore), the queue entry was dropped (its
-			// token was deleted) or the node is closing: settle it below.
-		case <-timer.C:
-		case <-ctx.Done():
-		}
-		return n.leaveWait(w, req, term, res.Index)
-	}
-}
-
-// leaveWait ends the wait of an acquire that was not granted, or that failed before or while
-// proposing (index is then 0). A grant to the session under a token above index that raced
-// with the end is reported as the grant. Otherwise the last request of the session to leave
-// the lock's wait removes the session's queue entry — also one that proposed nothing, since
-// an earlier request may have left the entry to it — and the result says why there was no
-// grant.
-func (n *Node) leaveWait(w *grantWait, req AcquireRequest, term, index uint64) (fsm.Result, error) {
-	removed := n.events.leave(w)
-	if removed != nil {
-		defer removed()
-	}
-	if index > 0 {
-		if g, ok := n.grantAfter(req, index); ok {
-			return g, nil
-		}
-	}
-	if removed == nil || !n.fsm.Queued(req.Lock, req.Session) {
-		// Another request of this session waits for this lock and owns the entry, or there is
-		// no entry to remove.
-		return n.lockState(req, 0), nil
-	}
-	if n.raft.CurrentTerm() != term || !n.IsLeader() {
-		// Leadership moved while this request waited, even if it came back: a newer request of
-		// the session may have queued it again through another leader, which this node's
-		// waiters do not show, and the entry would be that request's. Leave it, as when the
-		// removal fails.
-		return fsm.Result{}, fmt.Errorf("%w: leadership changed while waiting; the queue entry was left in place", ErrUnknownOutcome)
-	}
-	return n.cancelWait(req)
-}
-
-// grantAfter returns the session's grant of the lock if it holds it under a token above index.
-func (n *Node) grantAfter(req AcquireRequest, index uint64) (fsm.Result, bool) {
-	h, ok := n.fsm.HoldOf(req.Lock, req.Session)
-	if !ok || h.Token <= index {
-		return fsm.Result{}, false
-	}
-	return fsm.Result{Status: fsm.StatusOK, Index: h.Token, Token: h.Token, Value: h.Value}, true
-}
-
 // CancelAcquire takes the session out of the lock's queue, for a client that gave up waiting
 // and cannot tell whether a request of its still waits somewhere (a cut connection, a node that
 // failed while it answered). The Result's Status is StatusCancelled or StatusNotQueued, or
@@ -305,68 +200,21 @@ func (n *Node) CancelAcquire(ctx context.Context, session fsm.SessionID, lock st
 	return n.propose(ctx, cmd)
 }
 
-// cancelWait removes the session from the lock's queue after its wait ended. A grant that won
-// the race is reported as a grant, never lost.
-func (n *Node) cancelWait(req AcquireRequest) (fsm.Result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
-	defer cancel()
-	res, err := n.propose(ctx, &fsm.Command{Type: fsm.TypeCancelWait, Session: req.Session, Lock: req.Lock})
-	if err != nil {
-		// The queue entry stays until the session asks again, is granted or ends; the caller
-		// learns the outcome is unknown.
-		// Not %w: the cause may be ErrNotLeader, but the acquire itself was applied, so the
-		// only true classification is "unknown".
-		return fsm.Result{}, fmt.Errorf("%w: wait ended but the queue entry could not be removed: %v", ErrUnknownOutcome, err)
+// Acquire tries, or with a Wait queues for, a lock. The Result's Status says what happened:
+// StatusOK with the token, StatusLockHeld or StatusLockDelayed when it could not be had (in
+// time), StatusSessionNotFound when the session does not exist or ended while waiting. A
+// blocking acquire's wait is a blockedAcquire (acquire_wait.go).
+func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (fsm.Result, error) {
+	if err := n.leaderOnly(); err != nil {
+		return fsm.Result{}, err
 	}
-	switch res.Status {
-	case fsm.StatusOK, fsm.StatusSessionNotFound:
-		return res, nil
-	case fsm.StatusCancelled:
-		// Why, as of the cancel: the state read later may have moved on (a lock-delay that
-		// ended since, with nobody left in the queue, reads as free).
-		if !res.Holder.IsZero() {
-			return fsm.Result{Status: fsm.StatusLockHeld, Index: res.Index, Holder: res.Holder, Token: res.Token}, nil
-		}
-		if res.DelayUntil != 0 {
-			return fsm.Result{Status: fsm.StatusLockDelayed, Index: res.Index, DelayUntil: res.DelayUntil}, nil
-		}
+	cmd := &fsm.Command{Type: fsm.TypeAcquire, Session: req.Session, Lock: req.Lock,
+		Value: req.Value, SetValue: req.SetValue, Queue: req.Wait > 0, Limit: req.Limit, Shared: req.Shared}
+	req.Attempt.set(cmd)
+	if req.Wait <= 0 {
+		return n.propose(ctx, cmd)
 	}
-	return n.lockState(req, res.Index), nil
-}
-
-// lockState describes why a wait for the lock ended without a grant to req's session: held by
-// another session (the newest grant of one), or delayed.
-func (n *Node) lockState(req AcquireRequest, index uint64) fsm.Result {
-	l := n.fsm.Lock(req.Lock)
-	if l.Held && l.Holder != req.Session {
-		return fsm.Result{Status: fsm.StatusLockHeld, Index: index, Holder: l.Holder, Token: l.Token}
-	}
-	if l.Held {
-		hs := n.fsm.Holders(req.Lock)
-		for i := len(hs) - 1; i >= 0; i-- {
-			if hs[i].Session != req.Session {
-				return fsm.Result{Status: fsm.StatusLockHeld, Index: index, Holder: hs[i].Session, Token: hs[i].Token}
-			}
-		}
-	}
-	if !l.Held && l.DelayUntil != 0 {
-		return fsm.Result{Status: fsm.StatusLockDelayed, Index: index, DelayUntil: l.DelayUntil}
-	}
-	// Free and undelayed, or held by the session under a grant older than this request's (a
-	// grant-and-release race, or a leftover request): not this request's grant, and no other
-	// session to name.
-	return fsm.Result{Status: fsm.StatusLockHeld, Index: index}
-}
-
-func (n *Node) grantResult(req AcquireRequest, token uint64) fsm.Result {
-	value := ""
-	if req.SetValue {
-		value = req.Value
-	}
-	if h, ok := n.fsm.HoldOf(req.Lock, req.Session); ok && h.Token == token {
-		value = h.Value
-	}
-	return fsm.Result{Status: fsm.StatusOK, Index: token, Token: token, Value: value}
+	return n.registerWait(req).run(ctx, cmd)
 }
 
 // Release releases a lock held by the session under token; the first waiter, if any, is granted

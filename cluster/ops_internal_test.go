@@ -87,14 +87,14 @@ func TestRequestFailingBeforeProposingRemovesTheEntryLeftToIt(t *testing.T) {
 	ch := startWait(t, n, wctx, waiter, "l")
 	// A second request of the session registers, as Acquire does before proposing.
 	req := AcquireRequest{Session: waiter, Lock: "l", Wait: time.Minute}
-	w2 := n.events.waitGrant("l", waiter)
+	w2 := n.registerWait(req)
 	wcancel() // the first request's client leaves: the entry is left to the second
 	<-ch
 	if !n.fsm.Queued("l", waiter) {
 		t.Fatal("the first request removed the entry although another request of the session waits")
 	}
 	// The second request fails before proposing.
-	if _, err := n.leaveWait(w2, req, n.raft.CurrentTerm(), 0); err != nil {
+	if _, err := w2.withdraw(); err != nil {
 		t.Fatal(err)
 	}
 	if n.fsm.Queued("l", waiter) {
@@ -118,14 +118,15 @@ func TestWaitEndRacingItsGrantReportsTheGrant(t *testing.T) {
 	// as the grant applies, while another request of the session still waits.
 	ch := startWait(t, n, ctx, waiter, "l")
 	queuedAt := n.raft.LastIndex()
-	w := n.events.waitGrant("l", waiter)
+	w := n.registerWait(AcquireRequest{Session: waiter, Lock: "l"})
+	w.queued = queuedAt
 	if _, err := n.Release(ctx, holder, "l", res.Token, Attempt{}); err != nil {
 		t.Fatal(err)
 	}
 	<-ch
-	other := n.events.waitGrant("l", waiter) // a request of the session that still waits
-	defer n.events.cancel(other)
-	got, err := n.leaveWait(w, AcquireRequest{Session: waiter, Lock: "l"}, n.raft.CurrentTerm(), queuedAt)
+	other := n.registerWait(AcquireRequest{Session: waiter, Lock: "l"}) // a request of the session that still waits
+	defer other.done()
+	got, err := w.withdraw()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,9 +19,8 @@ func (n *Node) propose(ctx context.Context, c *fsm.Command) (fsm.Result, error) 
 		// apply a command nobody waits for, such as an acquire whose client already gave up.
 		return fsm.Result{}, fmt.Errorf("%w: the request ended before it was proposed: %w", ErrNotProposed, context.Cause(ctx))
 	}
-	if feature := c.MissingFeature(n.fsm.FeatureEnabled); feature != "" {
-		// Some member may not know it: it must not enter the log.
-		return fsm.Result{}, fmt.Errorf("%w: %q", ErrFeatureNotEnabled, feature)
+	if err := n.gateCommand(c); err != nil {
+		return fsm.Result{}, err
 	}
 	if !n.proposals.TryRLock() {
 		return fsm.Result{}, fmt.Errorf("%w: a restore is being installed", ErrNotLeader)

@@ -132,11 +132,11 @@ func summarize(st *state, version byte) SnapshotSummary {
 		s.MaxIndex = max(s.MaxIndex, ss.createIndex)
 	}
 	for _, l := range st.locks {
-		s.MaxIndex = max(s.MaxIndex, l.modifyIndex, l.token)
+		s.MaxIndex = max(s.MaxIndex, l.modifyIndex)
+		for _, g := range l.grants() {
+			s.MaxIndex = max(s.MaxIndex, g.token)
+		}
 		if l.x != nil {
-			for _, h := range l.x.more {
-				s.MaxIndex = max(s.MaxIndex, h.token)
-			}
 			for _, d := range l.x.delays {
 				s.MaxIndex = max(s.MaxIndex, d.index)
 			}

@@ -1,7 +1,22 @@
 // Package fsm is raftlock's deterministic lock state machine: sessions, locks with FIFO wait
 // queues and fencing tokens (a lock may be a semaphore that several sessions hold at once, or
-// a read/write lock with shared holds; see holds.go), the cluster's membership metadata, and
-// the ACL state (tokens, policies, and the token that owns each session).
+// a read/write lock with shared holds), the cluster's membership metadata, and the ACL state
+// (tokens, policies, and the token that owns each session).
+//
+// Each rule has one file, which states it and its invariants at the top:
+//
+//   - acquire.go: acquiring, queueing, releasing and handing a lock on (fits, ready, grant,
+//     ungrant, grantNext);
+//   - attempts.go: the attempts an acquire names, and which of them have ended;
+//   - delays.go: lock-delays after an expiry;
+//   - features.go: the feature gate, every part of it (what a command needs, what Apply
+//     drops, which snapshot format is written, what a restore refuses);
+//   - invariants.go: the invariants of a lock entry, stated once and checked by Restore
+//     (and, after every command, by the randomized tests);
+//   - lock.go: how a lock entry stores its grants (one token-ordered list) and how a session
+//     lists the locks it holds;
+//   - apply.go: the dispatch of commands and a session's life; acl.go: ACL commands;
+//     snapshot.go and snapshot_lock.go: the snapshot format.
 //
 // Every change is a Command, encoded compactly (a version byte, a type byte, then varints and
 // length-prefixed strings) and applied through the raft.FSM interface. Apply never reads a

@@ -32,7 +32,7 @@ func Waiters(f *FSM, name string) []Waiter {
 
 // CheckIntegrity recounts the state and checks that the derived data (each session's held and
 // awaited locks, the counters) agrees with the lock table and that no stored state breaks a
-// rule (see checkLockRecord): grants and delays within the lock's limit and mode, live holders
+// rule (see checkLock): grants and delays within the lock's limit and mode, live holders
 // that are not in their own queue, live waiters queued once, no idle lock entry, no waiter
 // that could be granted; and that the entries are in their canonical form.
 func CheckIntegrity(f *FSM) error {
@@ -58,38 +58,22 @@ func CheckIntegrity(f *FSM) error {
 		if l.name != name {
 			return fmt.Errorf("lock %q: entry named %q", name, l.name)
 		}
-		x := l.x
-		if x != nil && x.empty() {
-			return fmt.Errorf("lock %q: an extension that says nothing is kept", name)
-		}
-		if x == nil {
-			x = &lockExt{}
+		if err := checkLock(l); err != nil {
+			return fmt.Errorf("lock %q: %w", name, err)
 		}
 		var grants []HolderInfo
 		for i := range l.holds() {
 			grants = append(grants, l.holderInfo(i))
 		}
-		if err := checkLockRecord(l, grants, x); err != nil {
-			return fmt.Errorf("lock %q: %w", name, err)
-		}
-		if !l.held && (l.prevHeld != nil || l.nextHeld != nil) {
-			return fmt.Errorf("lock %q: free but still linked to held locks", name)
-		}
-		if !l.held && (l.holder != (SessionID{}) || l.token != 0 || l.value != "") {
-			return fmt.Errorf("lock %q: free but keeps holder %v token %d value %q", name, l.holder, l.token, l.value)
-		}
-		if l.held {
+		if l.held() {
 			held++
 		}
-		for i, g := range grants {
+		for _, g := range grants {
 			if st.sessions[g.Session] == nil {
 				return fmt.Errorf("lock %q: held by dead session %v", name, g.Session)
 			}
 			if wantLocks[g.Session][name] {
 				return fmt.Errorf("lock %q: held twice by %v", name, g.Session)
-			}
-			if i > 0 && x.more[i-1].name != name {
-				return fmt.Errorf("lock %q: hold %d names %q", name, i, x.more[i-1].name)
 			}
 			add(wantLocks, g.Session, name)
 		}
@@ -178,33 +162,20 @@ func checkSlots[K comparable, T any](t *slots[T], m map[K]*T, slot func(*T) uint
 func checkHeldList(st *state, ss *session, want map[string]bool) error {
 	seen := map[string]bool{}
 	var prev *lock
-	for l := ss.held; l != nil; prev, l = l, l.nextHeld {
+	for l := ss.held; l != nil; {
+		i := l.holdOf(ss.id)
 		switch {
-		case l.prevHeld != prev:
-			return fmt.Errorf("lock %q: back link broken", l.name)
 		case st.locks[l.name] != l:
 			return fmt.Errorf("lock %q: not the entry of the lock table", l.name)
-		case !l.held || l.holder != ss.id:
-			return fmt.Errorf("lock %q: listed but held=%v by %v", l.name, l.held, l.holder)
+		case i < 0:
+			return fmt.Errorf("lock %q: listed but not held", l.name)
+		case l.grants()[i].prev != prev:
+			return fmt.Errorf("lock %q: back link broken", l.name)
 		case seen[l.name] || !want[l.name]:
 			return fmt.Errorf("lock %q listed twice or not held", l.name)
 		}
 		seen[l.name] = true
-	}
-	var prevHold *hold
-	for h := ss.holds; h != nil; prevHold, h = h, h.next {
-		l := st.locks[h.name]
-		switch {
-		case h.prev != prevHold:
-			return fmt.Errorf("hold of %q: back link broken", h.name)
-		case l == nil || l.x == nil || !slices.Contains(l.x.more, h):
-			return fmt.Errorf("hold of %q: not a hold of the lock table's entry", h.name)
-		case h.session != ss.id:
-			return fmt.Errorf("hold of %q: listed but held by %v", h.name, h.session)
-		case seen[h.name] || !want[h.name]:
-			return fmt.Errorf("lock %q listed twice or not held", h.name)
-		}
-		seen[h.name] = true
+		prev, l = l, l.grants()[i].next
 	}
 	if len(seen) != len(want) {
 		return fmt.Errorf("lists %d locks, holds %d", len(seen), len(want))

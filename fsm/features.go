@@ -5,6 +5,28 @@ import (
 	"slices"
 )
 
+// The feature gate: how a change to the log's or a snapshot's contents, or to how a command
+// applies, reaches a cluster whose members run different versions without their states ever
+// diverging. Every part of it is here; the leader's side, which asks the members and proposes
+// the enabling command, is cluster/features.go.
+//
+//   - Needing: MissingFeature says which feature a command needs enabled. The proposer
+//     (cluster's Node.propose, through Node.gateCommand) refuses a command whose feature is not
+//     enabled, so that no entry reaches a member that could not apply it.
+//   - Enabling: an EnableFeatures command (enableFeatures), which the leader proposes only once
+//     every member reports the feature, enables it for good.
+//   - Applying: a node that meets an entry needing or enabling a feature it does not know
+//     (unknownFeature) halts, as for ErrNewerFormat, rather than skip it; and Apply clears the
+//     fields of features not enabled (withoutDisabled), so that no state holds what the
+//     snapshot format of its features cannot.
+//   - Snapshots: a state is written in the oldest format that can hold it (snapshotVersionOf),
+//     so that the versions before its features can still read it; a restore refuses a
+//     snapshot that enabled a feature this node does not know (knowsAll).
+//
+// Invariants: an enabled feature stays enabled; the enabled set is sorted without repeats and
+// replaced, never changed, so that a snapshot may share it; no state holds a field of a feature
+// not enabled.
+
 // Feature names a change to what the log or a snapshot may hold, or to how a command applies.
 // A node of an older version cannot decode the entries of a feature it lacks, so a leader
 // proposes them only once an EnableFeatures command, proposed when every member supports the
@@ -164,4 +186,46 @@ func (f *FSM) KnownFeatures() []Feature { return slices.Clone(f.known) }
 // apply; err wraps ErrNewerFormat.
 func newerFormat(index uint64, err error) error {
 	return fmt.Errorf("fsm: log entry %d needs a newer raftlock (%w): upgrade this node", index, err)
+}
+
+// withoutDisabled clears the fields of features the cluster has not enabled. A leader proposes
+// them only once their feature is enabled, so this changes only commands written by hand; it
+// keeps the state from holding anything the snapshot format of its features cannot.
+func (a *applier) withoutDisabled(c *Command) {
+	if !a.st.features.has(FeatureAttemptNumbers) {
+		c.AttemptSeq, c.AttemptFloor = 0, 0
+	}
+	if !a.st.features.has(FeatureExpiryTerm) {
+		c.Term = 0
+	}
+	if !a.st.features.has(FeatureSemaphoresRWLocks) {
+		c.Limit, c.Shared, c.DelayIndex = 0, false, 0
+	}
+	if c.AttemptSeq == 0 && a.exactAttempts() {
+		// The string keeps its fence check too: one cancelled before the rule came.
+		c.AttemptSeq = NumberedAttempt(c.Attempt)
+	}
+}
+
+// snapshotVersionOf returns the format version a state with features fs is written in: the
+// oldest that can hold it, so that the versions before the features can still read it.
+func snapshotVersionOf(fs featureSet) byte {
+	switch {
+	case fs.has(FeatureSemaphoresRWLocks):
+		return snapshotVersion
+	case len(fs) > 0:
+		return snapshotVersionFeatures
+	}
+	return snapshotVersionNoFeatures
+}
+
+// knowsAll returns an error wrapping ErrNewerFormat if fs, the features a snapshot enabled,
+// has one this state machine cannot apply.
+func (f *FSM) knowsAll(fs featureSet) error {
+	for _, feature := range fs {
+		if !f.known.has(feature) {
+			return fmt.Errorf("%w: the snapshot uses feature %q", ErrNewerFormat, feature)
+		}
+	}
+	return nil
 }

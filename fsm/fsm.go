@@ -268,10 +268,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("fsm: restore: %w", err)
 	}
-	for _, feature := range st.features {
-		if !f.known.has(feature) {
-			return fmt.Errorf("fsm: restore: %w: the snapshot uses feature %q", ErrNewerFormat, feature)
-		}
+	if err := f.knowsAll(st.features); err != nil {
+		return fmt.Errorf("fsm: restore: %w", err)
 	}
 	at := st.lastChange()
 	f.mu.Lock()

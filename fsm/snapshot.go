@@ -114,18 +114,6 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 // Release does nothing: the snapshot holds no resources.
 func (s *snapshot) Release() {}
 
-// snapshotVersionOf returns the format version a state with features fs is written in: the
-// oldest that can hold it, so that the versions before the features can still read it.
-func snapshotVersionOf(fs featureSet) byte {
-	switch {
-	case fs.has(FeatureSemaphoresRWLocks):
-		return snapshotVersion
-	case len(fs) > 0:
-		return snapshotVersionFeatures
-	}
-	return snapshotVersionNoFeatures
-}
-
 // write writes the snapshot in the versioned format.
 func (s *snapshot) write(w io.Writer) error {
 	sessions := s.sessions.appendTo(make([]*session, 0, s.nSessions))

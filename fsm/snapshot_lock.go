@@ -15,11 +15,12 @@ import (
 func appendLock(buf []byte, l *lock, version byte) []byte {
 	buf = appendString(buf, l.name)
 	if version < 6 {
-		if l.held {
+		if l.held() {
+			g := &l.grants()[0] // the only one, without FeatureSemaphoresRWLocks
 			buf = append(buf, 1)
-			buf = append(buf, l.holder[:]...)
-			buf = binary.AppendUvarint(buf, l.token)
-			buf = appendString(buf, l.value)
+			buf = append(buf, g.session[:]...)
+			buf = binary.AppendUvarint(buf, g.token)
+			buf = appendString(buf, g.value)
 		} else {
 			buf = append(buf, 0)
 		}
@@ -38,12 +39,13 @@ func appendLock(buf []byte, l *lock, version byte) []byte {
 		}
 		return buf
 	}
-	buf = binary.AppendUvarint(buf, uint64(l.holds()))
-	for i := range l.holds() {
-		h := l.holderInfo(i)
-		buf = append(buf, h.Session[:]...)
-		buf = binary.AppendUvarint(buf, h.Token)
-		buf = appendString(buf, h.Value)
+	gs := l.grants()
+	buf = binary.AppendUvarint(buf, uint64(len(gs)))
+	for i := range gs {
+		g := &gs[i]
+		buf = append(buf, g.session[:]...)
+		buf = binary.AppendUvarint(buf, g.token)
+		buf = appendString(buf, g.value)
 	}
 	buf = binary.AppendUvarint(buf, l.modifyIndex)
 	buf = binary.AppendUvarint(buf, uint64(l.limit()))
@@ -86,21 +88,20 @@ func (d *decoder) bool() bool {
 	return false
 }
 
-// readLock reads one lock record, checks that it is a state Apply can produce, and links it
-// to its sessions. The name must sort after prev (when there is one); it is returned.
+// readLock reads one lock record, checks that it is a state Apply can produce (checkLock),
+// and links it to its sessions. The name must sort after prev (when there is one); it is
+// returned.
 func readLock(d *decoder, st *state, version byte, hasPrev bool, prev string) (string, error) {
 	name := d.string()
 	l := st.newLock(name)
 	// Most locks have one grant and no extension: neither allocates here (restore reads a
-	// million of them).
-	var one [1]HolderInfo
-	grants := one[:0]
+	// million of them). The grants go straight to the entry (more than one make its extension).
 	var x lockExt
 	if version < 6 {
-		grants, x.delays = readOldLock(d, l, version, grants)
+		x.delays = readOldLock(d, l, version)
 	} else {
 		for n := d.count(); n > 0 && d.err == nil; n-- {
-			grants = append(grants, HolderInfo{Session: d.sessionID(), Token: d.uvarint(), Value: d.string()})
+			l.addGrant(grant{session: d.sessionID(), token: d.uvarint(), value: d.string()})
 		}
 		l.modifyIndex = d.uvarint()
 		limit := d.uvarint()
@@ -122,28 +123,30 @@ func readLock(d *decoder, st *state, version byte, hasPrev bool, prev string) (s
 	if hasPrev && name <= prev {
 		return "", fmt.Errorf("%w: lock %q out of order", ErrSnapshotCorrupt, name)
 	}
-	if err := checkLockRecord(l, grants, &x); err != nil {
-		return "", fmt.Errorf("%w: lock %q %w", ErrSnapshotCorrupt, name, err)
-	}
-	if !x.empty() {
-		ext := x
+	if l.x != nil {
+		l.x.limit, l.x.shared, l.x.delays = x.limit, x.shared, x.delays
+	} else if !x.empty() {
+		ext := x // x itself stays on the stack
 		l.x = &ext
 	}
-	if err := linkLock(st, l, grants); err != nil {
+	if err := checkLock(l); err != nil {
+		return "", fmt.Errorf("%w: lock %q %w", ErrSnapshotCorrupt, name, err)
+	}
+	if err := linkLock(st, l); err != nil {
 		return "", fmt.Errorf("%w: lock %q %w", ErrSnapshotCorrupt, name, err)
 	}
 	st.addLock(l)
 	return name, nil
 }
 
-// readOldLock reads the rest of a lock record of version 5 or older, and returns its grant,
-// appended to grants, and its delay, if any, in the form of version 6.
-func readOldLock(d *decoder, l *lock, version byte, grants []HolderInfo) ([]HolderInfo, []lockDelay) {
+// readOldLock reads the rest of a lock record of version 5 or older into l, and returns its
+// delay, if any, in the form of version 6.
+func readOldLock(d *decoder, l *lock, version byte) []lockDelay {
 	var delays []lockDelay
 	switch d.byte() {
 	case 0:
 	case 1:
-		grants = append(grants, HolderInfo{Session: d.sessionID(), Token: d.uvarint(), Value: d.string()})
+		l.addGrant(grant{session: d.sessionID(), token: d.uvarint(), value: d.string()})
 	default:
 		d.fail(fmt.Errorf("%w: lock %q: bad held flag", ErrSnapshotCorrupt, l.name))
 	}
@@ -158,76 +161,26 @@ func readOldLock(d *decoder, l *lock, version byte, grants []HolderInfo) ([]Hold
 	for n := d.count(); n > 0 && d.err == nil; n-- {
 		l.waiters = append(l.waiters, waiter{session: d.sessionID(), value: d.string()})
 	}
-	return grants, delays
+	return delays
 }
 
-// checkLockRecord checks that a lock's grants, extension and queue are a state Apply can
-// produce, in the one form write gives it.
-func checkLockRecord(l *lock, grants []HolderInfo, x *lockExt) error {
-	n := len(grants) + len(x.delays)
-	switch {
-	case x.limit == 1:
-		return fmt.Errorf("has limit 1 (a lock is written as 0)")
-	case x.limit > 0 && (x.shared || n > int(x.limit)):
-		return fmt.Errorf("limit %d with %d grants and delays, shared %v", x.limit, n, x.shared)
-	case x.limit == 0 && !x.shared && n > 1:
-		return fmt.Errorf("%d exclusive grants and delays", n)
-	case x.shared && n == 0:
-		return fmt.Errorf("shared without grants or delays")
-	}
-	for i, g := range grants {
-		// A grant sets its token and the modify index to its index; tokens only grow.
-		if g.Token == 0 || g.Token > l.modifyIndex || i > 0 && g.Token <= grants[i-1].Token {
-			return fmt.Errorf("token %d, modify index %d", g.Token, l.modifyIndex)
-		}
-	}
-	for i, dl := range x.delays {
-		if dl.until == 0 || dl.index > l.modifyIndex || dl.index == 0 && len(x.delays) > 1 ||
-			i > 0 && dl.index <= x.delays[i-1].index {
-			return fmt.Errorf("delay %d until %d, index %d out of order or unnamed", i, dl.until, dl.index)
-		}
-	}
-	probe := &lock{held: len(grants) > 0, x: x}
-	if len(grants) > 1 {
-		probe.x = &lockExt{limit: x.limit, shared: x.shared, more: make([]*hold, len(grants)-1), delays: x.delays}
-	}
-	switch {
-	case n == 0 && len(l.waiters) == 0:
-		// Apply removes an idle entry.
-		return fmt.Errorf("neither held, delayed nor awaited")
-	case len(l.waiters) > 0 && x.limit == 0 && !l.waiters[0].shared && probe.fits(false):
-		// A command that frees a lock grants it to the first waiter. (Only a shared waiter or
-		// a semaphore's may wait for its ServeQueue: see applier.grantNext.)
-		return fmt.Errorf("its first waiter could be granted")
-	}
-	for _, w := range l.waiters {
-		if w.shared && x.limit > 0 {
-			return fmt.Errorf("a semaphore with a shared waiter")
-		}
-	}
-	return nil
-}
-
-// linkLock makes grants the lock's grants and links them, and its queue entries, to their
-// sessions, which must exist; a session holds or awaits a lock once.
-func linkLock(st *state, l *lock, grants []HolderInfo) error {
-	for i, g := range grants {
-		ss := st.sessions[g.Session]
+// linkLock links l's grants and queue entries to their sessions, which must exist; a session
+// holds or awaits a lock once.
+func linkLock(st *state, l *lock) error {
+	gs := l.grants()
+	for i := range gs {
+		g := &gs[i]
+		ss := st.sessions[g.session]
 		if ss == nil {
 			return fmt.Errorf("held by unknown session")
 		}
-		if l.holdOf(g.Session) >= 0 {
+		if l.holdOf(g.session) != i {
 			return fmt.Errorf("held twice by one session")
 		}
-		if i == 0 {
-			l.held, l.holder, l.token, l.value = true, g.Session, g.Token, g.Value
-			ss.link(l)
-			st.held++
-			continue
-		}
-		h := &hold{name: l.name, session: g.Session, token: g.Token, value: g.Value}
-		l.x.more = append(l.x.more, h)
-		ss.linkHold(h)
+		ss.link(l, g)
+	}
+	if len(gs) > 0 {
+		st.held++
 	}
 	for _, w := range l.waiters {
 		ss := st.sessions[w.session]

@@ -180,7 +180,7 @@ func TestVersion5SnapshotRestores(t *testing.T) {
 	if x := again.locks["b"].x; x == nil || len(x.delays) != 1 || x.delays[0] != (lockDelay{until: 1e18, length: time.Second}) {
 		t.Fatalf("delay after the upgrade: %+v", x)
 	}
-	if l := again.locks["a"]; !l.held || l.holder != id(1) || l.token != 4 || l.x != nil {
+	if l := again.locks["a"]; l.holds() != 1 || l.grants()[0].session != id(1) || l.grants()[0].token != 4 || l.x != nil {
 		t.Fatalf("lock a after the upgrade: %+v", l)
 	}
 }

@@ -17,10 +17,10 @@ type session struct {
 	lockDelay   time.Duration
 	owner       string // accessor id of the token that created it; "" without ACLs
 	createIndex uint64
-	held        *lock               // first of the locks held, linked through lock.nextHeld
-	holds       *hold               // first of the further holds of shared locks, linked through hold.next
+	held        *lock               // first of the locks held, linked through their grants (lock.go)
 	waits       map[string]struct{} // locks whose queue holds this session
 	slot        uint32              // position in state.sessionSlots
+	// fences, attemptFloor and ended keep the attempts that ended (attempts.go).
 	// fences are the session's last cancelled attempts, oldest first, at most maxFences. A
 	// snapshot may be reading them: the slice is replaced, never changed, and only in a copy
 	// of the session made by state.ownSession.
@@ -35,112 +35,14 @@ type session struct {
 	gen          uint64 // as lock.gen
 }
 
-// attemptEnded reports whether the numbered attempt seq of the named lock has ended.
-func (ss *session) attemptEnded(lock string, seq uint64) bool {
-	return seq < ss.attemptFloor || seq <= ss.ended[lock]
-}
-
-// maxFences bounds the cancelled attempts a session remembers; the oldest is forgotten first.
-// An attempt's requests are stranded for seconds, not for sixteen later cancels.
-const maxFences = 16
-
-// fence is a cancelled attempt: the session's acquires of lock that carry attempt are refused.
-type fence struct {
-	lock, attempt string
-}
-
-// fenced says whether the session cancelled attempt for the named lock.
-func (ss *session) fenced(lock, attempt string) bool {
-	return slices.Contains(ss.fences, fence{lock, attempt})
-}
-
-// withFence returns, in a new slice, ss's fences with f, which is not among them, added last
-// and the oldest dropped past maxFences.
-func (ss *session) withFence(f fence) []fence {
-	keep := ss.fences
-	if len(keep) >= maxFences {
-		keep = keep[len(keep)-maxFences+1:]
-	}
-	out := make([]fence, 0, len(keep)+1)
-	return append(append(out, keep...), f)
-}
-
-// link adds l, which ss now holds, to ss's held locks.
-func (ss *session) link(l *lock) {
-	l.prevHeld, l.nextHeld = nil, ss.held
-	if ss.held != nil {
-		ss.held.prevHeld = l
-	}
-	ss.held = l
-}
-
-// unlink removes l, which ss no longer holds, from ss's held locks.
-func (ss *session) unlink(l *lock) {
-	if l.prevHeld != nil {
-		l.prevHeld.nextHeld = l.nextHeld
-	} else {
-		ss.held = l.nextHeld
-	}
-	if l.nextHeld != nil {
-		l.nextHeld.prevHeld = l.prevHeld
-	}
-	l.prevHeld, l.nextHeld = nil, nil
-}
-
 // heldNames returns the names of the locks ss holds, sorted; empty, not nil, when none.
 func (ss *session) heldNames() []string {
 	names := []string{}
-	for l := ss.held; l != nil; l = l.nextHeld {
+	for l := range ss.heldLocks {
 		names = append(names, l.name)
-	}
-	for h := ss.holds; h != nil; h = h.next {
-		names = append(names, h.name)
 	}
 	sort.Strings(names)
 	return names
-}
-
-// waiter is one entry of a lock's FIFO queue: a session, the value it asked to store, and
-// whether it asked for a shared hold.
-type waiter struct {
-	session SessionID
-	value   string
-	shared  bool
-}
-
-// lockDelay is a lock-delay in force, started by the expiry of one of the lock's holders. A
-// DelayEnded command ends it (so does an acquire in a log entry from before leaders left the
-// clock reading out of acquires; see Command.Now).
-type lockDelay struct {
-	until  int64         // the expiring leader's clock reading plus length, Unix ns; never 0
-	length time.Duration // the session's lock-delay; 0 if restored from a snapshot without it
-	// index is the log index of the expiry that started it, by which a DelayEnded names it
-	// (FeatureSemaphoresRWLocks); 0 for a delay started before that feature was enabled,
-	// which is then the lock's only one.
-	index uint64
-}
-
-// lock is the stored form of a lock. An entry exists while the lock is held, awaited or
-// delayed; a free, idle lock is removed. A held lock is in its holder's list of held locks: a
-// list rather than a per-session set, so that granting, releasing and restoring a lock touch
-// no second map. The entry itself keeps the first (oldest) grant; a semaphore's further
-// permits and further shared holds are in x (see holds.go).
-type lock struct {
-	name        string // the key of the lock table
-	prevHeld    *lock  // the holder's held locks, while held
-	nextHeld    *lock
-	holder      SessionID
-	held        bool
-	slot        uint32 // position in state.lockSlots; beside held, it fills the struct's padding
-	token       uint64
-	value       string
-	modifyIndex uint64
-	// x is nil for a plain lock without a lock-delay, which keeps the entry at 128 bytes.
-	x       *lockExt
-	waiters []waiter
-	// gen is the state's generation when this copy was made; a copy older than the state's
-	// may be in a snapshot being written, and is replaced rather than changed (state.own).
-	gen uint64
 }
 
 // state is the whole replicated state. It is only touched under the FSM's lock.
@@ -231,8 +133,8 @@ func (s *state) removeSession(ss *session) {
 }
 
 // own returns l if no snapshot can have captured it, and otherwise a copy that takes its place
-// in the lock table and in its holder's list, so that the caller may change it. Only the links
-// of a captured entry (prevHeld, nextHeld) may still change, and Persist never reads them.
+// in the lock table and in its holders' lists, so that the caller may change it. Only the
+// links of a captured entry's grants may still change, and Persist never reads them.
 func (s *state) own(l *lock) *lock {
 	if l.gen == s.gen {
 		return l
@@ -244,42 +146,15 @@ func (s *state) own(l *lock) *lock {
 	c.x = l.x.clone()
 	s.locks[c.name] = c
 	s.lockSlots.set(s.gen, c.slot, c)
-	if c.held {
-		if c.prevHeld != nil {
-			c.prevHeld.nextHeld = c
-		} else {
-			s.sessions[c.holder].held = c
-		}
-		if c.nextHeld != nil {
-			c.nextHeld.prevHeld = c
-		}
-		l.prevHeld, l.nextHeld = nil, nil
+	gs := c.grants()
+	for i := range gs {
+		s.relink(c, &gs[i])
+	}
+	old := l.grants()
+	for i := range old {
+		old[i].prev, old[i].next = nil, nil
 	}
 	return c
-}
-
-func (s *state) lockInfo(name string) LockInfo {
-	l := s.locks[name]
-	if l == nil {
-		return LockInfo{Name: name, ModifyIndex: s.freedIndex}
-	}
-	info := LockInfo{
-		Name:        name,
-		Held:        l.held,
-		Holder:      l.holder,
-		Token:       l.token,
-		Value:       l.value,
-		Waiters:     len(l.waiters),
-		ModifyIndex: l.modifyIndex,
-	}
-	if x := l.x; x != nil {
-		info.Limit, info.Shared, info.DelayUntil = x.limit, x.shared, x.earliestUntil()
-		if n := len(x.more); n > 0 {
-			newest := x.more[n-1]
-			info.Holder, info.Token, info.Value = newest.session, newest.token, newest.value
-		}
-	}
-	return info
 }
 
 func (s *state) sessionInfo(ss *session) SessionInfo {
