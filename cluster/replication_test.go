@@ -25,14 +25,22 @@ func TestLockIsVisibleOnEveryNode(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
 	li, leader := c.waitLeader()
 
+	testkit.Eventually(t, leaderTimeout, "grant-times enabled", func() bool { return leader.FSM().FeatureEnabled(fsm.FeatureGrantTimes) })
 	s1 := createSession(t, leader, "holder", longTTL, 0)
 	s2 := createSession(t, leader, "other", longTTL, 0)
+	before := time.Now()
 	token := mustAcquire(t, leader, s1, "jobs/nightly", "host-a")
 
 	if err := leader.ReadBarrier(opContext(t)); err != nil {
 		t.Fatalf("read barrier on the leader: %v", err)
 	}
-	want := fsm.LockInfo{Name: "jobs/nightly", Held: true, Holder: s1, Token: token, Value: "host-a", ModifyIndex: token}
+	// The grant's time is the leader's clock when it appended the entry, which every node
+	// reads from the log alike.
+	since := leader.FSM().Lock("jobs/nightly").Since
+	if since < before.UnixNano() || since > time.Now().UnixNano() {
+		t.Fatalf("grant time %d is not between the request (%d) and its answer", since, before.UnixNano())
+	}
+	want := fsm.LockInfo{Name: "jobs/nightly", Held: true, Holder: s1, Token: token, Value: "host-a", ModifyIndex: token, Since: since}
 	if got := leader.FSM().Lock("jobs/nightly"); got != want {
 		t.Fatalf("leader reads %+v, want %+v", got, want)
 	}

@@ -12,9 +12,12 @@ import "time"
 // applier applies one command at one index to the state and collects the events it causes.
 // It changes a lock entry only through state.own, which keeps the entries a snapshot captured.
 type applier struct {
-	st     *state
-	index  uint64
-	term   uint64 // of the log entry
+	st    *state
+	index uint64
+	term  uint64 // of the log entry
+	// at is the log entry's time (raft.Log.AppendedAt, Unix ns) when the cluster keeps grant
+	// times (FeatureGrantTimes with FeatureSemaphoresRWLocks), else 0.
+	at     int64
 	events []Event
 }
 

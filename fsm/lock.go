@@ -50,6 +50,9 @@ type grant struct {
 	session SessionID
 	token   uint64 // the index of the command that granted it
 	value   string
+	// since is the time of the log entry that granted it (FeatureGrantTimes), Unix ns; 0
+	// when the grant is older than the feature or its entry had no time.
+	since int64
 	// prev and next are the locks before and after this one in its holder's list of held
 	// locks (session.held).
 	prev, next *lock
@@ -61,6 +64,7 @@ type waiter struct {
 	session SessionID
 	value   string
 	shared  bool
+	since   int64 // as grant.since, for the entry that queued it
 }
 
 // lockExt is what a lock entry keeps beyond a plain lock's one exclusive grant: a semaphore's

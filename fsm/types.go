@@ -109,6 +109,15 @@ type SessionInfo struct {
 	// Owner is the accessor id of the token that created the session; "" for sessions
 	// created without ACLs.
 	Owner string
+	// Waiting are the locks in whose queue the session waits, sorted by name.
+	Waiting []WaitInfo
+}
+
+// WaitInfo is one lock a session waits for, and since when (the time of the log entry that
+// queued it, Unix ns; FeatureGrantTimes), 0 if unknown.
+type WaitInfo struct {
+	Lock  string
+	Since int64
 }
 
 // LockInfo is a read-only view of a lock. A lock that does not exist reads as free, with
@@ -129,6 +138,9 @@ type LockInfo struct {
 	Limit uint32
 	// Shared says that the lock's holds (and delays) are shared ones.
 	Shared bool
+	// Since is the time of the log entry that made the newest grant (Unix ns;
+	// FeatureGrantTimes), 0 if unknown or free.
+	Since int64
 }
 
 // Member is the metadata a node publishes about itself through the log.
