@@ -107,6 +107,18 @@ type Session struct {
 type SessionInfo struct {
 	Session
 	Locks []string `json:"locks"`
+	// Waiting are the locks in whose queue the session waits, by name, and since when (an
+	// addition to v1); absent when it waits for none.
+	Waiting []SessionWait `json:"waiting,omitempty"`
+}
+
+// SessionWait is one lock a session waits for (an addition to v1).
+type SessionWait struct {
+	Lock string `json:"lock"`
+	// Since is when the session joined the queue: the leader's clock when it appended the
+	// log entry that queued it, RFC 3339 with nanoseconds, UTC; absent when unknown (the
+	// wait is older than the cluster's feature grant-times).
+	Since string `json:"since,omitempty"`
 }
 
 // SessionList is the body of GET /v1/sessions.
@@ -230,6 +242,25 @@ type Lock struct {
 	// for a lock held exclusively (described by the fields above) and for a free one (an
 	// addition to v1).
 	Holders []LockHolder `json:"holders,omitempty"`
+	// Since is when the newest grant was made (an addition to v1): the leader's clock when it
+	// appended the log entry that granted it, RFC 3339 with nanoseconds, UTC; absent when free
+	// or unknown (a grant older than the cluster's feature grant-times).
+	Since string `json:"since,omitempty"`
+	// Queue is the lock's queue in order, the first to be granted first (an addition to v1);
+	// absent when nobody waits, and in a prefix watch's changes (read the lock).
+	Queue []LockWaiter `json:"queue,omitempty"`
+}
+
+// LockWaiter is one entry of a lock's queue (an addition to v1). Under ACLs, Session and Name
+// are left out for a caller that neither owns the session nor has operator read access.
+type LockWaiter struct {
+	Session string `json:"session,omitempty"`
+	// Name is the waiting session's name.
+	Name string `json:"name,omitempty"`
+	// Mode is ModeShared or ModeExclusive for a lock's waiter; absent for a semaphore's.
+	Mode string `json:"mode,omitempty"`
+	// Since is when it joined the queue, as Lock.Since.
+	Since string `json:"since,omitempty"`
 }
 
 // LockHolder is one grant of a lock (an addition to v1). Under ACLs, Session is left out for
@@ -240,6 +271,8 @@ type LockHolder struct {
 	Value   string `json:"value"`
 	// Mode is ModeShared or ModeExclusive for a lock's holder; absent for a semaphore's.
 	Mode string `json:"mode,omitempty"`
+	// Since is when it was granted, as Lock.Since (an addition to v1).
+	Since string `json:"since,omitempty"`
 }
 
 // LockList is the body of GET /v1/locks.

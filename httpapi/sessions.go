@@ -170,11 +170,15 @@ func (s *Server) destroySession(c echo.Context) error {
 // session. A session that does not exist is not found.
 func (s *Server) mayEnd(c echo.Context, session fsm.SessionID) error {
 	caller, err := s.caller(c)
-	if err != nil || caller.operator(fsm.AccessWrite) == nil {
+	if err != nil {
 		return err
 	}
+	// Its absence is answered as for any session operation, after a leadership confirmation.
 	var fe *apiError
 	if err := s.ownedSession(c, caller, session); errors.As(err, &fe) && fe.status == http.StatusForbidden {
+		if caller.operator(fsm.AccessWrite) == nil {
+			return nil
+		}
 		return forbidden("session %s belongs to another token: ending it needs the token that created it, or operator:write", session)
 	} else if err != nil {
 		return err
@@ -279,5 +283,9 @@ func sessionInfoBody(info fsm.SessionInfo) api.SessionInfo {
 	if locks == nil {
 		locks = []string{}
 	}
-	return api.SessionInfo{Session: sessionBody(info), Locks: locks}
+	out := api.SessionInfo{Session: sessionBody(info), Locks: locks}
+	for _, w := range info.Waiting {
+		out.Waiting = append(out.Waiting, api.SessionWait{Lock: w.Lock, Since: timeText(w.Since)})
+	}
+	return out
 }
