@@ -149,29 +149,51 @@ func locksListCmd() *cobra.Command {
 		if f.json() {
 			return writeJSON(w, api.LockList{Locks: nonNil(locks)})
 		}
-		return writeLocksTable(w, locks)
+		return writeLocksTable(w, locks, time.Now())
 	})
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only locks whose name starts with this")
 	return cmd
 }
 
 // writeLocksTable prints one row per grant: a semaphore's permits and a lock's shared holds
-// each get their own, with the lock's limit and the grant's mode; a free lock (awaited or
-// delayed) gets one row without a holder.
-func writeLocksTable(w io.Writer, locks []api.Lock) error {
+// each get their own, with the lock's limit, the grant's mode and how long it has been held
+// (AGE); a free lock (awaited or delayed) gets one row without a holder. LONGEST WAIT is how
+// long the first of the queue has waited.
+func writeLocksTable(w io.Writer, locks []api.Lock, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tHELD\tSESSION\tTOKEN\tMODE\tLIMIT\tWAITERS\tVALUE\tMODIFY INDEX")
+	fmt.Fprintln(tw, "NAME\tHELD\tSESSION\tTOKEN\tMODE\tLIMIT\tAGE\tWAITERS\tLONGEST WAIT\tVALUE\tMODIFY INDEX")
 	for _, l := range locks {
 		limit := "-"
 		if l.Limit > 0 {
 			limit = strconv.Itoa(l.Limit)
 		}
+		longest := "-"
+		if len(l.Queue) > 0 {
+			longest = ageText(l.Queue[0].Since, now)
+		}
 		for _, h := range lockGrants(l) {
-			fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\t%s\t%d\t%s\t%d\n", l.Name, l.Held, orDash(h.Session),
-				tokenText(h.Token), orDash(h.Mode), limit, l.Waiters, orDash(h.Value), l.ModifyIndex)
+			fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\n", l.Name, l.Held, orDash(h.Session),
+				tokenText(h.Token), orDash(h.Mode), limit, ageText(h.Since, now), l.Waiters, longest, orDash(h.Value), l.ModifyIndex)
 		}
 	}
 	return tw.Flush()
+}
+
+// ageText is how long ago since (an API time, RFC 3339) was, to the second; "-" when unknown.
+func ageText(since string, now time.Time) string {
+	t, err := time.Parse(time.RFC3339Nano, since)
+	if since == "" || err != nil {
+		return "-"
+	}
+	return max(now.Sub(t), 0).Round(time.Second).String()
+}
+
+// sinceText is a time of the API with its age: "2026-12-06T23:04:05Z (5m2s ago)", or "-".
+func sinceText(since string, now time.Time) string {
+	if since == "" {
+		return "-"
+	}
+	return since + " (" + ageText(since, now) + " ago)"
 }
 
 // lockGrants returns a lock's grants, oldest first: its holders when the answer lists them (a
@@ -184,14 +206,14 @@ func lockGrants(l api.Lock) []api.LockHolder {
 	if !l.Held {
 		return []api.LockHolder{{}}
 	}
-	return []api.LockHolder{{Session: l.Session, Token: l.Token, Value: l.Value, Mode: api.ModeExclusive}}
+	return []api.LockHolder{{Session: l.Session, Token: l.Token, Value: l.Value, Mode: api.ModeExclusive, Since: l.Since}}
 }
 
 func newLockInfoCmd() *cobra.Command {
 	var f inspectFlags
 	cmd := inspectCmd(&cobra.Command{
 		Use:   "lock-info NAME",
-		Short: "Show a lock's holder, token, value and waiters (and a semaphore's or shared lock's holders)",
+		Short: "Show a lock's holder, token, value, since when it is held, and its queue in order (and a semaphore's or shared lock's holders)",
 		Example: `  raftlock lock-info jobs/nightly
   raftlock lock-info services/scheduler -o json | jq -r .value   # the elected leader's value`,
 		Args: cobra.ExactArgs(1),
@@ -216,13 +238,23 @@ func newLockInfoCmd() *cobra.Command {
 		fmt.Fprintf(tw, "holder:\t%s\n", holder)
 		fmt.Fprintf(tw, "token:\t%s\n", tokenText(l.Token))
 		fmt.Fprintf(tw, "value:\t%s\n", orDash(l.Value))
+		now := time.Now()
+		fmt.Fprintf(tw, "since:\t%s\n", sinceText(l.Since, now))
 		fmt.Fprintf(tw, "waiters:\t%d\n", l.Waiters)
 		fmt.Fprintf(tw, "modify index:\t%d\n", l.ModifyIndex)
 		if l.Limit > 0 {
 			fmt.Fprintf(tw, "limit:\t%d\n", l.Limit)
 		}
 		for _, h := range l.Holders { // a semaphore's, or shared holds
-			fmt.Fprintf(tw, "holders:\t%s token %s %s value %s\n", orDash(h.Session), tokenText(h.Token), orDash(h.Mode), orDash(h.Value))
+			fmt.Fprintf(tw, "holders:\t%s token %s %s value %s since %s\n", orDash(h.Session), tokenText(h.Token), orDash(h.Mode),
+				orDash(h.Value), sinceText(h.Since, now))
+		}
+		for i, q := range l.Queue { // in order: the first is granted first
+			who := orDash(q.Session)
+			if q.Name != "" {
+				who += " (" + q.Name + ")"
+			}
+			fmt.Fprintf(tw, "queue:\t%d. %s %s waiting since %s\n", i+1, who, orDash(q.Mode), sinceText(q.Since, now))
 		}
 		return tw.Flush()
 	})
@@ -284,7 +316,7 @@ records it.`,
 func sessionsListCmd(f *inspectFlags) *cobra.Command {
 	return inspectCmd(&cobra.Command{
 		Use:   "sessions",
-		Short: "List sessions and the locks they hold; destroy one",
+		Short: "List sessions, the locks they hold and the locks they wait for (and for how long); destroy one",
 		Example: `  raftlock sessions -o json
   raftlock sessions destroy ID`,
 		Args: cobra.NoArgs,
@@ -297,10 +329,15 @@ func sessionsListCmd(f *inspectFlags) *cobra.Command {
 			return writeJSON(w, api.SessionList{Sessions: nonNil(sessions)})
 		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tTTL\tLOCK DELAY\tCREATED INDEX\tLOCKS")
+		fmt.Fprintln(tw, "ID\tNAME\tTTL\tLOCK DELAY\tCREATED INDEX\tLOCKS\tWAITING")
+		now := time.Now()
 		for _, s := range sessions {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, orDash(s.Name), s.TTL, orDash(s.LockDelay),
-				s.CreatedIndex, orDash(strings.Join(s.Locks, ",")))
+			waiting := make([]string, len(s.Waiting))
+			for i, wt := range s.Waiting {
+				waiting[i] = wt.Lock + " (" + ageText(wt.Since, now) + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, orDash(s.Name), s.TTL, orDash(s.LockDelay),
+				s.CreatedIndex, orDash(strings.Join(s.Locks, ",")), orDash(strings.Join(waiting, ",")))
 		}
 		return tw.Flush()
 	})

@@ -323,3 +323,54 @@ func TestLocksReleaseForceTakesTheLockFromItsHolder(t *testing.T) {
 		t.Fatalf("after taking one permit the semaphore is %+v, %v", l, err)
 	}
 }
+
+// lock-info, sessions and locks say who waits and since when: the holder's grant time, the
+// queue in order with the waiter's session and name, and the lock a waiting session waits for
+// (not "-").
+func TestInspectionShowsWhoWaitsAndSinceWhen(t *testing.T) {
+	c := testClient(t)
+	name := testLock(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	holdLock(t, c, name)
+	s, err := c.NewSession(ctx, client.WithSessionName("patient"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	waited := make(chan error, 1)
+	go func() { waited <- client.NewMutex(s, name).Lock(waitCtx) }()
+	testkit.Eventually(t, 10*time.Second, "the waiter to queue", func() bool {
+		l, err := c.GetLock(ctx, name)
+		return err == nil && l.Waiters == 1
+	})
+
+	out := mustRun(t, "lock-info", name)
+	for _, want := range []string{"since:", " ago)", "queue:", "1. " + s.ID() + " (patient) exclusive waiting since 20"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("lock-info lacks %q:\n%s", want, out)
+		}
+	}
+	out = mustRun(t, "sessions")
+	found := false
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, s.ID()) {
+			found = strings.Contains(line, name+" (")
+		}
+	}
+	if !strings.Contains(out, "WAITING") || !found {
+		t.Fatalf("sessions does not show %s waiting for %s:\n%s", s.ID(), name, out)
+	}
+	out = mustRun(t, "locks", "--prefix", name)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "AGE") || !strings.Contains(lines[0], "LONGEST WAIT") {
+		t.Fatalf("locks table:\n%s", out)
+	}
+	if f := strings.Fields(lines[1]); len(f) < 9 || f[6] == "-" || f[8] == "-" {
+		t.Fatalf("locks row without the grant's age or the longest wait: %q", lines[1])
+	}
+	stopWaiting()
+	<-waited
+}
