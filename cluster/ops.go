@@ -233,9 +233,9 @@ func (n *Node) Release(ctx context.Context, session fsm.SessionID, lock string, 
 // session ends, as a destroy ends it, and every lock it held stays unavailable for the
 // session's TTL plus its lock-delay, on the leader's clock (fsm.TypeForceRelease), so that its
 // client stops believing it holds them before anyone else is granted one. It answers
-// StatusNotHolder when no grant of the lock has that token, and Released the locks the session
-// held otherwise.
-func (n *Node) ForceRelease(ctx context.Context, lock string, token uint64) (fsm.Result, error) {
+// StatusNotHolder when no grant of the lock has that token (or, if session is not zero, when
+// that grant is not session's), and Released the locks the session held otherwise.
+func (n *Node) ForceRelease(ctx context.Context, lock string, token uint64, session fsm.SessionID) (fsm.Result, error) {
 	if err := n.leaderOnly(); err != nil {
 		return fsm.Result{}, err
 	}
@@ -253,7 +253,7 @@ func (n *Node) ForceRelease(ctx context.Context, lock string, token uint64) (fsm
 			holder = h.Session
 		}
 	}
-	if holder.IsZero() {
+	if holder.IsZero() || !session.IsZero() && holder != session {
 		return fsm.Result{Status: fsm.StatusNotHolder}, nil
 	}
 	return n.propose(ctx, &fsm.Command{Type: fsm.TypeForceRelease, Session: holder, Lock: lock, Token: token, Now: n.wallNow()})

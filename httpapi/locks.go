@@ -305,14 +305,9 @@ func (s *Server) forceRelease(c echo.Context, name string, req *api.ReleaseReque
 		if err := caller.operator(fsm.AccessWrite); err != nil {
 			return err
 		}
-		if !want.IsZero() {
-			if h, ok := s.node.FSM().HoldOf(name, want); !ok || h.Token != *req.Token {
-				return newError(http.StatusConflict, api.CodeNotHolder, "session %s does not hold lock %q under token %d", want, name, *req.Token)
-			}
-		}
 		ctx, cancel := s.commandContext(c, 0)
 		defer cancel()
-		res, err := s.node.ForceRelease(ctx, name, *req.Token)
+		res, err := s.node.ForceRelease(ctx, name, *req.Token, want)
 		if err != nil {
 			return fromClusterError(err)
 		}
@@ -321,6 +316,9 @@ func (s *Server) forceRelease(c echo.Context, name string, req *api.ReleaseReque
 			return c.JSON(http.StatusOK, api.ReleaseResponse{Released: true, EndedSession: res.Holder.String(),
 				HeldBack: nonNilStrings(res.Released), AvailableIn: s.node.DelayLeft(name, res.DelayUntil).Round(time.Millisecond).String()})
 		case fsm.StatusSessionNotFound, fsm.StatusNotHolder:
+			if !want.IsZero() {
+				return newError(http.StatusConflict, api.CodeNotHolder, "session %s does not hold lock %q under token %d", want, name, *req.Token)
+			}
 			return newError(http.StatusConflict, api.CodeNotHolder, "no grant of lock %q has token %d", name, *req.Token)
 		}
 		return fromClusterError(fmt.Errorf("httpapi: forced release answered status %v", res.Status))
