@@ -27,6 +27,8 @@ type Agent struct {
 	node   *cluster.Node
 	http   *httpapi.Server
 	httpLn net.Listener
+	// consoleLn is the console listener (--console-addr); nil without one.
+	consoleLn net.Listener
 	// tls holds the node's certificate and CA; nil without TLS.
 	tls   *tlsutil.Store
 	audit *httpapi.AuditLog // nil without --audit-log
@@ -39,6 +41,9 @@ type Agent struct {
 // Listeners are optional pre-bound listeners; nil ones are bound from the config's addresses.
 type Listeners struct {
 	HTTP, Raft net.Listener
+	// Console is the console listener, used only with cfg.ConsoleAddr set (which is bound when
+	// this is nil).
+	Console net.Listener
 }
 
 // Start binds the listeners, starts the node and serves the API. With cfg.Join set it asks the
@@ -59,13 +64,28 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 	}
 	if ls.HTTP == nil {
 		if ls.HTTP, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			closeListeners(ls)
 			return nil, fmt.Errorf("agent: http listen: %w", err)
 		}
 	}
 	if ls.Raft == nil {
 		if ls.Raft, err = net.Listen("tcp", cfg.RaftAddr); err != nil {
-			ls.HTTP.Close()
+			closeListeners(ls)
 			return nil, fmt.Errorf("agent: raft listen: %w", err)
+		}
+	}
+	if cfg.ConsoleAddr == "" && ls.Console != nil {
+		ls.Console.Close()
+		ls.Console = nil
+	}
+	if cfg.ConsoleAddr != "" && (store == nil || !cfg.ACL) {
+		closeListeners(ls)
+		return nil, errors.New("agent: --console-addr needs TLS and --acl")
+	}
+	if cfg.ConsoleAddr != "" && ls.Console == nil {
+		if ls.Console, err = net.Listen("tcp", cfg.ConsoleAddr); err != nil {
+			closeListeners(ls)
+			return nil, fmt.Errorf("agent: console listen: %w", err)
 		}
 	}
 	advHTTP := cfg.AdvertiseHTTP
@@ -75,6 +95,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 	var nodeTLS cluster.TLS
 	apiCfg := httpapi.Config{
 		Version:           version.Version,
+		Commit:            version.Get().Commit,
 		MaxBodyBytes:      cfg.MaxBodyBytes,
 		MaxSnapshotBytes:  cfg.MaxSnapshotBytes,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
@@ -96,6 +117,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 			MaxHandshakes: cfg.MaxRaftHandshakes}
 		apiCfg.TLS, apiCfg.ForwardTLS = store.APIServerConfig(cfg.TLSVerifyClients), peer
 		apiCfg.IsNode = store.IsNode
+		apiCfg.Certificate = store.Certificate
 	}
 	node, err := cluster.New(cluster.Config{
 		ID:             cfg.ID,
@@ -131,8 +153,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		UnsafeRestoreKeepsSessions: cfg.UnsafeRestoreKeepsSessions,
 	})
 	if err != nil {
-		ls.HTTP.Close()
-		ls.Raft.Close()
+		closeListeners(ls)
 		return nil, err
 	}
 	var audit *httpapi.AuditLog
@@ -140,21 +161,33 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		if audit, err = httpapi.OpenAuditLog(cfg.AuditLog); err != nil {
 			_ = node.Close()
 			ls.HTTP.Close()
+			if ls.Console != nil {
+				ls.Console.Close()
+			}
 			return nil, fmt.Errorf("agent: %w", err)
 		}
 		apiCfg.AuditLog = audit
 	}
 	a := &Agent{
-		cfg:      cfg,
-		log:      log,
-		node:     node,
-		http:     httpapi.New(node, apiCfg),
-		tls:      store,
-		audit:    audit,
-		httpLn:   ls.HTTP,
-		serveErr: make(chan error, 1),
+		cfg:       cfg,
+		log:       log,
+		node:      node,
+		http:      httpapi.New(node, apiCfg),
+		tls:       store,
+		audit:     audit,
+		httpLn:    ls.HTTP,
+		consoleLn: ls.Console,
+		serveErr:  make(chan error, 1),
 	}
 	go func() { a.serveErr <- a.http.Serve(ls.HTTP) }()
+	if ls.Console != nil {
+		go func() {
+			if err := a.http.ServeConsole(ls.Console, store.ConsoleServerConfig()); err != nil {
+				log.Error("the console listener stopped", "error", err)
+			}
+		}()
+		log.Info("serving the console and the API without client certificates, a token required", "console", a.ConsoleEndpoint()+"/ui/")
+	}
 	go func() {
 		if err := a.http.ServePeers(node.APIListener()); err != nil {
 			log.Error("the members' API on the Raft port stopped", "error", err)
@@ -207,6 +240,14 @@ func (a *Agent) Node() *cluster.Node { return a.node }
 // HTTPAddr returns the address the API listens on.
 func (a *Agent) HTTPAddr() string { return a.httpLn.Addr().String() }
 
+// ConsoleEndpoint returns the console listener's base URL (https://), or "" without one.
+func (a *Agent) ConsoleEndpoint() string {
+	if a.consoleLn == nil {
+		return ""
+	}
+	return "https://" + a.consoleLn.Addr().String()
+}
+
 // Endpoint returns the API's base URL: https:// with TLS, else http://.
 func (a *Agent) Endpoint() string {
 	if a.tls != nil {
@@ -246,7 +287,7 @@ func loadTLS(cfg config.Config, log hclog.Logger) (*tlsutil.Store, error) {
 }
 
 func closeListeners(ls Listeners) {
-	for _, ln := range []net.Listener{ls.HTTP, ls.Raft} {
+	for _, ln := range []net.Listener{ls.HTTP, ls.Raft, ls.Console} {
 		if ln != nil {
 			ln.Close()
 		}

@@ -39,6 +39,9 @@ type DevOptions struct {
 	ACL bool
 	// Tune, if set, adjusts each node's config before it starts (tests shorten timeouts).
 	Tune func(*config.Config)
+	// Console gives every node a console listener (--console-addr) on a free port of
+	// 127.0.0.1; it needs TLS and ACL.
+	Console bool
 	// ReturnWhenReady makes StartDev return as soon as a node answers GET /v1/ready, as a
 	// script that starts a cluster and polls its readiness would, rather than once every
 	// node's address is published and the features are enabled.
@@ -129,6 +132,22 @@ func StartDev(ctx context.Context, opts DevOptions) (*Dev, error) {
 		}
 		d.configs[i] = cfg
 	}
+	consoleLns := make([]net.Listener, opts.Nodes)
+	if opts.Console {
+		for i := range opts.Nodes {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				for _, ln := range append(append(httpLns, raftLns...), consoleLns...) {
+					if ln != nil {
+						ln.Close()
+					}
+				}
+				d.removeTemp()
+				return nil, fmt.Errorf("agent: dev: %w", err)
+			}
+			consoleLns[i], d.configs[i].ConsoleAddr = ln, ln.Addr().String()
+		}
+	}
 	// All at once, as the machines of a cluster come up: a node with a new data directory asks
 	// the others whether the cluster counts it already before it bootstraps, and one still
 	// waiting for its turn to start would hold that question until its timeout.
@@ -139,7 +158,7 @@ func StartDev(ctx context.Context, opts DevOptions) (*Dev, error) {
 		go func() {
 			defer wg.Done()
 			cfg := d.configs[i]
-			d.agents[i], errs[i] = Start(ctx, cfg, opts.Logger.Named(cfg.ID), Listeners{HTTP: httpLns[i], Raft: raftLns[i]})
+			d.agents[i], errs[i] = Start(ctx, cfg, opts.Logger.Named(cfg.ID), Listeners{HTTP: httpLns[i], Raft: raftLns[i], Console: consoleLns[i]})
 		}()
 	}
 	wg.Wait()
@@ -249,6 +268,19 @@ func (d *Dev) Endpoints() []string {
 			scheme = "https://"
 		}
 		out[i] = scheme + c.HTTPAddr
+	}
+	return out
+}
+
+// ConsoleEndpoints returns every node's console listener base URL ("https://..."), or nil
+// without DevOptions.Console.
+func (d *Dev) ConsoleEndpoints() []string {
+	if !d.opts.Console {
+		return nil
+	}
+	out := make([]string, len(d.configs))
+	for i, c := range d.configs {
+		out[i] = "https://" + c.ConsoleAddr
 	}
 	return out
 }

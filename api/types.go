@@ -110,6 +110,15 @@ type SessionInfo struct {
 	// Waiting are the locks in whose queue the session waits, by name, and since when (an
 	// addition to v1); absent when it waits for none.
 	Waiting []SessionWait `json:"waiting,omitempty"`
+	// ExpiresIn is how long until the leader frees the session unless a renewal arrives first
+	// (a duration, to the millisecond). Only the leader knows it: absent from a stale read
+	// answered by a follower, and for a session whose expiry is being committed.
+	ExpiresIn string `json:"expires_in,omitempty"`
+	// LastRenewal is when the leader received the session's last renewal (RFC 3339 with
+	// nanoseconds, the leader's clock); absent when none arrived since the session was created
+	// or since this leader took over (which restarts every lease at the full TTL), and where
+	// ExpiresIn is.
+	LastRenewal string `json:"last_renewal,omitempty"`
 }
 
 // SessionWait is one lock a session waits for (an addition to v1).

@@ -116,19 +116,9 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // NewReader reads and checks the header of the backup file r.
 func NewReader(r io.Reader) (*Reader, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
-	line, err := readLine(br)
+	h, line, err := readHeader(br)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNotBackup, err)
-	}
-	var h Header
-	if err := json.Unmarshal(line, &h); err != nil || h.Format != Format {
-		return nil, ErrNotBackup
-	}
-	if h.Version != Version {
-		return nil, fmt.Errorf("%w %d (this raftlock reads version %d)", ErrVersion, h.Version, Version)
-	}
-	if h.Size < 0 {
-		return nil, fmt.Errorf("%w: negative size", ErrNotBackup)
+		return nil, err
 	}
 	sum := sha256.New()
 	sum.Write(line)
@@ -136,6 +126,36 @@ func NewReader(r io.Reader) (*Reader, error) {
 	rd.counted.r = io.LimitReader(br, h.Size)
 	rd.body = io.TeeReader(&rd.counted, sum)
 	return rd, nil
+}
+
+// CheckHeader reads and checks the header of the backup file r, and returns it with a reader
+// of the whole file, header included, for a node that passes the file on to another.
+func CheckHeader(r io.Reader) (Header, io.Reader, error) {
+	br := bufio.NewReaderSize(r, 4<<10)
+	h, line, err := readHeader(br)
+	if err != nil {
+		return Header{}, nil, err
+	}
+	return h, io.MultiReader(bytes.NewReader(line), br), nil
+}
+
+// readHeader reads the header line from br and checks it; it returns the line as read.
+func readHeader(br *bufio.Reader) (Header, []byte, error) {
+	line, err := readLine(br)
+	if err != nil {
+		return Header{}, nil, fmt.Errorf("%w: %w", ErrNotBackup, err)
+	}
+	var h Header
+	if err := json.Unmarshal(line, &h); err != nil || h.Format != Format {
+		return Header{}, nil, ErrNotBackup
+	}
+	if h.Version != Version {
+		return Header{}, nil, fmt.Errorf("%w %d (this raftlock reads version %d)", ErrVersion, h.Version, Version)
+	}
+	if h.Size < 0 {
+		return Header{}, nil, fmt.Errorf("%w: negative size", ErrNotBackup)
+	}
+	return h, line, nil
 }
 
 // readLine reads one line, its newline included, of at most maxLine bytes.

@@ -3,6 +3,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/api"
@@ -100,6 +103,7 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 	start := time.Now()
 	cursor := c.cursor(cl)
 	var out outcome
+	var refusedTLS map[int]bool // endpoints (by index) whose TLS failed in a way no retry mends
 	for attempt := 0; ; attempt++ {
 		idx, ep := -1, cl.endpoint
 		if ep == "" {
@@ -124,6 +128,16 @@ func (c *Client) do(ctx context.Context, cl *call) (outcome, error) {
 		}
 		if !retry || cl.endpoint != "" {
 			return out, err
+		}
+		if TLSPermanent(err) {
+			// The next endpoint may hold another certificate, but once every endpoint has
+			// refused, waiting changes nothing: say so now, not after the retry timeout.
+			if refusedTLS == nil {
+				refusedTLS = map[int]bool{}
+			}
+			if refusedTLS[idx] = true; len(refusedTLS) >= len(c.endpoints) {
+				return out, err
+			}
 		}
 		if time.Since(start) >= c.retryTimeout {
 			return out, errorf("%w (gave up after %d attempts in %s)", err, attempt+1,
@@ -323,4 +337,24 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// TLSPermanent reports whether err is a TLS failure that trying again cannot mend: the
+// server's certificate does not verify (unknown authority, wrong name, expired), or the server
+// refused this client's certificate or its absence (a "certificate required" or "bad
+// certificate" alert). Only configuration fixes these: the CA, the client certificate.
+func TLSPermanent(err error) bool {
+	var cve *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	if errors.As(err, &cve) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci) {
+		return true
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "remote error" {
+		msg := op.Err.Error()
+		return strings.Contains(msg, "certificate") || strings.Contains(msg, "unknown certificate authority")
+	}
+	return false
 }

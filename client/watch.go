@@ -42,6 +42,14 @@ type WatchEvent struct {
 // the reader: a reader that falls far behind may get a resync rather than every change. The
 // channel is closed when ctx is done, or after an event with Err.
 func (c *Client) WatchPrefix(ctx context.Context, prefix string, opts ...ReadOption) <-chan WatchEvent {
+	return c.WatchPrefixFrom(ctx, prefix, 0, opts...)
+}
+
+// WatchPrefixFrom is WatchPrefix resumed after index, the Index of the last event a
+// watcher handled (a CLI's `watch --index N`, a process restarted): its first event is the
+// first change after index, or a resync when the cluster can no longer tell every change
+// since. Index 0 is WatchPrefix.
+func (c *Client) WatchPrefixFrom(ctx context.Context, prefix string, index uint64, opts ...ReadOption) <-chan WatchEvent {
 	ch := make(chan WatchEvent)
 	go func() {
 		defer close(ch)
@@ -53,7 +61,6 @@ func (c *Client) WatchPrefix(ctx context.Context, prefix string, opts ...ReadOpt
 				return false
 			}
 		}
-		var index uint64
 		for attempt := 0; ctx.Err() == nil; {
 			ans, err := c.watchPrefix(ctx, prefix, index, opts)
 			if err != nil {

@@ -23,6 +23,15 @@ type ackTransport struct {
 
 	mu   sync.Mutex
 	acks map[raft.ServerID]peerAck
+	// seen records, per peer, what the metrics show: when it last answered an append in any
+	// term, and the newest log index it accepted (progress).
+	seen map[raft.ServerID]peerProgress
+}
+
+// peerProgress is what a peer last showed of its log, for the metrics.
+type peerProgress struct {
+	term, match uint64
+	answered    time.Time
 }
 
 // peerAck is the newest accepted AppendEntries sent to one peer.
@@ -32,7 +41,7 @@ type peerAck struct {
 }
 
 func newAckTransport(t *raft.NetworkTransport) *ackTransport {
-	return &ackTransport{NetworkTransport: t, acks: make(map[raft.ServerID]peerAck)}
+	return &ackTransport{NetworkTransport: t, acks: make(map[raft.ServerID]peerAck), seen: make(map[raft.ServerID]peerProgress)}
 }
 
 // AppendEntries sends the request and records its send time if the peer accepted it in the
@@ -40,10 +49,23 @@ func newAckTransport(t *raft.NetworkTransport) *ackTransport {
 func (t *ackTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	sent := time.Now()
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
-	if err == nil && resp.Success && resp.Term == args.Term {
+	if err == nil {
 		t.mu.Lock()
-		if a := t.acks[id]; args.Term > a.term || args.Term == a.term && sent.After(a.sent) {
-			t.acks[id] = peerAck{term: args.Term, sent: sent}
+		p := t.seen[id]
+		p.answered = time.Now()
+		// A heartbeat names no entry, so it tells nothing of the peer's log. An append
+		// accepted in a newer term may follow a truncation of the peer's log, so its match
+		// counts even if lower.
+		heartbeat := args.PrevLogEntry == 0 && len(args.Entries) == 0
+		if match := args.PrevLogEntry + uint64(len(args.Entries)); resp.Success && resp.Term == args.Term && !heartbeat &&
+			(args.Term > p.term || match > p.match) {
+			p.term, p.match = args.Term, match
+		}
+		t.seen[id] = p
+		if resp.Success && resp.Term == args.Term {
+			if a := t.acks[id]; args.Term > a.term || args.Term == a.term && sent.After(a.sent) {
+				t.acks[id] = peerAck{term: args.Term, sent: sent}
+			}
 		}
 		t.mu.Unlock()
 	}
@@ -55,6 +77,15 @@ func (t *ackTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress
 // turns pipelining off anyway; see Node.open.)
 func (t *ackTransport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
 	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
+// progress returns the newest log index the peer accepted and when it last answered an
+// append (zero if never).
+func (t *ackTransport) progress(id raft.ServerID) (match uint64, answered time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.seen[id]
+	return p.match, p.answered
 }
 
 // quorumSince reports whether a majority of the voters of cfg, counting self, accepted in

@@ -164,6 +164,7 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 	if err := n.leaderOnly(); err != nil {
 		return RestoreResult{}, err
 	}
+	start := time.Now()
 	body, doneBody, h, err := n.receiveBackup(r)
 	if err != nil {
 		return RestoreResult{}, err
@@ -249,6 +250,7 @@ func (n *Node) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 		return RestoreResult{}, err
 	}
 	res := RestoreResult{Header: h, Index: n.lastSnapshotIndex(), State: sum}
+	n.metrics.restored(size, time.Since(start))
 	n.log.Info("restored a backup", "backup_index", h.Index, "backup_node", h.Node, "index", res.Index,
 		"sessions", sum.Sessions, "locks", sum.Locks)
 	return res, nil

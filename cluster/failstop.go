@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	walfs "github.com/hashicorp/raft-wal/fs"
@@ -22,10 +23,15 @@ type failStopStore struct {
 	logStore
 	failed atomic.Bool
 	onFail func(error)
+	// metrics gets the latency of each append and a count of the failed writes.
+	metrics *nodeMetrics
 }
 
 // check passes a write's error through, and reports the first failure.
 func (s *failStopStore) check(err error) error {
+	if err != nil {
+		s.metrics.storageFailures.Add(1)
+	}
 	if err != nil && s.failed.CompareAndSwap(false, true) {
 		s.onFail(err)
 	}
@@ -40,14 +46,24 @@ func (s *failStopStore) write(f func() error) error {
 	return s.check(f())
 }
 
+// timed runs an append and records its latency if it succeeded.
+func (s *failStopStore) timed(f func() error) error {
+	start := time.Now()
+	err := f()
+	if err == nil {
+		s.metrics.appendLatency.Observe(time.Since(start).Seconds())
+	}
+	return err
+}
+
 // StoreLog stores a log entry.
 func (s *failStopStore) StoreLog(l *raft.Log) error {
-	return s.write(func() error { return s.logStore.StoreLog(l) })
+	return s.write(func() error { return s.timed(func() error { return s.logStore.StoreLog(l) }) })
 }
 
 // StoreLogs stores log entries.
 func (s *failStopStore) StoreLogs(logs []*raft.Log) error {
-	return s.write(func() error { return s.logStore.StoreLogs(logs) })
+	return s.write(func() error { return s.timed(func() error { return s.logStore.StoreLogs(logs) }) })
 }
 
 // DeleteRange deletes a range of log entries.
@@ -116,3 +132,43 @@ type noSyncFile struct{ types.WritableFile }
 
 // Sync skips the fsync.
 func (noSyncFile) Sync() error { return nil }
+
+// timedVFS is raft-wal's file system with every fsync of the segment files timed.
+type timedVFS struct {
+	types.VFS
+	observe func(seconds float64)
+}
+
+// Create creates a segment file whose Sync is timed.
+func (v timedVFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	f, err := v.VFS.Create(dir, name, size)
+	if err != nil {
+		return nil, err
+	}
+	return timedFile{f, v.observe}, nil
+}
+
+// OpenWriter opens a segment file whose Sync is timed.
+func (v timedVFS) OpenWriter(dir, name string) (types.WritableFile, error) {
+	f, err := v.VFS.OpenWriter(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	return timedFile{f, v.observe}, nil
+}
+
+// timedFile is a segment file whose successful fsyncs are timed.
+type timedFile struct {
+	types.WritableFile
+	observe func(seconds float64)
+}
+
+// Sync syncs the file and records how long it took.
+func (f timedFile) Sync() error {
+	start := time.Now()
+	err := f.WritableFile.Sync()
+	if err == nil {
+		f.observe(time.Since(start).Seconds())
+	}
+	return err
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // TestFailStopStoreStopsAtTheFirstFailedWrite: once a write fails, the failure is reported
@@ -14,12 +15,12 @@ import (
 func TestFailStopStoreStopsAtTheFirstFailedWrite(t *testing.T) {
 	for _, kind := range []string{LogStoreWAL, LogStoreBoltDB} {
 		t.Run(kind, func(t *testing.T) {
-			inner, err := openLogStore(kind, t.TempDir(), 0, false, hclog.NewNullLogger())
+			inner, err := openLogStore(kind, t.TempDir(), 0, false, nil, hclog.NewNullLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
 			var reports []error
-			s := &failStopStore{logStore: inner, onFail: func(err error) { reports = append(reports, err) }}
+			s := &failStopStore{logStore: inner, onFail: func(err error) { reports = append(reports, err) }, metrics: newNodeMetrics()}
 			if err := s.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand}}); err != nil {
 				t.Fatal(err)
 			}
@@ -37,6 +38,15 @@ func TestFailStopStoreStopsAtTheFirstFailedWrite(t *testing.T) {
 			if len(reports) != 1 {
 				t.Errorf("%d reports, want 1", len(reports))
 			}
+			// The failure counts once (later writes never reach the store); the append
+			// that succeeded was timed.
+			if n := s.metrics.storageFailures.Load(); n != 1 {
+				t.Errorf("raftlock_storage_failures_total %d, want 1", n)
+			}
+			var m dto.Metric
+			if err := s.metrics.appendLatency.Write(&m); err != nil || m.GetHistogram().GetSampleCount() != 1 {
+				t.Errorf("appends timed: %v (%v), want 1", m.GetHistogram().GetSampleCount(), err)
+			}
 		})
 	}
 }
@@ -46,11 +56,11 @@ func TestFailStopStoreStopsAtTheFirstFailedWrite(t *testing.T) {
 // fail (TestLaggingFollowerCatchesUpThroughSnapshot, wal, about one run in two).
 func TestFailStopStoreTellsWhetherTheStoreIsMonotonic(t *testing.T) {
 	for kind, want := range map[string]bool{LogStoreWAL: true, LogStoreBoltDB: false} {
-		inner, err := openLogStore(kind, t.TempDir(), 0, false, hclog.NewNullLogger())
+		inner, err := openLogStore(kind, t.TempDir(), 0, false, nil, hclog.NewNullLogger())
 		if err != nil {
 			t.Fatal(err)
 		}
-		var s raft.LogStore = &failStopStore{logStore: inner}
+		var s raft.LogStore = &failStopStore{logStore: inner, metrics: newNodeMetrics()}
 		m, ok := s.(raft.MonotonicLogStore)
 		if got := ok && m.IsMonotonic(); got != want {
 			t.Errorf("%s: IsMonotonic %v, want %v", kind, got, want)

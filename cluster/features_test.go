@@ -47,7 +47,10 @@ func TestFeatureEnabledOnlyOnceEveryMemberSupportsIt(t *testing.T) {
 	})
 	c.atLeader("a numbered acquire before the upgrade", func(n *cluster.Node) error {
 		_, err := n.Acquire(opContext(t), cluster.AcquireRequest{Session: s, Lock: "l", Attempt: cluster.Attempt{Seq: 1}})
-		if !errors.Is(err, cluster.ErrFeatureNotEnabled) {
+		switch {
+		case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrUnknownOutcome):
+			return err // leadership moved: ask the next leader
+		case !errors.Is(err, cluster.ErrFeatureNotEnabled):
 			t.Fatalf("numbered acquire before the upgrade: %v, want ErrFeatureNotEnabled", err)
 		}
 		return nil

@@ -33,6 +33,7 @@ type Node struct {
 	verify  *confirmer
 	gate    *featureGate
 	stats   counters
+	metrics *nodeMetrics
 
 	// changes keeps the latest lock changes, for prefix watches.
 	changes *changeLog
@@ -113,6 +114,7 @@ func New(cfg Config) (*Node, error) {
 
 		featureSnap:  make(chan struct{}, 1),
 		snapshotting: make(chan struct{}, 1),
+		metrics:      newNodeMetrics(),
 	}
 	var opts []fsm.Option
 	if cfg.Features != nil {
@@ -189,14 +191,14 @@ func (n *Node) open() error {
 	n.trans = raft.NewNetworkTransportWithConfig(tcfg)
 	n.acks = newAckTransport(n.trans)
 
-	opened, err := openLogStore(cfg.LogStore, cfg.DataDir, cfg.WALSegmentSize, cfg.UnsafeNoLogFsync, cfg.Logger)
+	opened, err := openLogStore(cfg.LogStore, cfg.DataDir, cfg.WALSegmentSize, cfg.UnsafeNoLogFsync, n.metrics.fsyncLatency.Observe, cfg.Logger)
 	if err != nil {
 		return err
 	}
 	if cfg.UnsafeNoLogFsync {
 		n.log.Warn("UNSAFE: the Raft log is not fsynced (a test-only switch): a power cut loses acknowledged writes")
 	}
-	store := &failStopStore{logStore: opened, onFail: n.storageFailed}
+	store := &failStopStore{logStore: opened, onFail: n.storageFailed, metrics: n.metrics}
 	n.store = store
 	files, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshot"))
 	if err != nil {
@@ -207,7 +209,9 @@ func (n *Node) open() error {
 	if err := syncDir(cfg.DataDir); err != nil {
 		return err
 	}
-	snaps := sizedSnapshots{durableSnapshots{SnapshotStore: files, dir: filepath.Join(cfg.DataDir, "snapshots")}}
+	snaps := sizedSnapshots{meteredSnapshots{SnapshotStore: durableSnapshots{SnapshotStore: files, dir: filepath.Join(cfg.DataDir, "snapshots")}, m: n.metrics}}
+	n.metrics.loadSnapshot(snaps)
+	n.metrics.loadRecovered(cfg.DataDir)
 	replay := newReplayCache(store)
 	logs, err := raft.NewLogCache(1024, replay)
 	if err != nil {
@@ -286,6 +290,7 @@ func (n *Node) open() error {
 			return err
 		}
 	}
+	r.RegisterObserver(raft.NewObserver(nil, false, n.metrics.observeLeader))
 	n.raft = r
 	return nil
 }

@@ -55,7 +55,7 @@ func Recover(dataDir string, members map[string]string, gap uint64, logger hclog
 	if kind == "" {
 		return RecoverResult{}, fmt.Errorf("cluster: recover: %s holds no Raft log store: is it a node's --data-dir?", dataDir)
 	}
-	store, err := openLogStore(kind, dataDir, 0, false, logger)
+	store, err := openLogStore(kind, dataDir, 0, false, nil, logger)
 	if err != nil {
 		return RecoverResult{}, err
 	}
@@ -93,6 +93,7 @@ func Recover(dataDir string, members map[string]string, gap uint64, logger hclog
 	if snaps.created == 0 {
 		return RecoverResult{}, errors.New("cluster: recover: no snapshot was written")
 	}
+	markRecovered(dataDir)
 	return RecoverResult{LastIndex: snaps.created - gap, Index: snaps.created, Members: conf.Servers, Stats: machine.Stats()}, nil
 }
 

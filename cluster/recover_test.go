@@ -4,6 +4,9 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/internal/testkit"
@@ -35,10 +38,16 @@ func TestRecoverRestartsASurvivorAlone(t *testing.T) {
 	if res.Index < last+gap || res.Stats.Held != 1 {
 		t.Fatalf("recovered %+v, want index at least %d and one held lock", res, last+gap)
 	}
+	recovered := time.Now()
 	c.restart(survivor)
 	_, leader = c.waitLeader()
 	if leader.ID() != c.ids[survivor] {
 		t.Fatalf("leader %s, want the survivor %s", leader.ID(), c.ids[survivor])
+	}
+	// Its metrics say when it was recovered (an operator alerts on it; the count of restarts
+	// alone would not tell).
+	if at := gatherValue(t, leader, "raftlock_recovery_last_timestamp_seconds"); at < float64(recovered.Unix()-60) || at > float64(recovered.Unix()+1) {
+		t.Errorf("raftlock_recovery_last_timestamp_seconds = %v after a recovery at %v", at, recovered.Unix())
 	}
 	if l := leader.FSM().Lock("jobs/kept"); !l.Held || l.Holder != s || l.Token != tok {
 		t.Fatalf("recovered lock %+v", l)
@@ -86,4 +95,24 @@ func TestRecoverRefusesAGapNearTheTopOfUint64(t *testing.T) {
 	if next := mustAcquire(t, leader, s, "jobs/next", ""); next <= tok {
 		t.Fatalf("token after the refused recoveries %d, not above %d", next, tok)
 	}
+}
+
+// gatherValue returns the value of the metric name (one series, counter or gauge) that the
+// node's Collector reports now.
+func gatherValue(t *testing.T, n *cluster.Node, name string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(n.Collector())
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			m := f.GetMetric()[0]
+			return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("the node's metrics have no single series %s", name)
+	return 0
 }

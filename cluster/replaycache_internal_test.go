@@ -12,7 +12,7 @@ import (
 // replayStore opens a store of kind holding entries 1..n, and a replay cache over it.
 func replayStore(t *testing.T, kind string, n uint64) (logStore, *replayCache) {
 	t.Helper()
-	s, err := openLogStore(kind, t.TempDir(), 0, false, hclog.NewNullLogger())
+	s, err := openLogStore(kind, t.TempDir(), 0, false, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	wal "github.com/hashicorp/raft-wal"
 	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
 
 	"github.com/raftlock/raftlock/fsm"
 )
@@ -89,8 +90,9 @@ func resolveLogStore(named, dataDir string) (string, error) {
 }
 
 // openLogStore opens the store kind names in dataDir, which resolveLogStore chose. noSync
-// skips the fsync of the log (Config.UnsafeNoLogFsync, for tests of the harness only).
-func openLogStore(kind, dataDir string, walSegmentSize int, noSync bool, logger hclog.Logger) (logStore, error) {
+// skips the fsync of the log (Config.UnsafeNoLogFsync, for tests of the harness only);
+// onSync, if set, gets the seconds each fsync of raft-wal's segment files took.
+func openLogStore(kind, dataDir string, walSegmentSize int, noSync bool, onSync func(float64), logger hclog.Logger) (logStore, error) {
 	paths := storePaths(dataDir)
 	switch kind {
 	case LogStoreWAL:
@@ -98,10 +100,14 @@ func openLogStore(kind, dataDir string, walSegmentSize int, noSync bool, logger 
 			return nil, fmt.Errorf("cluster: wal dir: %w", err)
 		}
 		// A segment size of 0 is raft-wal's default.
-		filer := wal.WithSegmentFiler(segment.NewFiler(paths[kind], walfs.New()))
+		var vfs types.VFS = walfs.New()
 		if noSync {
-			filer = wal.WithSegmentFiler(segment.NewFiler(paths[kind], noSyncVFS{walfs.New()}))
+			vfs = noSyncVFS{walfs.New()}
 		}
+		if onSync != nil {
+			vfs = timedVFS{VFS: vfs, observe: onSync}
+		}
+		filer := wal.WithSegmentFiler(segment.NewFiler(paths[kind], vfs))
 		w, err := wal.Open(paths[kind], wal.WithLogger(logger.Named("wal")), wal.WithSegmentSize(walSegmentSize), filer)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: open wal log store: %w", err)

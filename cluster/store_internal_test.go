@@ -14,7 +14,7 @@ func BenchmarkLogStoreAppend(b *testing.B) {
 	for _, kind := range []string{LogStoreBoltDB, LogStoreWAL} {
 		for _, batch := range []int{1, 32} {
 			b.Run(fmt.Sprintf("%s/batch=%d", kind, batch), func(b *testing.B) {
-				s, err := openLogStore(kind, b.TempDir(), 0, false, hclog.NewNullLogger())
+				s, err := openLogStore(kind, b.TempDir(), 0, false, nil, hclog.NewNullLogger())
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -42,7 +42,7 @@ func BenchmarkLogStoreAppend(b *testing.B) {
 func BenchmarkLogStoreGet(b *testing.B) {
 	for _, kind := range []string{LogStoreBoltDB, LogStoreWAL} {
 		b.Run(kind, func(b *testing.B) {
-			s, err := openLogStore(kind, b.TempDir(), 0, false, hclog.NewNullLogger())
+			s, err := openLogStore(kind, b.TempDir(), 0, false, nil, hclog.NewNullLogger())
 			if err != nil {
 				b.Fatal(err)
 			}

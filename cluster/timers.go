@@ -15,7 +15,10 @@ const expiryRetry = 500 * time.Millisecond
 type sessionTimer struct {
 	ttl      time.Duration
 	deadline time.Time
-	t        *time.Timer
+	// renewed is when this leader last received a renewal of the session; zero if none since
+	// the timer was armed.
+	renewed time.Time
+	t       *time.Timer
 }
 
 // leaderTimers holds the leader's session expiry timers and lock-delay timers. They exist only
@@ -157,7 +160,7 @@ func (lt *leaderTimers) renewMany(term uint64, ids []fsm.SessionID, res []RenewR
 			res[i] = RenewResult{Status: RenewNotFound}
 			continue
 		}
-		st.deadline = now.Add(st.ttl)
+		st.deadline, st.renewed = now.Add(st.ttl), now
 		res[i] = RenewResult{Status: RenewOK, TTL: st.ttl}
 	}
 	return nil
@@ -272,4 +275,29 @@ func (lt *leaderTimers) count() int {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	return len(lt.sessions)
+}
+
+// SessionLease is the leader's view of one session's lease.
+type SessionLease struct {
+	// Left is how long until the leader proposes the session's expiry unless a renewal
+	// arrives first (never negative).
+	Left time.Duration
+	// LastRenewal is when this leader received the session's last renewal (its clock); zero if
+	// none arrived since it armed the session's timer (when the session was created, or when
+	// this node became leader, which restarts every lease at the full TTL).
+	LastRenewal time.Time
+}
+
+// SessionLease returns the lease of session id as this node's leader timers hold it. ok is
+// false when this node does not lead with its timers armed, or keeps no timer for the session
+// (it does not exist, or its expiry is being proposed).
+func (n *Node) SessionLease(id fsm.SessionID) (lease SessionLease, ok bool) {
+	lt := n.timers
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	st := lt.sessions[id]
+	if !lt.active || st == nil {
+		return SessionLease{}, false
+	}
+	return SessionLease{Left: max(0, time.Until(st.deadline)), LastRenewal: st.renewed}, true
 }

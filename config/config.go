@@ -82,6 +82,11 @@ type Config struct {
 	EnablePprof bool
 	// UI serves the web console under /ui/ on the HTTP API address (on by default).
 	UI bool
+	// ConsoleAddr, if set, is a second HTTPS address serving the console and the API with the
+	// node's certificate but without asking for a client certificate: every API request there
+	// needs a token instead, and nothing meant only for the members is served (needs TLS and
+	// ACL).
+	ConsoleAddr string
 	// ACL requires tokens and checks their policies (docs/acl.md); all nodes must agree on it.
 	ACL bool
 	// MaxSessionsPerToken bounds the sessions one token owns at once under ACL; 0: unlimited.
@@ -177,7 +182,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Int64("max-body-bytes", d.MaxBodyBytes, "largest accepted request body; a larger one is refused (413) before it is read")
 	fs.Int64("max-snapshot-bytes", d.MaxSnapshotBytes, "largest backup file a restore (PUT /v1/snapshot) accepts; it streams to the leader, never held whole")
 	fs.Int("max-header-bytes", d.MaxHeaderBytes, "largest request line and headers the API reads (the server allows 4 KiB over it); a larger request is answered 431 and its connection closed")
-	fs.Int("max-connections", d.MaxConnections, "most API connections open at once (handshaking, reading, waiting or idle); more wait in the kernel's accept queue until one closes (0: no limit)")
+	fs.Int("max-connections", d.MaxConnections, "most API connections open at once (handshaking, reading, waiting or idle); beyond it one more waits accepted and the rest in the kernel's accept queue until one closes (0: no limit)")
 	fs.Duration("header-read-timeout", d.HeaderReadTimeout, "how long an API client may take to send a request's headers (and, with TLS, to finish its handshake) before its connection is closed")
 	fs.Duration("body-read-timeout", d.BodyReadTimeout, "how long an API client may take to send a request's body before the request is refused and its connection closed")
 	fs.Int("max-raft-handshakes", d.MaxRaftHandshakes, "with TLS, most incoming Raft connections in their TLS handshake at once, and a quarter of that from one IP address; more are closed at once (0: no limit)")
@@ -195,6 +200,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("audit-log", "", "append one JSON line per state-changing request received by this node to this file (fsynced every second)")
 	fs.Bool("enable-pprof", false, "serve Go's runtime profiles (CPU, heap, goroutines, trace) at /debug/pprof/ on the HTTP API address; with --acl, to tokens with operator:read")
 	fs.Bool("ui", d.UI, "serve the web console at /ui/ on the HTTP API address (--ui=false turns it off); under --acl the page asks for a token")
+	fs.String("console-addr", "", "also serve the web console and the API over HTTPS on this address without asking for a client certificate: every API call there needs a token, and member-only routes are refused (needs --tls-cert-file and --acl; off by default)")
 	fs.Bool("acl", false, "require a token on every /v1 request but health, ready and the ACL bootstrap, and check its policies; all nodes must agree")
 	fs.Int("max-sessions-per-token", 0, "with --acl, most sessions one token may own at once; beyond it 429 (0: unlimited)")
 	fs.Int("max-watches-per-token", d.MaxWatchesPerToken, "with --acl, most blocking queries (watches, reads with ?index) one token may have waiting on this node at once; beyond it 429 with Retry-After (0: unlimited)")
@@ -260,6 +266,7 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		TLSKeyFile:                 v.GetString("tls-key-file"),
 		TLSCAFile:                  v.GetString("tls-ca-file"),
 		TLSVerifyClients:           v.GetBool("tls-verify-clients"),
+		ConsoleAddr:                v.GetString("console-addr"),
 		TLSMinVersion:              v.GetString("tls-min-version"),
 		RateLimit:                  v.GetFloat64("rate-limit"),
 		AuditLog:                   v.GetString("audit-log"),
@@ -462,6 +469,14 @@ func (c *Config) validateTLS() []error {
 		}
 		if c.TLSVerifyClients {
 			bad("--tls-verify-clients needs --tls-cert-file, --tls-key-file and --tls-ca-file")
+		}
+	}
+	if c.ConsoleAddr != "" {
+		if _, _, err := net.SplitHostPort(c.ConsoleAddr); err != nil {
+			bad("--console-addr %q: %v", c.ConsoleAddr, err)
+		}
+		if !on || !c.ACL {
+			bad("--console-addr needs --tls-cert-file, --tls-key-file, --tls-ca-file and --acl: it asks for no client certificate, so a token must authenticate every API call there")
 		}
 	}
 	if c.TLSMinVersion != "1.2" && c.TLSMinVersion != "1.3" {

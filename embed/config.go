@@ -3,6 +3,7 @@ package embed
 import (
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"net"
 	"strings"
 	"time"
@@ -65,6 +66,13 @@ type Config struct {
 	// MinSessionTTL is the shortest session TTL the node accepts; default 2s. Every member must
 	// use the same: a follower checks a request, then the leader checks it again.
 	MinSessionTTL time.Duration
+
+	// Metrics, if set, also receives the node's raftlock_* metrics (those its /metrics serves
+	// but Go's and the process's, which the program's registry has), so that the program's own
+	// metrics endpoint serves them: prometheus.DefaultRegisterer, or a registry of its own.
+	// Start fails if one is already registered there: nodes that share a registry each need a
+	// label of their own (prometheus.WrapRegistererWith). Close unregisters them.
+	Metrics prometheus.Registerer
 }
 
 // TLSFiles names the PEM files of a node's TLS: its certificate and key, and the CA bundle.

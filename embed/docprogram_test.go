@@ -3,7 +3,6 @@ package embed_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -60,44 +59,65 @@ func TestEmbeddingPageProgram(t *testing.T) {
 	}
 }
 
-// buildReadmeEmbedding builds the Go block of docs/embedding.md that calls package main, as a package of
-// the module (an overlay, so that nothing is written into the repository).
+// buildReadmeEmbedding builds the Go block of docs/embedding.md that calls package main as a
+// service's module would: a module of its own that depends on raftlock through the page's
+// `go mod edit ... -replace` line, pointed at this repository. The module cache stands in for
+// the network (GOPROXY=off, the repository's go.sum), so the build adds only what it needs
+// (-mod=mod) where the page's `go mod tidy` would look dependencies up.
 func buildReadmeEmbedding(t *testing.T) string {
 	t.Helper()
-	readme, err := os.ReadFile("../docs/embedding.md")
+	page, err := os.ReadFile("../docs/embedding.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var program string
-	for _, block := range strings.Split(string(readme), "```go\n")[1:] {
+	var program, modEdit string
+	for _, block := range strings.Split(string(page), "```go\n")[1:] {
 		if code, _, _ := strings.Cut(block, "\n```"); strings.HasPrefix(code, "package main") && strings.Contains(code, "embed.Start(") {
 			program = code + "\n"
 		}
 	}
+	for _, line := range strings.Split(string(page), "\n") {
+		if strings.HasPrefix(line, "go mod edit ") && strings.Contains(line, "-replace=github.com/raftlock/raftlock=../raftlock") {
+			modEdit = line
+		}
+	}
 	if program == "" {
 		t.Fatal("docs/embedding.md has no Go program that calls embed.Start")
+	}
+	if modEdit == "" {
+		t.Fatal("docs/embedding.md does not say how to depend on a clone (go mod edit ... -replace=github.com/raftlock/raftlock=../raftlock)")
+	}
+	// Every Close of the program is bounded: unbounded, a replica whose peers are gone waits
+	// for the client's retries (15 s) before it exits.
+	if regexp.MustCompile(`\.Close\(context\.Background\(\)\)`).MatchString(program) {
+		t.Fatal("docs/embedding.md's program closes with context.Background(): bound its Close calls")
 	}
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	src := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(src, []byte(program), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(program), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(root, "internal", "readmeembedding", "main.go"): src}})
-	overlayFile := filepath.Join(dir, "overlay.json")
-	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "program")
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-overlay", overlayFile, "-o", bin, "./internal/readmeembedding")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("docs/embedding.md's program does not build: %v\n%s", err, out)
+	bin := filepath.Join(dir, "program")
+	edit := strings.Fields(strings.ReplaceAll(modEdit, "=../raftlock", "="+root))
+	for _, args := range [][]string{{"go", "mod", "init", "example.com/service"}, edit, {"go", "build", "-o", bin, "."}} {
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("docs/embedding.md's program, as a module of its own: %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
 	return bin
 }

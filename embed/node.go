@@ -77,6 +77,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("embed: %w", err)
 	}
 	n.api = httpapi.New(n.node, n.apiConfig(store))
+	if cfg.Metrics != nil {
+		if err := n.api.RegisterMetrics(cfg.Metrics); err != nil {
+			n.cfg.Metrics = nil // nothing of this node's to unregister
+			n.halt(err)
+			n.wg.Wait()
+			return nil, fmt.Errorf("embed: %w", err)
+		}
+	}
 	if n.client, err = n.NewClient(client.WithToken(cfg.Token)); err != nil {
 		n.halt(err)
 		return nil, fmt.Errorf("embed: %w", err)
@@ -135,12 +143,14 @@ func (n *Node) clusterConfig(ln net.Listener, store *tlsutil.Store) cluster.Conf
 func (n *Node) apiConfig(store *tlsutil.Store) httpapi.Config {
 	ac := httpapi.Config{
 		Version: version.Version,
+		Commit:  version.Get().Commit,
 		Logger:  n.cfg.Logger,
 		ACL:     n.cfg.ACL,
 		Limits:  httpapi.Limits{MinTTL: n.cfg.MinSessionTTL},
 	}
 	if store != nil {
 		ac.TLS, ac.ForwardTLS, ac.IsNode = store.APIServerConfig(false), store.PeerClientConfig(), store.IsNode
+		ac.Certificate = store.Certificate
 	}
 	return ac
 }
@@ -247,6 +257,9 @@ func (n *Node) halt(cause error) {
 }
 
 func (n *Node) end(cause error) {
+	if n.cfg.Metrics != nil && n.api != nil {
+		n.api.UnregisterMetrics(n.cfg.Metrics)
+	}
 	n.err = cause
 	close(n.done)
 	if cause != ErrClosed {

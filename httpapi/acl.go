@@ -29,7 +29,8 @@ type identity struct {
 const accessorKey = "raftlock.accessor"
 
 // openPaths need no token: health checks, the API's description, and the bootstrap that
-// creates the first token.
+// creates the first token; on the console listener, all but the description need one (or are
+// not served there).
 var openPaths = map[string]bool{"/v1/health": true, "/v1/ready": true, "/v1/openapi.yaml": true, "/v1/acl/bootstrap": true}
 
 // requestSecret returns the token secret a request carries in X-Raftlock-Token or, failing
@@ -89,7 +90,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if secret == "" {
 			c.Response().Header().Set(echo.HeaderConnection, "close")
 		}
-		if !strings.HasPrefix(req.URL.Path, "/v1/") || openPaths[req.URL.Path] {
+		if !strings.HasPrefix(req.URL.Path, "/v1/") || openPaths[req.URL.Path] && !consoleNeedsToken(req) {
 			return next(c)
 		}
 		switch {
@@ -123,7 +124,8 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 // client learns anything about the members from its answer.
 func (s *Server) mayPublish(c echo.Context) bool {
 	req := c.Request()
-	return req.Method == http.MethodPost && req.URL.Path == "/v1/cluster/members" && (s.cfg.TLS == nil || s.fromNode(c))
+	return req.Method == http.MethodPost && req.URL.Path == "/v1/cluster/members" && !onConsole(req) &&
+		(s.cfg.TLS == nil || s.fromNode(c))
 }
 
 // final says whether this node's answer to the request is final: it leads, the request was

@@ -46,6 +46,9 @@ type jsonErrorConn struct {
 
 func (c *jsonErrorConn) Write(p []byte) (int, error) {
 	if alt, ok := jsonAnswer(p, c.s.answerHeaders()); ok {
+		if bytes.HasPrefix(p, []byte("HTTP/1.1 431 ")) {
+			c.s.metrics.refuse(limitHeader)
+		}
 		if _, err := c.Conn.Write(alt); err != nil {
 			return 0, err
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
@@ -22,6 +24,14 @@ type deposedLeader struct {
 	deposed  bool // whether confirming the leadership fails
 	barriers int
 }
+
+// Collector exports no node metrics.
+func (d *deposedLeader) Collector() prometheus.Collector { return noCollector{} }
+
+type noCollector struct{}
+
+func (noCollector) Describe(chan<- *prometheus.Desc) {}
+func (noCollector) Collect(chan<- prometheus.Metric) {}
 
 func (d *deposedLeader) ID() string               { return "n1" }
 func (d *deposedLeader) IsLeader() bool           { return true }

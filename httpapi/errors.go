@@ -144,6 +144,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	default:
 		ae = fromClusterError(err)
 	}
+	s.metrics.counted(ae.body.Error.Code)
 	if ae.status >= 500 {
 		s.log.Warn("request failed", "method", clip(c.Request().Method, maxAuditMethod), "path", clip(c.Request().URL.Path, maxLoggedPath), "code", ae.body.Error.Code, "error", ae)
 	}

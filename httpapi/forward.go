@@ -69,9 +69,14 @@ func (f *forwarder) forward(c echo.Context, id, addr string) error {
 		}
 	}
 	var body io.Reader = http.NoBody
+	streamed := hasBody(in) && unlimitedBody(c)
 	switch {
-	case hasBody(in) && unlimitedBody(c):
-		body = in.Body // a backup streams on, within its own limit (limitBody)
+	case streamed: // a backup streams on, within its own limit (limitBody)
+		b, err := f.s.forwardedBackup(c)
+		if err != nil {
+			return err
+		}
+		body = b
 	case hasBody(in):
 		data, err := f.s.readBody(c)
 		if err != nil {
@@ -83,7 +88,7 @@ func (f *forwarder) forward(c echo.Context, id, addr string) error {
 	if err != nil {
 		return fmt.Errorf("forwarding to the leader at %q: %w", addr, err)
 	}
-	if body == in.Body {
+	if streamed {
 		out.ContentLength = in.ContentLength
 	}
 	out.Header = in.Header.Clone()

@@ -21,10 +21,10 @@ import (
 func (s *Server) checkForwarded(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
-		if s.cfg.TLS == nil || req.Header.Get(api.HeaderForwarded) == "" {
+		if req.Header.Get(api.HeaderForwarded) == "" || s.cfg.TLS == nil && !onConsole(req) {
 			return next(c)
 		}
-		if !s.fromNode(c) {
+		if onConsole(req) || !s.fromNode(c) {
 			s.log.Debug("ignored X-Raftlock-Forwarded from a connection without a node certificate",
 				"remote", remoteHost(req), "path", clip(req.URL.Path, maxLoggedPath))
 			req.Header.Del(api.HeaderForwarded)
@@ -39,7 +39,7 @@ func (s *Server) checkForwarded(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) fromNode(c echo.Context) bool {
 	req := c.Request()
 	state := requestTLS(req)
-	if state == nil || s.cfg.IsNode == nil {
+	if state == nil || s.cfg.IsNode == nil || onConsole(req) {
 		return false
 	}
 	check := func() bool { return s.cfg.IsNode(state) }
@@ -54,6 +54,9 @@ func (s *Server) fromNode(c echo.Context) bool {
 type connPeer struct {
 	once sync.Once
 	node bool
+	// console marks a connection of the console listener (ServeConsole), which never counts
+	// as a node's.
+	console bool
 	// tls is the state of a connection that terminated TLS before net/http saw it (ServePeers).
 	tls *tls.ConnectionState
 }

@@ -1,7 +1,12 @@
 package httpapi
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -9,12 +14,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/raftlock/raftlock/api"
 )
 
 // metrics is one node's Prometheus registry: its own, so that several nodes can live in one
 // process (raftlock dev, tests).
 type metrics struct {
-	reg     *prometheus.Registry
+	reg *prometheus.Registry
+	// own are the node's raftlock_* collectors, all of reg but Go's and the process's.
+	own     []prometheus.Collector
 	latency *prometheus.HistogramVec
 	// blocking counts the blocking queries waiting on this node.
 	blocking prometheus.Gauge
@@ -22,9 +31,25 @@ type metrics struct {
 	tlsRefused prometheus.Counter
 	// forwarded counts requests this node passed on to the leader.
 	forwarded prometheus.Counter
+	// refused counts requests refused by a limit of this node, by limit (refusedLimits).
+	refused *prometheus.CounterVec
+	// aclDenied counts requests the ACLs refused, by the error code of the answer.
+	aclDenied *prometheus.CounterVec
 }
 
-func newMetrics(node Node) *metrics {
+// The limits whose refusals raftlock_http_refused_total counts, each its own label value.
+const (
+	limitRate        = "rate"        // --rate-limit: 429
+	limitConnections = "connections" // --max-connections: a connection waited for a free place
+	limitBody        = "body"        // --max-body-bytes, --max-snapshot-bytes: 413
+	limitWatches     = "watches"     // --max-watches-per-token, --max-watches-per-address: 429
+	limitHeader      = "header"      // --max-header-bytes: 431
+)
+
+// refusedLimits are every value of the limit label.
+var refusedLimits = []string{limitRate, limitConnections, limitBody, limitWatches, limitHeader}
+
+func newMetrics(node Node, cfg Config) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "raftlock_http_request_duration_seconds",
@@ -37,6 +62,30 @@ func newMetrics(node Node) *metrics {
 		Help: "API connections closed because their TLS handshake failed (plain HTTP, untrusted or missing client certificate)."})
 	m.forwarded = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_http_forwarded_requests_total",
 		Help: "Requests this node received as a follower and forwarded to the leader (clients that send them to the leader save the hop)."})
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftlock_http_refused_total",
+		Help: "Requests (or connections) refused by a limit of this node: rate (429), connections (waited for a place), body (413), watches (429), header (431)."}, []string{"limit"})
+	for _, l := range refusedLimits {
+		m.refused.WithLabelValues(l)
+	}
+	m.aclDenied = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftlock_acl_denied_total",
+		Help: "Requests the ACLs refused: unauthorized (no token, or one unknown) or forbidden (the token's policies do not allow it)."}, []string{"code"})
+	for _, c := range []string{api.CodeUnauthorized, api.CodeForbidden} {
+		m.aclDenied.WithLabelValues(c)
+	}
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "raftlock_build_info",
+		Help:        "Always 1: the labels say which raftlock this node runs (version, git revision, Go version).",
+		ConstLabels: prometheus.Labels{"version": orUnknown(cfg.Version), "revision": orUnknown(buildRevision(cfg.Commit)), "goversion": runtime.Version()}})
+	build.Set(1)
+	m.own = []prometheus.Collector{build, m.refused, m.aclDenied, node.Collector()}
+	if cert := certificateOf(cfg); cert != nil {
+		m.own = append(m.own, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftlock_tls_certificate_expiry_timestamp_seconds",
+			Help: "Unix time this node's TLS certificate expires (the one it serves now, reloads included)."}, func() float64 {
+			if leaf := leafOf(cert()); leaf != nil {
+				return float64(leaf.NotAfter.Unix())
+			}
+			return 0
+		}))
+	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
@@ -50,9 +99,7 @@ func newMetrics(node Node) *metrics {
 		}
 		return st.State == "Leader", float64(st.Term), float64(st.CommitIndex), float64(st.AppliedIndex)
 	}
-	m.reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	m.own = append(m.own,
 		m.latency,
 		m.blocking,
 		m.tlsRefused,
@@ -75,7 +122,107 @@ func newMetrics(node Node) *metrics {
 		counter("raftlock_session_expiries_total", "Session expiries applied since start.", func() float64 { return float64(node.Counters().Expiries) }),
 		counter("raftlock_raft_tls_refused_total", "Incoming Raft connections closed because their TLS handshake failed (no node certificate of the CA).", func() float64 { return float64(node.Counters().RaftTLSRefused) }),
 	)
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.own...)
 	return m
+}
+
+// RegisterMetrics registers the node's raftlock_* metrics (those of /metrics but Go's and the
+// process's, which a program's registry has already) in r as well, for a program that embeds
+// the node and serves its own metrics. It registers all or none. Nodes that share a registry
+// each need a label of their own (prometheus.WrapRegistererWith).
+func (s *Server) RegisterMetrics(r prometheus.Registerer) error {
+	for i, c := range s.metrics.own {
+		if err := r.Register(c); err != nil {
+			for _, done := range s.metrics.own[:i] {
+				r.Unregister(done)
+			}
+			return fmt.Errorf("httpapi: registering the node's metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// UnregisterMetrics takes back what RegisterMetrics registered in r.
+func (s *Server) UnregisterMetrics(r prometheus.Registerer) {
+	for _, c := range s.metrics.own {
+		r.Unregister(c)
+	}
+}
+
+// refuse counts a request refused by limit (one of refusedLimits).
+func (m *metrics) refuse(limit string) { m.refused.WithLabelValues(limit).Inc() }
+
+// counted counts, from the error answer a handler or middleware gave, a refusal by the body
+// limit or by the ACLs: every such answer passes through the error handler.
+func (m *metrics) counted(code string) {
+	switch code {
+	case api.CodePayloadTooLarge:
+		m.refuse(limitBody)
+	case api.CodeUnauthorized, api.CodeForbidden:
+		m.aclDenied.WithLabelValues(code).Inc()
+	}
+}
+
+// buildRevision is commit, or when empty the git revision Go recorded in the binary ("-dirty"
+// if the work tree had changes), or "".
+func buildRevision(commit string) string {
+	if commit != "" {
+		return commit
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	var rev string
+	var dirty bool
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if dirty && rev != "" {
+		rev += "-dirty"
+	}
+	return rev
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// certificateOf returns how to read the certificate the API serves: Config.Certificate, else
+// the first of the TLS configuration's; nil without TLS.
+func certificateOf(cfg Config) func() *tls.Certificate {
+	switch {
+	case cfg.Certificate != nil:
+		return cfg.Certificate
+	case cfg.TLS != nil && len(cfg.TLS.Certificates) > 0:
+		c := &cfg.TLS.Certificates[0]
+		return func() *tls.Certificate { return c }
+	}
+	return nil
+}
+
+// leafOf returns the parsed leaf certificate of c, or nil.
+func leafOf(c *tls.Certificate) *x509.Certificate {
+	if c == nil || len(c.Certificate) == 0 {
+		return nil
+	}
+	if c.Leaf != nil {
+		return c.Leaf
+	}
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		return nil
+	}
+	return leaf
 }
 
 func (m *metrics) handler() http.Handler {

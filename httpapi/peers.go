@@ -39,23 +39,28 @@ func (s *Server) ServePeers(ln net.Listener) error {
 	return err
 }
 
-// stopPeers shuts the peers' server down (gracefully until ctx ends, or at once with a nil ctx).
+// stopPeers shuts the peers' and the console's servers down (gracefully until ctx ends, or at
+// once with a nil ctx).
 func (s *Server) stopPeers(ctx context.Context) error {
 	s.peersMu.Lock()
 	s.peersClosed = true
-	srv := s.peers
+	srvs := []*http.Server{s.peers, s.console}
 	s.peersMu.Unlock()
-	if srv == nil {
-		return nil
+	var errs []error
+	for _, srv := range srvs {
+		if srv == nil {
+			continue
+		}
+		if ctx == nil {
+			errs = append(errs, srv.Close())
+			continue
+		}
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+			errs = append(errs, err)
+		}
 	}
-	if ctx == nil {
-		return srv.Close()
-	}
-	if err := srv.Shutdown(ctx); err != nil {
-		_ = srv.Close()
-		return err
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // connTLS is a connection that carries its TLS state without being a *tls.Conn (a connection

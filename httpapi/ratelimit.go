@@ -38,6 +38,7 @@ func (s *Server) rateLimit(perSecond float64) echo.MiddlewareFunc {
 			return "ip:" + remoteHost(c.Request()), nil
 		},
 		DenyHandler: func(c echo.Context, _ string, _ error) error {
+			s.metrics.refuse(limitRate)
 			who := "this client"
 			if accessorOf(c) != "" {
 				who = "this token"

@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
-	"golang.org/x/net/netutil"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/backup"
@@ -39,6 +39,8 @@ type Node interface {
 	Status() (cluster.Status, error)
 	Counters() cluster.Counters
 	SessionTimers() int
+	SessionLease(id fsm.SessionID) (cluster.SessionLease, bool)
+	Collector() prometheus.Collector
 
 	CreateOwnedSession(ctx context.Context, owner, name string, ttl, lockDelay time.Duration) (fsm.SessionInfo, error)
 	DestroySession(ctx context.Context, id fsm.SessionID) ([]string, error)
@@ -79,6 +81,13 @@ var _ Node = (*cluster.Node)(nil)
 type Config struct {
 	// Version is reported by GET /v1/cluster.
 	Version string
+	// Commit is the git revision of the build, for raftlock_build_info; empty reads the one Go
+	// recorded in the binary.
+	Commit string
+	// Certificate, if set, returns the certificate the API serves now (it may be reloaded),
+	// for raftlock_tls_certificate_expiry_timestamp_seconds; with TLS and without it, the
+	// first of TLS.Certificates counts.
+	Certificate func() *tls.Certificate
 	// MaxBodyBytes bounds request bodies; default 64 KiB.
 	MaxBodyBytes int64
 	// MaxSnapshotBytes bounds the body of a restore (PUT /v1/snapshot), a backup file, which
@@ -87,8 +96,9 @@ type Config struct {
 	// MaxHeaderBytes bounds a request's line and headers; default 8 KiB (net/http reads up to
 	// 4 KiB more before it answers 431).
 	MaxHeaderBytes int
-	// MaxConnections bounds the connections open at once; 0 means no limit. More wait in the
-	// kernel's accept queue until one closes.
+	// MaxConnections bounds the connections served at once; 0 means no limit. Beyond it one
+	// more is accepted and waits, unread, for a place (counted as refused by the connections
+	// limit), and the rest wait in the kernel's accept queue until one closes.
 	MaxConnections int
 	// HeaderReadTimeout bounds a client's TLS handshake and the reading of each request's
 	// headers; default 10s.
@@ -156,6 +166,8 @@ type Server struct {
 	peersMu     sync.Mutex
 	peers       *http.Server
 	peersClosed bool
+	// console serves the console listener (ServeConsole); nil until then. Under peersMu too.
+	console *http.Server
 
 	// answering bounds the woken watches answered at once (see watchAnswer).
 	answering chan struct{}
@@ -194,7 +206,7 @@ func New(node Node, cfg Config) *Server {
 	s.closing, s.closingStart = context.WithCancel(context.Background())
 	s.answering = make(chan struct{}, maxAnswering())
 	s.fwd = newForwarder(s)
-	s.metrics = newMetrics(node)
+	s.metrics = newMetrics(node, cfg)
 	s.refusals = tlsutil.NewRefusalLog(s.log, hclog.Debug, "closed an API connection: TLS handshake failed")
 	s.echo = s.routes()
 	s.inproc = newInProcess(s)
@@ -209,7 +221,7 @@ func (s *Server) Handler() http.Handler { return s.echo }
 func (s *Server) Serve(ln net.Listener) error {
 	if s.cfg.MaxConnections > 0 {
 		// Outside TLS: a connection counts from its accept, handshake included, to its close.
-		ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
+		ln = newLimitListener(ln, s.cfg.MaxConnections, func() { s.metrics.refuse(limitConnections) })
 	}
 	if s.cfg.TLS != nil {
 		ln = tlsutil.NewListener(ln, s.cfg.TLS, tlsutil.ListenerOptions{
@@ -270,7 +282,8 @@ func (s *Server) routes() *echo.Echo {
 	//  2. checkForwarded drops an X-Raftlock-Forwarded mark that did not come from another
 	//     node, before anything below believes it.
 	//  3. metrics and headers see every answer, refusals included, and guardBody bounds in
-	//     time the reading of any body before anything may refuse the request.
+	//     time the reading of any body before anything may refuse the request; consoleGuard
+	//     then refuses, on the console listener, what is not served there (console.go).
 	//  4. identify (ACL) resolves the token from the headers alone, so that
 	//  5. rateLimit counts every write by its token, or by its client's address when the token
 	//     is missing or unknown here, before anything is recorded: a refused one (429) is not
@@ -287,6 +300,7 @@ func (s *Server) routes() *echo.Echo {
 	e.Use(s.metrics.middleware)
 	e.Use(s.headers)
 	e.Use(s.guardBody)
+	e.Use(s.consoleGuard)
 	if s.cfg.ACL {
 		e.Use(s.identify)
 	}

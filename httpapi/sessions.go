@@ -242,7 +242,7 @@ func (s *Server) getSession(c echo.Context) error {
 		if err := caller.session(info); err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, sessionInfoBody(info))
+		return c.JSON(http.StatusOK, s.withLease(sessionInfoBody(info), info.ID))
 	})
 }
 
@@ -261,7 +261,7 @@ func (s *Server) listSessions(c echo.Context) error {
 		out := api.SessionList{Sessions: make([]api.SessionInfo, 0, len(infos))}
 		for _, info := range infos {
 			if all || caller.owns(info) {
-				out.Sessions = append(out.Sessions, sessionInfoBody(info))
+				out.Sessions = append(out.Sessions, s.withLease(sessionInfoBody(info), info.ID))
 			}
 		}
 		return c.JSON(http.StatusOK, out)
@@ -288,4 +288,18 @@ func sessionInfoBody(info fsm.SessionInfo) api.SessionInfo {
 		out.Waiting = append(out.Waiting, api.SessionWait{Lock: w.Lock, Since: timeText(w.Since)})
 	}
 	return out
+}
+
+// withLease adds what the leader's timer says of the session's lease, where this node holds it
+// (it leads): the time left and the last renewal.
+func (s *Server) withLease(body api.SessionInfo, id fsm.SessionID) api.SessionInfo {
+	lease, ok := s.node.SessionLease(id)
+	if !ok {
+		return body
+	}
+	body.ExpiresIn = lease.Left.Round(time.Millisecond).String()
+	if !lease.LastRenewal.IsZero() {
+		body.LastRenewal = lease.LastRenewal.UTC().Format(time.RFC3339Nano)
+	}
+	return body
 }

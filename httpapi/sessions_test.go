@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/raftlock/raftlock/api"
 )
@@ -71,7 +72,7 @@ func TestGetSession(t *testing.T) {
 	for _, ep := range append([]string{leader}, followers...) {
 		r := do(t, http.MethodGet, ep+"/v1/sessions/"+s.ID, nil)
 		ok(t, r, http.StatusOK, nil)
-		hasKeys(t, fields(t, r.body), "id", "name", "ttl", "lock_delay", "created_index", "locks")
+		hasSessionKeys(t, r.body)
 		var got api.SessionInfo
 		if err := json.Unmarshal(r.body, &got); err != nil {
 			t.Fatal(err)
@@ -93,6 +94,18 @@ func TestGetSession(t *testing.T) {
 	apiError(t, do(t, http.MethodGet, leader+"/v1/sessions/not-a-session", nil), http.StatusNotFound, api.CodeSessionNotFound)
 }
 
+// hasSessionKeys checks the fields of a session as GET answers it: those every answer has, and
+// the leader's view of its lease where the leader answered (see
+// TestSessionShowsLeaseLeftAndLastRenewal).
+func hasSessionKeys(t *testing.T, body []byte) {
+	t.Helper()
+	m := fields(t, body)
+	delete(m, "expires_in")
+	delete(m, "last_renewal")
+	delete(m, "waiting") // a session of another test may be waiting
+	hasKeys(t, m, "id", "name", "ttl", "lock_delay", "created_index", "locks")
+}
+
 func TestListSessions(t *testing.T) {
 	d := sharedCluster(t)
 	ep := d.Endpoints()[2]
@@ -110,7 +123,7 @@ func TestListSessions(t *testing.T) {
 	}
 	found := 0
 	for _, raw := range rawList(t, r.body, "sessions") {
-		hasKeys(t, without(fields(t, raw), "waiting"), "id", "name", "ttl", "lock_delay", "created_index", "locks")
+		hasSessionKeys(t, raw)
 	}
 	for _, s := range list.Sessions {
 		switch s.ID {
@@ -217,4 +230,53 @@ func rawList(t *testing.T, body []byte, field string) []json.RawMessage {
 		t.Fatalf("field %s of %s: %v", field, body, err)
 	}
 	return out
+}
+
+// The leader's answer for a session says how long its lease has left and, once a renewal
+// arrived, when; a follower's stale read, which knows neither, leaves both out.
+func TestSessionShowsLeaseLeftAndLastRenewal(t *testing.T) {
+	d := sharedCluster(t)
+	leader, followers := roles(t, d)
+	s := createSession(t, leader, api.CreateSessionRequest{TTL: "30s", Name: "lease"})
+	read := func(ep, q string) api.SessionInfo {
+		t.Helper()
+		var one api.SessionInfo
+		ok(t, do(t, http.MethodGet, ep+"/v1/sessions/"+s.ID+q, nil), http.StatusOK, &one)
+		var list api.SessionList
+		ok(t, do(t, http.MethodGet, ep+"/v1/sessions"+q, nil), http.StatusOK, &list)
+		for _, l := range list.Sessions {
+			if l.ID == s.ID && (l.ExpiresIn == "") != (one.ExpiresIn == "") {
+				t.Fatalf("GET /v1/sessions%s and /v1/sessions/{id} disagree: %+v, %+v", q, l, one)
+			}
+		}
+		return one
+	}
+	left := func(info api.SessionInfo) time.Duration {
+		t.Helper()
+		d, err := time.ParseDuration(info.ExpiresIn)
+		if err != nil || d <= 0 || d > 30*time.Second {
+			t.Fatalf("expires_in %q of a 30s session: %v", info.ExpiresIn, err)
+		}
+		return d
+	}
+	got := read(leader, "")
+	left(got)
+	if got.LastRenewal != "" {
+		t.Fatalf("last_renewal %q of a session never renewed", got.LastRenewal)
+	}
+	before := time.Now()
+	ok(t, do(t, http.MethodPut, leader+"/v1/sessions/"+s.ID+"/renew", nil), http.StatusOK, nil)
+	got = read(followers[0], "") // forwarded to the leader
+	left(got)
+	at, err := time.Parse(time.RFC3339Nano, got.LastRenewal)
+	if err != nil {
+		t.Fatalf("last_renewal %q: %v", got.LastRenewal, err)
+	}
+	// The leader is in this process: its clock is the test's.
+	if at.Before(before.Add(-time.Second)) || at.After(time.Now().Add(time.Second)) {
+		t.Fatalf("last_renewal %v, renewed between %v and now", at, before)
+	}
+	if got := read(followers[0], "?consistency=stale"); got.ExpiresIn != "" || got.LastRenewal != "" {
+		t.Fatalf("a follower's stale read says expires_in %q, last_renewal %q", got.ExpiresIn, got.LastRenewal)
+	}
 }

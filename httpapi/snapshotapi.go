@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -10,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/backup"
 	"github.com/raftlock/raftlock/cluster"
 )
 
@@ -56,18 +59,8 @@ func (s *Server) restoreSnapshot(c echo.Context) error {
 	}
 	return s.asManagement(c, func() error {
 		res, err := s.node.RestoreBackup(c.Request().Context(), c.Request().Body, cluster.RestoreOptions{IndexGap: gap, ACL: acl})
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.Is(err, os.ErrDeadlineExceeded) || restoreTooSlow(c):
-			return s.errRestoreTooSlow()
-		case errors.As(err, &tooLarge):
-			return newError(http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge, "the backup is larger than %d bytes (--max-snapshot-bytes); nothing was changed", s.cfg.MaxSnapshotBytes)
-		case errors.Is(err, cluster.ErrInvalidBackup):
-			return invalid("%v; nothing was changed", err)
-		case errors.Is(err, cluster.ErrBackupWithoutACL):
-			return invalid("%v", err)
-		case err != nil:
-			return fromClusterError(err)
+		if err != nil {
+			return s.restoreError(c, err)
 		}
 		return c.JSON(http.StatusOK, api.RestoreResponse{
 			Index:         res.Index,
@@ -79,6 +72,41 @@ func (s *Server) restoreSnapshot(c echo.Context) error {
 			ACLTokens:     res.State.ACLTokens,
 		})
 	})
+}
+
+// restoreError is the answer to a restore that failed with err, on the leader or, reading the
+// backup's header before it passes the file on, on a follower.
+func (s *Server) restoreError(c echo.Context, err error) error {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded) || restoreTooSlow(c):
+		return s.errRestoreTooSlow()
+	case errors.As(err, &tooLarge):
+		return newError(http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge, "the backup is larger than %d bytes (--max-snapshot-bytes); nothing was changed", s.cfg.MaxSnapshotBytes)
+	case errors.Is(err, cluster.ErrInvalidBackup):
+		return invalid("%v; nothing was changed", err)
+	case errors.Is(err, cluster.ErrBackupWithoutACL):
+		return invalid("%v", err)
+	}
+	return fromClusterError(err)
+}
+
+// forwardedBackup is the body of a restore this follower passes on to the leader. When the
+// caller may restore as far as this node knows (no ACLs, or a management token here too), it
+// reads and checks the backup's header first: a file that is not a backup is refused here,
+// before anything reaches the leader. (Refused there instead, the leader's answer can lose the
+// race with the follower's write of the rest of the body, which the leader no longer reads,
+// and the client would hear "outcome unknown" for garbage.) Any other caller's body is not read
+// here: the leader judges the token before it reads a byte of it.
+func (s *Server) forwardedBackup(c echo.Context) (io.Reader, error) {
+	if s.cfg.ACL && s.callerManagement(c) != nil {
+		return c.Request().Body, nil
+	}
+	_, body, err := backup.CheckHeader(c.Request().Body)
+	if err != nil {
+		return nil, s.restoreError(c, fmt.Errorf("%w: %w", cluster.ErrInvalidBackup, err))
+	}
+	return body, nil
 }
 
 // unlimitedBody says whether a request's body is exempt from the body limit: a backup file

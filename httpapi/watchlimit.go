@@ -66,6 +66,7 @@ func (s *Server) admitBlocking(c echo.Context) (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.n[key] >= max {
+		s.metrics.refuse(limitWatches)
 		return nil, tooMany("%s has %d blocking queries (watches) waiting on this node, the configured maximum; one must end first", who, max)
 	}
 	if l.n == nil {

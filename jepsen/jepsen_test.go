@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,6 +46,10 @@ const watchSelfTestTime = 8 * time.Second
 
 // powerSelfTestTime is how long the no-fsync self-test runs: two or three power cuts.
 const powerSelfTestTime = 12 * time.Second
+
+// operatorTime is how long the membership and upgrade scenarios run: one fault each, which
+// runs to its end past the workload's time.
+const operatorTime = 12 * time.Second
 
 // concurrentScenarios bounds how many clusters run at once on a 2-core CI machine.
 const concurrentScenarios = 2
@@ -182,6 +187,28 @@ func scenarios() []scenario {
 				for _, name := range []string{"belief", "held-by-nobody"} {
 					r, _ := rep.Result(name)
 					t.Log(r.Line())
+				}
+			}},
+		// The operator's actions while the workload runs: the spare added as a non-voter and
+		// promoted once caught up, a voter (the leader a third of the time) removed and replaced
+		// by a new node at the same addresses (an empty data dir and --join), leadership moved,
+		// the spare removed again. Every step must succeed and every checker pass.
+		{"membership", func(c *Config) { c.Faults, c.Seed, c.Time = []string{nemesis.Membership}, 33, operatorTime },
+			func(t *testing.T, rep *Report, ops []history.Op) {
+				expectFault(nemesis.Membership)(t, rep, ops)
+				o, _ := rep.Result("operator")
+				t.Log(o.Line())
+				var steps []string
+				for _, op := range ops {
+					if op.Kind == history.Nemesis && op.Fault == nemesis.Membership && op.Action == history.ActionEvent && op.Type == history.OK {
+						steps = append(steps, op.Detail)
+					}
+				}
+				all := strings.Join(steps, "\n")
+				for _, want := range []string{"as a non-voter", "promoted", "replaced", "leadership transferred", "removed n4"} {
+					if !strings.Contains(all, want) {
+						t.Errorf("no membership step %q succeeded; steps:\n%s", want, all)
+					}
 				}
 			}},
 		{"client-pause", func(c *Config) { c.Faults, c.Seed = []string{nemesis.ClientPause}, 14 },
@@ -335,6 +362,46 @@ func runScenario(t *testing.T, ctx context.Context, binary string, tweak func(*C
 	return rep, ops
 }
 
+// oldFeatureDef is the line whose first appearance in fsm/features.go marks the commit that
+// added the newest feature; the commit before it is the old build of the upgrade scenario.
+const oldFeatureDef = `FeatureAttemptEnds Feature = "attempt-ends"`
+
+// buildOldBinary builds raftlock as it was just before attempt-ends was added: it finds that
+// commit in the repository's history, checks the one before it out into a temporary git
+// worktree, builds it there and removes the worktree. It fails (never skips) when it cannot:
+// the upgrade scenario needs a real earlier build, and CI clones the whole history.
+func buildOldBinary(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the upgrade scenario needs git and the repository's history to build an earlier raftlock: git %s: %v\n%s",
+				strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	root := git(".", "rev-parse", "--show-toplevel")
+	added := strings.Fields(git(root, "log", "--format=%H", "-S", oldFeatureDef, "--", "fsm/features.go"))
+	if len(added) == 0 {
+		t.Fatalf("the upgrade scenario needs the commit that added attempt-ends in the history (a shallow clone? run git fetch --unshallow)")
+	}
+	rev := added[len(added)-1] + "^"
+	tmp := t.TempDir()
+	wt := filepath.Join(tmp, "src")
+	git(root, "worktree", "add", "--detach", wt, rev)
+	defer git(root, "worktree", "remove", "--force", wt)
+	out := filepath.Join(tmp, "raftlock-old")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/raftlock")
+	cmd.Dir = wt
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build raftlock at %s: %v\n%s", rev, err, b)
+	}
+	t.Logf("old build: raftlock at %s (%s)", rev, git(root, "log", "-1", "--format=%h %s", rev))
+	return out
+}
+
 // buildBinary compiles raftlock once for all scenarios.
 func buildBinary(t *testing.T, ctx context.Context) string {
 	t.Helper()
@@ -350,9 +417,10 @@ func buildBinary(t *testing.T, ctx context.Context) string {
 // longer than the TTL, partitions, graceful restarts, the wal store, snapshots every few
 // entries, crashed holders and leaders with skewed clocks, client pauses, Go-client acquires
 // delayed and duplicated while cyclers do hundreds of cycles per session (which fails until
-// issue 32's defect 1 is fixed), and the self-tests in which the resource ignores tokens and
-// fencing must fail, and in which Go-client workers ignore Done and belief must fail. Two
-// clusters run at a time.
+// issue 32's defect 1 is fixed), the operator's membership changes, a rolling upgrade from
+// the build before attempt-ends (built from a git worktree of that commit), and the self-tests
+// in which the resource ignores tokens and fencing must fail, and in which Go-client workers
+// ignore Done and belief must fail. Two clusters run at a time.
 func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end runs take about 90 s; skipped with -short")
@@ -378,6 +446,43 @@ func TestScenarios(t *testing.T) {
 			sc.expect(t, rep, ops)
 		})
 	}
+	// A rolling upgrade under load from a real earlier build (the commit before attempt-ends
+	// was added, built from a git worktree): the nodes start on it, are rolled to this build one
+	// at a time, one of them back to the old build and forward again before the last; the
+	// newest features must stay off until the last node runs this build and then turn on, a
+	// node started on the old build afterwards must refuse, and every checker must pass.
+	t.Run("upgrade", func(t *testing.T) {
+		t.Parallel()
+		old := buildOldBinary(t, ctx)
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		rep, ops := runScenario(t, ctx, bin, func(c *Config) {
+			c.Faults, c.Seed, c.Time, c.OldBinary = []string{nemesis.Upgrade}, 34, operatorTime, old
+		})
+		expectFault(nemesis.Upgrade)(t, rep, ops)
+		o, _ := rep.Result("operator")
+		t.Log(o.Line())
+		var newOnly, back, refused, enabled int
+		for _, op := range ops {
+			if op.Kind != history.Nemesis || op.Fault != nemesis.Upgrade || op.Type != history.OK {
+				continue
+			}
+			switch {
+			case strings.Contains(op.NewFeatures, "attempt-ends"):
+				newOnly++
+			case op.Build == history.BuildOld && strings.Contains(op.Detail, "new build → old build"):
+				back++
+			case strings.Contains(op.Detail, "on the old build after the new features were enabled: refused"):
+				refused++
+			case strings.Contains(op.Features, "attempt-ends"):
+				enabled++
+			}
+		}
+		if newOnly == 0 || back == 0 || refused == 0 || enabled == 0 {
+			t.Errorf("want attempt-ends found only in the new build (%d), a node taken back to the old build before it was enabled (%d), "+
+				"a downgrade refused after (%d) and attempt-ends enabled once every node ran the new build (%d)", newOnly, back, refused, enabled)
+		}
+	})
 	t.Run("self-test-ignoring-tokens", func(t *testing.T) {
 		t.Parallel()
 		sem <- struct{}{}
@@ -517,6 +622,8 @@ func TestCheckerKnowsTheNemesisFaultNames(t *testing.T) {
 		checker.FaultDiskSlow:     nemesis.DiskSlow,
 		checker.FaultDiskLoss:     nemesis.DiskLoss,
 		checker.FaultRestore:      nemesis.Restore,
+		checker.FaultMembership:   nemesis.Membership,
+		checker.FaultUpgrade:      nemesis.Upgrade,
 	} {
 		if checkerName != nemesisName {
 			t.Errorf("checker calls a fault %q, the nemesis %q", checkerName, nemesisName)

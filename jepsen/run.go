@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,8 +58,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer hf.Close()
 	rec := history.NewRecorder(hf)
 
+	var startBinary string
+	if slices.Contains(cfg.Faults, nemesis.Upgrade) {
+		startBinary = cfg.OldBinary // the upgrade fault rolls the nodes from it to binary
+		fmt.Fprintf(out, "jepsen: the nodes start on the old build %s\n", startBinary)
+	}
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
-	c, err := cluster.Start(sctx, cluster.Options{Binary: binary, Dir: filepath.Join(cfg.Dir, "nodes"), Nodes: cfg.Nodes,
+	c, err := cluster.Start(sctx, cluster.Options{Binary: binary, StartBinary: startBinary, Dir: filepath.Join(cfg.Dir, "nodes"), Nodes: cfg.Nodes,
 		LogLevel: cfg.LogLevel, HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, ClockSkew: cfg.ClockSkew, ExtraArgs: agentArgs(cfg), Secure: cfg.Secure,
 		FaultFS: nemesis.NeedsDisk(cfg.Faults)})
@@ -66,10 +72,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jepsen: start cluster: %w", err)
 	}
-	defer c.Close()
+	defer func() {
+		// A node or mount left behind would outlive the run (and leak its FUSE server).
+		if err := c.Close(); err != nil {
+			fmt.Fprintf(out, "jepsen: closing the cluster: %v\n", err)
+		}
+	}()
 	for _, n := range c.Nodes {
 		rep.NodeLogs = append(rep.NodeLogs, n.LogPath)
 	}
+
 	fmt.Fprintf(out, "jepsen: %d nodes ready\n", len(c.Nodes))
 
 	wcfg := workloadConfig(cfg)
@@ -90,7 +102,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cancel()
 		fmt.Fprintf(out, "jepsen: TLS and ACLs on; %d tokens, one per worker, probe and observer\n", len(wcfg.Tokens))
 	}
+	cfg.Binary = binary
 	runPhases(ctx, cfg, wcfg, c, rec, out, rep)
+	if _, err := os.Stat(c.Spare.LogPath); err == nil { // the membership fault started it
+		rep.NodeLogs = append(rep.NodeLogs, c.Spare.LogPath)
+	}
 	return rep, nil
 }
 
@@ -114,6 +130,7 @@ func runPhases(ctx context.Context, cfg Config, wcfg workload.Config, c *cluster
 	wl := workload.New(wcfg, rec, eps, res)
 	nem := nemesis.New(nemesis.Config{Faults: cfg.Faults, Quiet: cfg.Quiet, TTL: cfg.TTL,
 		ElectionTimeout: cfg.ElectionTimeout, TargetLeader: cfg.TargetLeader, Seed: cfg.Seed, Log: out,
+		OldBinary: cfg.OldBinary, NewBinary: cfg.Binary,
 		Locks: cfg.LockNames()}, c, wl, rec)
 
 	stop := make(chan struct{})

@@ -280,6 +280,19 @@ func (s *Store) APIServerConfig(verifyClients bool) *tls.Config {
 	return c
 }
 
+// ConsoleServerConfig returns the configuration of the console listener (--console-addr):
+// HTTPS with this node's certificate, HTTP/1.1, and no client certificate asked for, so that a
+// browser reaches it without one (and shows no certificate picker). Nothing there may rely on
+// a client certificate: a connection of it never counts as a node's.
+func (s *Store) ConsoleServerConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:     s.minVersion,
+		GetCertificate: s.getCertificate,
+		NextProtos:     []string{"http/1.1"},
+		ClientAuth:     tls.NoClientCert,
+	}
+}
+
 // IsNode reports whether the other side of a connection presented a node certificate of the
 // current CA bundle: one that allows exactly server and client authentication, as the
 // certificates of `raftlock tls cert create --node` do and client certificates do not.

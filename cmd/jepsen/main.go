@@ -1,6 +1,10 @@
 // Command jepsen runs raftlock under injected faults and checks the recorded history.
 //
 //	go run ./cmd/jepsen --nodes 5 --time 30m --nemesis all
+//	go run ./cmd/jepsen --nemesis all --old-binary /tmp/raftlock-old   # upgrade too
+//
+// --nemesis all includes the upgrade fault only with --old-binary (a build of an earlier
+// commit, which the nodes start on), and the disk faults only where FUSE works.
 //
 // It prints the seed and configuration, the operation counts, the nemesis log, one line per
 // checker with its figures, the artifact paths, and last "N passed, M failed". The exit status
@@ -19,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -57,7 +62,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.cfg.Nodes, "nodes", d.Nodes, "cluster size")
 	fs.DurationVar(&o.cfg.Time, "time", d.Time, "how long the workload runs under faults")
-	fs.StringVar(&o.faults, "nemesis", "all", "faults: all, none, or a list of "+strings.Join(nemesis.All, ","))
+	fs.StringVar(&o.faults, "nemesis", "all", "faults: all, none, or a list of "+strings.Join(nemesis.All, ",")+
+		" (all includes upgrade only with --old-binary, and the disk faults only where FUSE works)")
 	fs.Int64Var(&o.cfg.Seed, "seed", 0, "random seed (0: derive one from the clock; it is printed)")
 	fs.IntVar(&o.cfg.Workers, "workers", d.Workers, "concurrent clients, each with its own session")
 	fs.IntVar(&o.cfg.Locks, "locks", d.Locks, "number of locks the clients contend for")
@@ -72,6 +78,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.cfg.OpTimeout, "op-timeout", d.OpTimeout, "client timeout of a request that does not wait")
 	fs.StringVar(&o.cfg.Dir, "dir", "", "artifact directory (default: a new temporary directory)")
 	fs.StringVar(&o.cfg.Binary, "binary", "", "prebuilt raftlock binary (default: go build ./cmd/raftlock)")
+	fs.StringVar(&o.cfg.OldBinary, "old-binary", "", "a build of an earlier raftlock commit, for the upgrade fault: the nodes start on it and are rolled to the new build and back where allowed (needed by upgrade; without it, all leaves upgrade out)")
 	fs.StringVar(&o.cfg.LogLevel, "log-level", d.LogLevel, "agents' log level")
 	fs.StringVar(&o.cfg.LogStore, "log-store", "", "agents' Raft log store: wal or boltdb (default: the agent's, wal)")
 	fs.Uint64Var(&o.cfg.SnapshotEvery, "snapshot-every", 0, "agents snapshot after this many log entries and keep as many behind it, so lagging nodes install snapshots (0: agents' defaults)")
@@ -98,6 +105,18 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	var err error
 	if o.cfg.Faults, err = nemesis.ParseFaults(o.faults); err != nil {
 		return o, err
+	}
+	if o.cfg.OldBinary != "" {
+		if _, err := os.Stat(o.cfg.OldBinary); err != nil {
+			return o, fmt.Errorf("--old-binary: %w", err)
+		}
+	}
+	if slices.Contains(o.cfg.Faults, nemesis.Upgrade) && o.cfg.OldBinary == "" && o.check == "" {
+		if strings.TrimSpace(o.faults) != "all" {
+			return o, fmt.Errorf("the %s fault needs --old-binary, a build of an earlier raftlock", nemesis.Upgrade)
+		}
+		o.cfg.Faults = nemesis.Without(o.cfg.Faults, nemesis.Upgrade)
+		fmt.Fprintf(stderr, "jepsen: no --old-binary: --nemesis all leaves out %s\n", nemesis.Upgrade)
 	}
 	if nemesis.NeedsDisk(o.cfg.Faults) && o.check == "" {
 		if ferr := faultfs.Available(); ferr != nil {

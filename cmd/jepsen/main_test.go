@@ -24,8 +24,15 @@ func TestParseFlags(t *testing.T) {
 		t.Fatalf("parsed %+v", o.cfg)
 	}
 	o, err = parse([]string{"--dir", t.TempDir()}, &bytes.Buffer{})
-	if err != nil || o.cfg.Seed == 0 || !slices.Equal(o.cfg.Faults, nemesis.All) || o.cfg.Workload != jepsen.WorkloadAll {
-		t.Fatalf("defaults: every fault, a derived seed and both kinds of workers, got %+v %v", o.cfg, err)
+	if err != nil || o.cfg.Seed == 0 || !slices.Equal(o.cfg.Faults, nemesis.Without(nemesis.All, nemesis.Upgrade)) || o.cfg.Workload != jepsen.WorkloadAll {
+		t.Fatalf("defaults: every fault but upgrade (no --old-binary), a derived seed and both kinds of workers, got %+v %v", o.cfg, err)
+	}
+	old := filepath.Join(t.TempDir(), "raftlock-old")
+	if err := os.WriteFile(old, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := parse([]string{"--old-binary", old, "--dir", t.TempDir()}, &bytes.Buffer{}); err != nil || !slices.Equal(o.cfg.Faults, nemesis.All) {
+		t.Fatalf("with --old-binary, all includes upgrade: %v %v", o.cfg.Faults, err)
 	}
 	if o.cfg.ClientWorkers() != o.cfg.Workers/2 {
 		t.Fatalf("--workload all runs half the workers through the Go client, got %d of %d", o.cfg.ClientWorkers(), o.cfg.Workers)
@@ -46,7 +53,8 @@ func TestParseFlags(t *testing.T) {
 func TestBadArgumentsExitWithTwo(t *testing.T) {
 	var out, errs bytes.Buffer
 	for _, args := range [][]string{{"--nemesis", "meteor"}, {"--ttl", "1s", "--dir", t.TempDir()}, {"stray"},
-		{"--workload", "meteor", "--dir", t.TempDir()}, {"--workload", "raw", "--ignore-done", "--dir", t.TempDir()}} {
+		{"--workload", "meteor", "--dir", t.TempDir()}, {"--workload", "raw", "--ignore-done", "--dir", t.TempDir()},
+		{"--nemesis", "upgrade", "--dir", t.TempDir()}, {"--nemesis", "upgrade", "--old-binary", "/nonexistent/raftlock", "--dir", t.TempDir()}} {
 		errs.Reset()
 		if code := run(context.Background(), args, &out, &errs); code != exitError {
 			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitError, errs.String())

@@ -160,7 +160,7 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
 		KillProcesses: strings.Contains(strings.ToLower(f.workload), bench.Failover),
 		Via:           f.via,
 		Version:       version.Version,
-		Token:         orEnv(f.token, tokenEnv),
+		Token:         aclToken(f.token),
 	}
 	if opts.TLS, err = f.tlsFiles.tlsConfig(); err != nil {
 		return &exitError{code: exitFailure, msg: err.Error()}

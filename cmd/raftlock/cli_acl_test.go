@@ -11,6 +11,7 @@ import (
 
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/client"
 	"github.com/raftlock/raftlock/config"
 )
 
@@ -119,5 +120,58 @@ func TestACLCommands(t *testing.T) {
 	must(root, "acl", "policy", "delete", "jobs-writer")
 	if r := run(root, "acl", "policy", "get", "jobs-writer"); r.code != exitFailure {
 		t.Fatalf("get of a deleted policy: exit %d", r.code)
+	}
+}
+
+// Under --acl, `sessions` with a token without operator:read lists only the token's own
+// sessions, and says so on stderr rather than let an empty table read as "no sessions"; with
+// operator:read it lists every session and says nothing.
+func TestSessionsSaysWhenItListsOnlyTheTokensOwn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := agent.StartDev(ctx, agent.DevOptions{Tune: func(c *config.Config) { c.ACL = true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	run := func(env []string, args ...string) cliResult {
+		t.Helper()
+		r := runWithEnv(t, d.Endpoints(), env, args...)
+		if r.code != 0 {
+			t.Fatalf("raftlock %q: exit %d\nstdout:\n%s\nstderr:\n%s", args, r.code, r.stdout, r.stderr)
+		}
+		return r
+	}
+	var boot api.BootstrapResponse
+	if err := json.Unmarshal([]byte(run(nil, "acl", "bootstrap", "-o", "json").stdout), &boot); err != nil {
+		t.Fatal(err)
+	}
+	root := []string{tokenEnv + "=" + boot.SecretID}
+	run(root, "acl", "policy", "create", "jobs-only", "--lock", "jobs/=write")
+	var tok api.NewToken
+	if err := json.Unmarshal([]byte(run(root, "acl", "token", "create", "--policy", "jobs-only", "-o", "json").stdout), &tok); err != nil {
+		t.Fatal(err)
+	}
+	// A session of the root token, which the other token may not see.
+	c, err := client.New(d.Endpoints(), client.WithToken(boot.SecretID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if err := client.NewMutex(s, "jobs/held").Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	own := run([]string{tokenEnv + "=" + tok.SecretID}, "sessions")
+	if !strings.Contains(own.stderr, "operator:read") || strings.Contains(own.stdout, "jobs/held") {
+		t.Fatalf("sessions without operator:read: stdout %q, stderr %q", own.stdout, own.stderr)
+	}
+	all := run(root, "sessions")
+	if all.stderr != "" || !strings.Contains(all.stdout, "jobs/held") {
+		t.Fatalf("sessions with the management token: stdout %q, stderr %q", all.stdout, all.stderr)
 	}
 }

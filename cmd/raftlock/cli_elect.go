@@ -122,7 +122,7 @@ func leadOnce(ctx context.Context, f *electFlags, sess *client.Session, name str
 		return childResult{}, false, failure("campaigning", err)
 	}
 	fmt.Fprintf(stderr, "raftlock: elected leader of %q (token %d)\n", name, e.Token())
-	env := append(childEnv(sess.Client(), orEnv(f.token, tokenEnv), name, e.Token(), sess.ID()), "RAFTLOCK_VALUE="+f.value)
+	env := append(childEnv(sess.Client(), aclToken(f.token), name, e.Token(), sess.ID()), "RAFTLOCK_VALUE="+f.value)
 	res, err := runChild(childSpec{
 		argv: argv, env: env, grace: f.graceOrDefault(),
 		stdin: cmd.InOrStdin(), stdout: cmd.OutOrStdout(), stderr: stderr,

@@ -314,7 +314,8 @@ records it.`,
 }
 
 func sessionsListCmd(f *inspectFlags) *cobra.Command {
-	return inspectCmd(&cobra.Command{
+	var cmd *cobra.Command
+	cmd = inspectCmd(&cobra.Command{
 		Use:   "sessions",
 		Short: "List sessions, the locks they hold and the locks they wait for (and for how long); destroy one",
 		Example: `  raftlock sessions -o json
@@ -325,6 +326,7 @@ func sessionsListCmd(f *inspectFlags) *cobra.Command {
 		if err != nil {
 			return failure("listing sessions", err)
 		}
+		warnOwnSessionsOnly(ctx, c, cmd.ErrOrStderr())
 		if f.json() {
 			return writeJSON(w, api.SessionList{Sessions: nonNil(sessions)})
 		}
@@ -341,6 +343,19 @@ func sessionsListCmd(f *inspectFlags) *cobra.Command {
 		}
 		return tw.Flush()
 	})
+	return cmd
+}
+
+// warnOwnSessionsOnly says on stderr when the list of sessions is only the caller's own: under
+// --acl a token without operator:read sees no other, and an empty or short table would
+// otherwise read as "no sessions". The cluster's state needs operator:read too, so a 403
+// asking for it tells.
+func warnOwnSessionsOnly(ctx context.Context, c *client.Client, stderr io.Writer) {
+	_, err := c.Raw().Cluster(ctx, client.Stale())
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Code == api.CodeForbidden {
+		fmt.Fprintln(stderr, "raftlock: only this token's own sessions are listed: listing every session needs operator:read")
+	}
 }
 
 // memberStatus is one member's line of `raftlock status`.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/client"
 	"github.com/spf13/cobra"
 )
@@ -183,12 +184,14 @@ func execExitCode(err error) int {
 
 // childEnv is what the command learns about its lock. RAFTLOCK_TOKEN names the ACL token
 // wherever one is in use, so that raftlock commands run by COMMAND act with it; without one
-// it still carries the fencing token, as it did before ACLs existed.
+// it still carries the fencing token, as it did before ACLs existed and as the docs promised
+// (deprecated: RAFTLOCK_FENCING_TOKEN is the fencing token's name; aclToken keeps a raftlock
+// run by COMMAND from taking it for an ACL token).
 func childEnv(c *client.Client, aclToken, name string, token uint64, session string) []string {
 	fencing := strconv.FormatUint(token, 10)
 	env := []string{
 		"RAFTLOCK_LOCK=" + name,
-		"RAFTLOCK_FENCING_TOKEN=" + fencing,
+		fencingTokenEnv + "=" + fencing,
 		"RAFTLOCK_SESSION=" + session,
 		"RAFTLOCK_ENDPOINTS=" + strings.Join(c.Endpoints(), ","),
 	}
@@ -215,7 +218,10 @@ func newLockCmd() *cobra.Command {
 
 COMMAND runs with RAFTLOCK_LOCK (the name), RAFTLOCK_FENCING_TOKEN (pass it to the resource
 you protect), RAFTLOCK_SESSION and RAFTLOCK_ENDPOINTS in its environment; RAFTLOCK_TOKEN is
-the ACL token in use (--token), or, on a cluster without ACLs, the fencing token again. raftlock
+the ACL token in use (--token), for raftlock commands that COMMAND runs. Without an ACL token,
+RAFTLOCK_TOKEN carries the fencing token again, as it did before ACLs: that use is deprecated
+and will go; read RAFTLOCK_FENCING_TOKEN (a raftlock run by COMMAND does not send it as an
+ACL token). raftlock
 keeps the session alive meanwhile. If the lock is lost while COMMAND runs (the cluster was
 unreachable for too long, or the session was destroyed), COMMAND and every process in its
 group get SIGTERM, then SIGKILL after --grace, and raftlock exits with code 3. Signals sent
@@ -241,6 +247,10 @@ token, and the others wait (or exit with code 75). Every run on NAME must give t
 --limit while any holds or waits for it; one with another limit exits with code 1. With
 --shared, the run takes a shared (read) hold: shared runs overlap, a run without --shared
 overlaps none, and one that waits stops later shared runs from overtaking it.
+
+A cluster that does not answer (down, or without a leader) fails the run with code 1 after 5s,
+as it fails "raftlock locks" or "status" (--retry-timeout sets this too); once the lock is
+asked for, requests keep trying for --retry-timeout (default 15s) to ride out an election.
 
 Flags may come before or after NAME, up to "--".
 ` + exitCodesHelp(true),
@@ -300,6 +310,35 @@ func (f *lockFlags) checkKind() error {
 	return nil
 }
 
+// reachable reads the lock once, with the inspection commands' retry timeout (unless
+// --retry-timeout is given), so that a cluster that is down or has no leader fails the run as
+// soon as it fails them. The lock's own client keeps the longer default, which its renewals
+// and its acquire use to ride out a leader election.
+func (f *lockFlags) reachable(ctx context.Context, cmd *cobra.Command, name string) error {
+	retry := inspectRetry
+	if cmd.Flags().Changed("retry-timeout") {
+		retry = f.retry
+	}
+	opts, err := f.options(retry)
+	if err != nil {
+		return &exitError{code: exitFailure, msg: err.Error()}
+	}
+	c, err := client.New(f.endpointList(), opts...)
+	if err != nil {
+		return &exitError{code: exitFailure, msg: err.Error()}
+	}
+	defer c.Close()
+	_, err = c.GetLock(ctx, name)
+	var ae *client.APIError
+	if err == nil || errors.As(err, &ae) && ae.Code != api.CodeNoLeader && ae.Code != api.CodeTimeout {
+		return nil // it answers: a refusal (no read access, say) is the acquire's to report
+	}
+	if ctx.Err() != nil {
+		return &exitError{code: exitFailure, msg: "interrupted while reaching the cluster"}
+	}
+	return failure("reaching the cluster", err)
+}
+
 // newHold makes the hold that the flags (checked by checkKind) ask for.
 func (f *lockFlags) newHold(sess *client.Session, name string, opts []client.MutexOption) hold {
 	switch {
@@ -326,6 +365,9 @@ func runLock(cmd *cobra.Command, f *lockFlags, hasValue bool, name string, argv 
 	if err := checkRunnable(argv[0]); err != nil {
 		return err
 	}
+	if err := f.reachable(ctx, cmd, name); err != nil {
+		return err
+	}
 	c, err := f.newClient()
 	if err != nil {
 		return err
@@ -348,7 +390,7 @@ func runLock(cmd *cobra.Command, f *lockFlags, hasValue bool, name string, argv 
 		return err
 	}
 	res, err := runChild(childSpec{
-		argv: argv, env: childEnv(c, orEnv(f.token, tokenEnv), name, m.token(), sess.ID()), grace: f.graceOrDefault(),
+		argv: argv, env: childEnv(c, aclToken(f.token), name, m.token(), sess.ID()), grace: f.graceOrDefault(),
 		stdin: cmd.InOrStdin(), stdout: cmd.OutOrStdout(), stderr: stderr,
 	}, m.context())
 	uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

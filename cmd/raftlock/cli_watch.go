@@ -24,8 +24,9 @@ type watchLine struct {
 func newWatchCmd() *cobra.Command {
 	var f inspectFlags
 	var prefix string
+	var from uint64
 	cmd := inspectCmd(&cobra.Command{
-		Use:   "watch [--prefix P]",
+		Use:   "watch [--prefix P] [--index N]",
 		Short: "Print every change of the locks under a prefix as it happens",
 		Long: `Print every change of the locks whose name starts with --prefix (all locks without it),
 one line each, in the order the cluster applied them, until interrupted: first a resync
@@ -35,13 +36,18 @@ change; when the cluster can no longer tell every change since the last line (a 
 forgot them, or installed a snapshot), it prints a resync again: the locks it lists are all
 there are, any other is free.
 
+--index N resumes a watch: it prints the changes after index N (the first number of the
+last line a watch printed, or its "index" with -o json), starting with no resync, unless the
+cluster no longer remembers every change since N, when it starts with a resync.
+
 With -o json each line is one JSON object: {"event":"change","index":N,"lock":{...}} or
 {"event":"resync","index":N,"locks":[...]}, the locks as GET /v1/locks/{name} shows them.`,
 		Example: `  raftlock watch --prefix jobs/
-  raftlock watch --prefix services/ -o json | jq -c 'select(.event=="change") | .lock'`,
+  raftlock watch --prefix services/ -o json | jq -c 'select(.event=="change") | .lock'
+  raftlock watch --prefix jobs/ --index 1234     # resume after the line of index 1234`,
 		Args: cobra.NoArgs,
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
-		for ev := range c.WatchPrefix(ctx, prefix, f.readOpts()...) {
+		for ev := range c.WatchPrefixFrom(ctx, prefix, from, f.readOpts()...) {
 			if ev.Err != nil {
 				return failure("watching "+strconv.Quote(prefix), ev.Err)
 			}
@@ -52,6 +58,7 @@ With -o json each line is one JSON object: {"event":"change","index":N,"lock":{.
 		return nil // interrupted
 	})
 	cmd.Flags().StringVar(&prefix, "prefix", "", "watch the locks whose name starts with this")
+	cmd.Flags().Uint64Var(&from, "index", 0, "resume after this index: print the changes after it (0: start with a resync of the prefix as it stands)")
 	return cmd
 }
 

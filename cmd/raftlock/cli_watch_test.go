@@ -82,3 +82,47 @@ func TestWatchPrintsEveryChange(t *testing.T) {
 		t.Fatalf("watch ended with %d on SIGINT; stderr:\n%s", r.code, r.stderr)
 	}
 }
+
+// `watch --index N` resumes after N: it prints the changes after N, in order, with no resync
+// first, as a watch that had printed the line of index N would have gone on.
+func TestWatchResumesAfterIndex(t *testing.T) {
+	c := testClient(t)
+	pre := testLock(t) + "/"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := c.NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	a := client.NewMutex(s, pre+"a")
+	if err := a.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	granted := a.Token()
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := client.NewMutex(s, pre+"b")
+	if err := b.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cmd, out, errOut := startCLI(t, "watch", "--prefix", pre, "--index", fmt.Sprint(granted), "-o", "json")
+	testkit.Eventually(t, 15*time.Second, "the watch to print the two changes after the grant", func() bool {
+		return strings.Count(out.String(), "\n") >= 2
+	})
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	r := finish(t, cmd, out, errOut, 10*time.Second)
+	var lines []watchLine
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var wl watchLine
+		if err := json.Unmarshal([]byte(l), &wl); err != nil {
+			t.Fatalf("line %q is not a JSON object (exit %d, stderr %s): %v", l, r.code, r.stderr, err)
+		}
+		lines = append(lines, wl)
+	}
+	if len(lines) != 2 || lines[0].Event != "change" || lines[0].Lock.Name != pre+"a" || lines[0].Lock.Held || lines[0].Index <= granted ||
+		lines[1].Event != "change" || lines[1].Lock.Name != pre+"b" || lines[1].Lock.Token != b.Token() {
+		t.Fatalf("watch --index %d printed %s", granted, r.stdout)
+	}
+}

@@ -3,11 +3,16 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/raftlock/raftlock/client"
@@ -32,6 +37,24 @@ const endpointsEnv = "RAFTLOCK_ENDPOINTS"
 
 // tokenEnv names the environment variable read when --token is not given.
 const tokenEnv = "RAFTLOCK_TOKEN"
+
+// fencingTokenEnv names the variable that carries a command's fencing token (lock, elect).
+const fencingTokenEnv = "RAFTLOCK_FENCING_TOKEN"
+
+// aclToken returns --token, else $RAFTLOCK_TOKEN, unless that only repeats the fencing token
+// of a lock or elect that runs this process: on a cluster without ACLs they give the command
+// its fencing token in RAFTLOCK_TOKEN too (deprecated, kept because it was documented), which
+// is no ACL token to send.
+func aclToken(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	t := os.Getenv(tokenEnv)
+	if t != "" && t == os.Getenv(fencingTokenEnv) {
+		return ""
+	}
+	return t
+}
 
 // exitCodesHelp is appended to the help of the commands that run a child; held says whether
 // the command gives up on a lock held by someone else (lock does, elect waits to be elected).
@@ -157,7 +180,7 @@ func (f *clientFlags) options(retry time.Duration) ([]client.Option, error) {
 	if cfg != nil {
 		opts = append(opts, client.WithTLSConfig(cfg))
 	}
-	if t := orEnv(f.token, tokenEnv); t != "" {
+	if t := aclToken(f.token); t != "" {
 		opts = append(opts, client.WithToken(t))
 	}
 	return opts, nil
@@ -248,11 +271,61 @@ func completeLockNames(f *clientFlags, after cobra.ShellCompDirective) cobra.Com
 	}
 }
 
-// failure turns an error of a client call into an exit with code 1 and a plain message.
+// failure turns an error of a client call into an exit with code 1 and a plain message, and
+// a hint where the error says what to change.
 func failure(what string, err error) error {
-	return &exitError{code: exitFailure, msg: fmt.Sprintf("%s: %s", what, errText(err))}
+	msg := fmt.Sprintf("%s: %s", what, errText(err))
+	if h := hint(err); h != "" {
+		msg += "\nhint: " + h
+	}
+	return &exitError{code: exitFailure, msg: msg}
+}
+
+// hint says what to change for the errors that only a change mends: TLS settings that no
+// retry can make work (the client gives up on them at once), and an http:// endpoint whose
+// port serves HTTPS (which closes a plain request unanswered).
+func hint(err error) string {
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var op *net.OpError
+	var ue *url.Error
+	switch {
+	case errors.As(err, &ue) && strings.HasPrefix(ue.URL, "http://") && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)):
+		if u, perr := url.Parse(ue.URL); perr == nil && speaksTLS(u.Host) {
+			return "http://" + u.Host + " serves HTTPS, which closes plain HTTP requests unanswered: use https://" + u.Host +
+				" (with the cluster's CA: --ca-file or $" + caFileEnv + ")"
+		}
+		return ""
+	case errors.As(err, &ua):
+		return "the cluster's certificate is not signed by a CA this command trusts: give the cluster's CA with --ca-file (or $" + caFileEnv + ")"
+	case errors.As(err, &he):
+		return "the cluster's certificate does not name the host of the endpoint: use a host name or address it was issued for"
+	case errors.As(err, &op) && op.Op == "remote error" && strings.Contains(op.Err.Error(), "certificate"):
+		return "the cluster requires a client certificate it trusts (--tls-verify-clients): give one with --cert-file and --key-file (or $" +
+			certFileEnv + " and $" + keyFileEnv + ")"
+	case client.TLSPermanent(err):
+		return "the TLS handshake failed in a way no retry mends: check --ca-file, --cert-file and --key-file"
+	}
+	return ""
 }
 
 // errText is the message of an error of the client without the "raftlock: " in front, which
 // the client's errors carry once and raftlock's own messages carry already.
 func errText(err error) string { return strings.TrimPrefix(err.Error(), "raftlock: ") }
+
+// speaksTLS reports whether the server at addr answers a TLS handshake (its certificate is
+// not checked: this only tells HTTPS from a closed or broken plain port).
+func speaksTLS(addr string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	//nolint:gosec // a probe that sends nothing: whether the port speaks TLS at all
+	tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12})
+	err = tc.HandshakeContext(ctx)
+	var op *net.OpError
+	return err == nil || errors.As(err, &op) && op.Op == "remote error"
+}

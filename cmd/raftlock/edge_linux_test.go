@@ -220,7 +220,11 @@ func sendHugeTo(t *testing.T, addr, request string, size int64, chunked bool, to
 		t.Logf("no answer to a body of %d bytes (chunked %v): %v", size, chunked, err)
 		return 0
 	}
-	res.Body.Close()
+	defer res.Body.Close()
+	if res.StatusCode >= 500 {
+		body, _ := io.ReadAll(io.LimitReader(res.Body, 4<<10))
+		t.Logf("%s with %d bytes (chunked %v): %d %s", request, size, chunked, res.StatusCode, body)
+	}
 	return res.StatusCode
 }
 

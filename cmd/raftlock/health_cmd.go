@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -41,7 +42,10 @@ answers 200, 1 otherwise. It is the health check of containers that have no curl
 It finds the agent as the agent itself reads its settings: the flags below, else the
 variables RAFTLOCK_HTTP_ADDR, RAFTLOCK_ADVERTISE_HTTP, RAFTLOCK_TLS_CERT_FILE,
 RAFTLOCK_TLS_KEY_FILE and RAFTLOCK_TLS_CA_FILE, else the same keys in the --config file
-(RAFTLOCK_CONFIG). So run in the agent's environment it needs no flag. With TLS it speaks
+(RAFTLOCK_CONFIG). So run in the agent's environment it needs no flag. When none of those names
+the agent's address, it asks the first endpoint of --endpoints or RAFTLOCK_ENDPOINTS, like
+every other command (over https with RAFTLOCK_CA_FILE, RAFTLOCK_CERT_FILE and
+RAFTLOCK_KEY_FILE), and only then 127.0.0.1:7001. With TLS it speaks
 HTTPS to the agent, checks the agent's certificate against the CA for the host of
 --advertise-http, and presents the agent's own certificate (which --tls-verify-clients
 accepts). Neither endpoint needs an ACL token.`,
@@ -59,7 +63,8 @@ accepts). Neither endpoint needs an ACL token.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			status, err := probe(ctx, v, path)
+			agentSet := cmd.Flags().Changed("http-addr") || os.Getenv("RAFTLOCK_HTTP_ADDR") != "" || v.InConfig("http-addr")
+			status, err := probe(ctx, v, path, agentSet)
 			if err != nil {
 				return &exitError{code: exitFailure, msg: err.Error()}
 			}
@@ -68,6 +73,7 @@ accepts). Neither endpoint needs an ACL token.`,
 		},
 	}
 	cmd.Flags().String("config", "", "the agent's config file, read for the settings below (or $RAFTLOCK_CONFIG)")
+	cmd.Flags().String("endpoints", "", "when no agent address is set (--http-addr, $RAFTLOCK_HTTP_ADDR, the config file): ask the first of these endpoints, as the other commands read them (default $"+endpointsEnv+")")
 	for _, s := range healthSettings() {
 		cmd.Flags().String(s.name, s.def, s.usage+" (or $RAFTLOCK_"+envName(s.name)+")")
 	}
@@ -100,7 +106,10 @@ func healthViper(cmd *cobra.Command) (*viper.Viper, error) {
 
 // probe GETs path from the agent v describes and returns the answer's status line if it is
 // 200, or an error that says what came back instead.
-func probe(ctx context.Context, v *viper.Viper, path string) (string, error) {
+func probe(ctx context.Context, v *viper.Viper, path string, agentSet bool) (string, error) {
+	if ep := firstEndpoint(v); ep != "" && !agentSet {
+		return probeEndpoint(ctx, v, ep, path)
+	}
 	host, port, err := net.SplitHostPort(v.GetString("http-addr"))
 	if err != nil {
 		return "", fmt.Errorf("--http-addr %q: %w", v.GetString("http-addr"), err)
@@ -116,7 +125,50 @@ func probe(ctx context.Context, v *viper.Viper, path string) (string, error) {
 		}
 		scheme, transport.TLSClientConfig = "https", cfg
 	}
-	url := scheme + "://" + net.JoinHostPort(host, port) + path
+	return get(ctx, transport, scheme+"://"+net.JoinHostPort(host, port)+path)
+}
+
+// firstEndpoint is the first of --endpoints, else of $RAFTLOCK_ENDPOINTS, as the other client
+// commands read them; "" when neither is set.
+func firstEndpoint(v *viper.Viper) string {
+	list := v.GetString("endpoints")
+	if list == "" {
+		list = os.Getenv(endpointsEnv)
+	}
+	first, _, _ := strings.Cut(list, ",")
+	return strings.TrimRight(strings.TrimSpace(first), "/")
+}
+
+// probeEndpoint GETs path from an endpoint of the client commands (http:// or https://; no
+// scheme is http, or https with a TLS setting). With https it trusts the agent's CA and shows
+// the agent's certificate when --tls-cert-file is given (the agent's environment), else the
+// client commands' RAFTLOCK_CA_FILE, RAFTLOCK_CERT_FILE and RAFTLOCK_KEY_FILE.
+func probeEndpoint(ctx context.Context, v *viper.Viper, ep, path string) (string, error) {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	var clientTLS clientFlags
+	cfg, err := clientTLS.tlsConfig()
+	if err != nil {
+		return "", err
+	}
+	if v.GetString("tls-cert-file") != "" {
+		if cfg, err = healthTLS(v); err != nil {
+			return "", err
+		}
+	}
+	if !strings.Contains(ep, "://") {
+		if cfg != nil {
+			ep = "https://" + ep
+		} else {
+			ep = "http://" + ep
+		}
+	}
+	transport.TLSClientConfig = cfg
+	return get(ctx, transport, ep+path)
+}
+
+// get GETs url and returns the answer's status line if it is 200, or an error that says what
+// came back instead.
+func get(ctx context.Context, transport *http.Transport, url string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return "", err

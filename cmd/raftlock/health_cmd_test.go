@@ -14,7 +14,7 @@ import (
 )
 
 // runHealth runs `raftlock health` with only env added to this process's environment (no
-// RAFTLOCK_ENDPOINTS, which it does not read).
+// RAFTLOCK_ENDPOINTS unless env sets it).
 func runHealth(t *testing.T, env []string, args ...string) cliResult {
 	t.Helper()
 	cmd := exec.Command(cliEnv.bin, append([]string{"health"}, args...)...)
@@ -44,6 +44,23 @@ func TestHealthAnswersForAServingReadyNode(t *testing.T) {
 	_, port, _ := net.SplitHostPort(addr)
 	if r := runHealth(t, []string{"RAFTLOCK_HTTP_ADDR=0.0.0.0:" + port}, "--ready"); r.code != 0 {
 		t.Fatalf("health --ready with RAFTLOCK_HTTP_ADDR=0.0.0.0:%s: exit %d, %s", port, r.code, r.stderr)
+	}
+}
+
+// Without an agent address (flag, RAFTLOCK_HTTP_ADDR, config file), health asks the first
+// endpoint of RAFTLOCK_ENDPOINTS or --endpoints, as every other command reads them; an agent
+// address still comes first.
+func TestHealthFollowsTheEndpoints(t *testing.T) {
+	eps := cliEnv.dev.Endpoints()
+	env := []string{"RAFTLOCK_HTTP_ADDR=", endpointsEnv + "=" + eps[1] + "," + eps[2]}
+	if r := runHealth(t, env, "--ready"); r.code != 0 || !strings.HasPrefix(r.stdout, eps[1]+"/v1/ready: 200 OK") {
+		t.Fatalf("health --ready with %s: exit %d, stdout %q, stderr %q", env[1], r.code, r.stdout, r.stderr)
+	}
+	if r := runHealth(t, []string{"RAFTLOCK_HTTP_ADDR="}, "--endpoints", eps[2]); r.code != 0 || !strings.HasPrefix(r.stdout, eps[2]+"/v1/health: 200 OK") {
+		t.Fatalf("health --endpoints %s: exit %d, stdout %q, stderr %q", eps[2], r.code, r.stdout, r.stderr)
+	}
+	if r := runHealth(t, env, "--http-addr", hostPort(eps[0])); r.code != 0 || !strings.Contains(r.stdout, hostPort(eps[0])+"/v1/health") {
+		t.Fatalf("health --http-addr beside RAFTLOCK_ENDPOINTS: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
 

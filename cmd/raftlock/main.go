@@ -46,6 +46,9 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// --version prints what the version command prints.
+	root.Version = version.Get().Version
+	root.SetVersionTemplate(versionText())
 	root.AddCommand(newVersionCmd())
 	addServerCommands(root)
 	addClientCommands(root)
@@ -61,13 +64,18 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the raftlock version, the commit it was built from and its Go version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := version.Get()
-			commit := v.Commit
-			if commit == "" {
-				commit = "unknown"
-			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "raftlock %s\ncommit %s\n%s\n", v.Version, commit, v.GoVersion)
+			_, err := fmt.Fprint(cmd.OutOrStdout(), versionText())
 			return err
 		},
 	}
+}
+
+// versionText is the version, the commit and the Go version, one a line.
+func versionText() string {
+	v := version.Get()
+	commit := v.Commit
+	if commit == "" {
+		commit = "unknown"
+	}
+	return fmt.Sprintf("raftlock %s\ncommit %s\n%s\n", v.Version, commit, v.GoVersion)
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
@@ -137,7 +139,9 @@ func newDevCmd() *cobra.Command {
 		Short: "Run a three-node development cluster in this process",
 		Long: `Start three raftlock nodes in one process on 127.0.0.1 (HTTP 7001-7003, Raft
 7101-7103), with data in a temporary directory unless --data-dir is given, and print how
-to use them. Stop with Ctrl-C.
+to use them. Stop with Ctrl-C. A second dev cluster beside the first takes other ports with
+--port-base (e.g. 7011: HTTP 7011-7013, Raft 7111-7113); its banner prints the
+RAFTLOCK_ENDPOINTS line that points the CLI at it.
 
 With --tls, the nodes serve the API over HTTPS only, require a client certificate
 (--tls-verify-clients) and run Raft over mutual TLS. A CA (ca.pem, ca-key.pem), one
@@ -151,6 +155,7 @@ again with the same --data-dir, it keeps its CA, certificates and token. The pri
 export lines set RAFTLOCK_ENDPOINTS, the certificate files and RAFTLOCK_TOKEN for the CLI,
 and the curl lines use the same variables.`,
 		Example: `  raftlock dev
+  raftlock dev --port-base 7011        # a second cluster beside the first
   raftlock dev --secure --data-dir ./raftlock-dev`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -169,6 +174,9 @@ and the curl lines use the same variables.`,
 				opts.Tune = func(c *config.Config) { c.TLSVerifyClients = true }
 			}
 			dev, err := agent.StartDev(cmd.Context(), opts)
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("%w (another dev cluster? start this one with --port-base 7011, or 0 for free ports)", err)
+			}
 			if err != nil {
 				return err
 			}
@@ -191,13 +199,20 @@ and the curl lines use the same variables.`,
 	cmd.Flags().StringVar(&logStore, "log-store", "", "the nodes' Raft log store of a new data dir: wal or boltdb (default wal)")
 	cmd.Flags().BoolVar(&withTLS, "tls", false, "serve HTTPS only with client certificates, Raft over mutual TLS; writes the certificates into <data dir>/tls")
 	cmd.Flags().BoolVar(&secure, "secure", false, "--tls and ACLs: bootstraps once and writes the management token into <data dir>/management-token")
-	cmd.Flags().IntVar(&basePort, "base-port", 7001, "HTTP port of the first node (Raft: +100); 0 picks free ports")
+	cmd.Flags().IntVar(&basePort, "port-base", 7001, "HTTP port of the first node: the nodes serve HTTP on N to N+2 and Raft on N+100 to N+102 (a second dev cluster: --port-base 7011); 0 picks free ports")
+	cmd.Flags().IntVar(&basePort, "base-port", 7001, "the old name of --port-base")
 	_ = cmd.Flags().MarkHidden("base-port")
 	return cmd
 }
 
+// devBanner is the banner of a plain dev cluster; on other ports than the default it says how
+// to point the CLI at them.
 func devBanner(endpoints []string) string {
-	return devBannerWith(endpoints, "curl -s", "")
+	env := ""
+	if strings.Join(endpoints, ",") != defaultEndpoints {
+		env = fmt.Sprintf("Point the CLI at this cluster:\n  export %s=%s\n  raftlock status\n\n", endpointsEnv, strings.Join(endpoints, ","))
+	}
+	return devBannerWith(endpoints, "curl -s", env)
 }
 
 // devTLSBanner is the banner of a dev cluster with TLS: the CA and client certificate go into

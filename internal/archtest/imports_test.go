@@ -48,6 +48,9 @@ var allowed = map[string][]string{
 	"jepsen/proxy":    nil,
 	"jepsen/workload": {"api", "client", "jepsen/history", "jepsen/proxy"},
 	"cmd/jepsen":      {"jepsen", "jepsen/checker", "jepsen/faultfs", "jepsen/history", "jepsen/nemesis"},
+	// Only tests: the Python client's pytest suite against agent processes, and jepsen's belief
+	// checker over the history its workers wrote.
+	"clients/python": nil,
 }
 
 // Every package imports only what its place allows.

@@ -19,6 +19,7 @@ func CheckHistory(ops []history.Op, cfg Config) ([]Result, *Linearizability) {
 		CheckWatch(ops, cfg),
 		CheckSemaphores(ops, cfg),
 		CheckRWLocks(ops, cfg),
+		CheckOperator(ops, cfg),
 	}, lin
 }
 

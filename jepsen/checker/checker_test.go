@@ -36,7 +36,7 @@ func TestSyntheticCasesCoverEveryChecker(t *testing.T) {
 		}
 		names[r.Name] = n
 	}
-	for _, want := range []string{"linearizable", "fencing", "token-order", "durability", "expiry", "liveness", "convergence", "belief", "held-by-nobody", "watch", "semaphore", "rwlock"} {
+	for _, want := range []string{"linearizable", "fencing", "token-order", "durability", "expiry", "liveness", "convergence", "belief", "held-by-nobody", "watch", "semaphore", "rwlock", "operator"} {
 		if n := names[want]; n[0] == 0 || n[1] == 0 {
 			t.Errorf("checker %s has %d good and %d broken synthetic histories; want at least one of each", want, n[0], n[1])
 		}

@@ -20,6 +20,8 @@
 //     its resource, at once; tokens distinct.
 //   - RWLocks: an exclusive holder overlaps no other holder, in belief or at the resource; no
 //     writer starves within the liveness bound.
+//   - Operator: every membership change and upgrade step succeeded, and no feature of the new
+//     build was enabled while a member ran the old one.
 //
 // SyntheticCases holds small histories, good and broken, that prove each checker bites.
 // The package imports history, api and porcupine only.

@@ -164,6 +164,7 @@ func SyntheticCases() []Case {
 	cases = append(cases, watchCases()...)
 	cases = append(cases, observeCases()...)
 	cases = append(cases, kindCases()...)
+	cases = append(cases, operatorCases()...)
 	return cases
 }
 

@@ -22,6 +22,9 @@ import (
 type Options struct {
 	// Binary is the raftlock executable (see Build).
 	Binary string
+	// StartBinary, when set, is the executable the nodes (and the spare) start on instead of
+	// Binary: an upgrade run starts the cluster on an older build (see Node.SetBinary).
+	StartBinary string
 	// Dir holds one data directory and one log file per node.
 	Dir string
 	// Nodes is the number of nodes (3 or 5).
@@ -49,6 +52,11 @@ type Options struct {
 type Cluster struct {
 	// Nodes are the members, in id order.
 	Nodes []*Node
+	// Spare is one more node, n<len(Nodes)+1>, with ports and a data directory of its own,
+	// not started and not a member: the membership nemesis adds it and removes it again. Its
+	// flags name neither --initial-cluster nor --join, so started as it is it waits to be
+	// added (POST /v1/cluster/members).
+	Spare *Node
 	// Mesh carries every node's Raft traffic to its peers.
 	Mesh *proxy.Mesh
 
@@ -99,7 +107,7 @@ func New(opts Options) (*Cluster, error) {
 	if opts.Nodes < 1 {
 		return nil, errors.New("cluster: need at least one node")
 	}
-	reserved, err := reservePorts(2 * opts.Nodes)
+	reserved, err := reservePorts(2 * (opts.Nodes + 1))
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +118,11 @@ func New(opts Options) (*Cluster, error) {
 	}()
 	c := &Cluster{hc: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
 	raft := map[string]string{}
-	for i := 0; i < opts.Nodes; i++ {
+	binary := opts.Binary
+	if opts.StartBinary != "" {
+		binary = opts.StartBinary
+	}
+	for i := 0; i <= opts.Nodes; i++ {
 		id := fmt.Sprintf("n%d", i+1)
 		n := &Node{
 			ID:       id,
@@ -118,11 +130,15 @@ func New(opts Options) (*Cluster, error) {
 			RaftAddr: fmt.Sprintf("127.0.0.1:%d", portOf(reserved[2*i+1])),
 			DataDir:  filepath.Join(opts.Dir, id, "data"),
 			LogPath:  filepath.Join(opts.Dir, id+".log"),
-			binary:   opts.Binary,
+			binary:   binary,
 			state:    Stopped,
 		}
 		if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		if i == opts.Nodes {
+			c.Spare = n
+			break
 		}
 		raft[id] = n.RaftAddr
 		c.Nodes = append(c.Nodes, n)
@@ -143,7 +159,7 @@ func New(opts Options) (*Cluster, error) {
 	}
 	var secure map[string][]string
 	if opts.Secure {
-		if secure, c.tls, c.ca, err = secureSetup(filepath.Join(opts.Dir, "tls"), c.IDs()); err != nil {
+		if secure, c.tls, c.ca, err = secureSetup(filepath.Join(opts.Dir, "tls"), append(c.IDs(), c.Spare.ID)); err != nil {
 			c.Mesh.Close()
 			c.unmountDisks()
 			return nil, err
@@ -151,6 +167,7 @@ func New(opts Options) (*Cluster, error) {
 		c.hc = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: c.tls}}
 	}
 	c.offsets = map[string]time.Duration{}
+	c.Spare.args = append(agentArgs(opts, c.Spare, "", ""), secure[c.Spare.ID]...)
 	for i, n := range c.Nodes {
 		n.args = append(agentArgs(opts, n, strings.Join(initial, ","), c.Mesh.PeerAddrs(n.ID)), secure[n.ID]...)
 		if opts.ClockSkew != 0 {
@@ -172,9 +189,11 @@ func agentArgs(opts Options, n *Node, initial, peers string) []string {
 		"--data-dir", n.DataDir,
 		"--http-addr", n.HTTPAddr,
 		"--raft-addr", n.RaftAddr,
-		"--initial-cluster", initial,
 		"--log-level", level,
 		"--log-format", "text",
+	}
+	if initial != "" {
+		args = append(args, "--initial-cluster", initial)
 	}
 	if peers != "" {
 		args = append(args, "--raft-peer-addrs", peers)
@@ -192,6 +211,14 @@ func agentArgs(opts Options, n *Node, initial, peers string) []string {
 		}
 	}
 	return append(args, opts.ExtraArgs...)
+}
+
+// all are the members and the spare.
+func (c *Cluster) all() []*Node {
+	if c.Spare == nil {
+		return c.Nodes
+	}
+	return append(append([]*Node(nil), c.Nodes...), c.Spare)
 }
 
 // ClockOffset is how far the node's wall clock is set from the true time (see Options.ClockSkew).
@@ -261,7 +288,7 @@ func (c *Cluster) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var errs []error
-	for _, n := range c.Nodes {
+	for _, n := range c.all() {
 		if n.State() == Stopped {
 			continue
 		}

@@ -61,24 +61,52 @@ type Node struct {
 // Start launches the process in its own process group. It does not wait for it to serve.
 func (n *Node) Start() error { return n.start(n.args, nil) }
 
+// Binary is the raftlock executable the node's next start runs.
+func (n *Node) Binary() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.binary
+}
+
+// SetBinary makes the node's next start run the executable at path, as an operator puts
+// another build in place before restarting a node; the running process is left alone.
+func (n *Node) SetBinary(path string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.binary = path
+}
+
 // StartJoining launches the process as a new member of the running cluster, as an operator
 // brings back a node whose data was lost: with --join endpoints instead of
 // --initial-cluster, and the agent token (RAFTLOCK_AGENT_TOKEN) when token is not empty.
 func (n *Node) StartJoining(endpoints []string, token string) error {
 	var args []string
+	joined := false
 	for i := 0; i < len(n.args); i++ {
 		if n.args[i] == "--initial-cluster" && i+1 < len(n.args) {
 			args = append(args, "--join", strings.Join(endpoints, ","))
+			joined = true
 			i++
 			continue
 		}
 		args = append(args, n.args[i])
 	}
-	var env []string
-	if token != "" {
-		env = append(os.Environ(), "RAFTLOCK_AGENT_TOKEN="+token)
+	if !joined { // a spare, started with neither flag
+		args = append(args, "--join", strings.Join(endpoints, ","))
 	}
-	return n.start(args, env)
+	return n.start(args, tokenEnv(token))
+}
+
+// StartWithToken is Start with the agent token (RAFTLOCK_AGENT_TOKEN) when token is not
+// empty, as the spare needs under --acl to publish its address once it is added.
+func (n *Node) StartWithToken(token string) error { return n.start(n.args, tokenEnv(token)) }
+
+// tokenEnv is the environment of an agent given the agent token, nil (inherit) without one.
+func tokenEnv(token string) []string {
+	if token == "" {
+		return nil
+	}
+	return append(os.Environ(), "RAFTLOCK_AGENT_TOKEN="+token)
 }
 
 // ExitCode is the exit status of the node's last process that exited, -1 if a signal ended

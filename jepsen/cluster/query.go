@@ -204,11 +204,11 @@ func (c *Cluster) WaitFeatures(ctx context.Context) error {
 	})
 }
 
-// Leader asks every running node and returns the one that says it leads, with the highest term.
+// Leader asks every running node (the spare included) and returns the one that says it leads, with the highest term.
 func (c *Cluster) Leader(ctx context.Context) (*Node, uint64, error) {
 	var best *Node
 	var term uint64
-	for _, n := range c.Nodes {
+	for _, n := range c.all() { // the spare too, which may lead while it is a member
 		if n.State() != Running {
 			continue
 		}
@@ -311,7 +311,7 @@ func (c *Cluster) readStates(ctx context.Context) []checker.NodeState {
 // Panics returns, per node, the log lines that mention a panic.
 func (c *Cluster) Panics() map[string][]string {
 	out := map[string][]string{}
-	for _, n := range c.Nodes {
+	for _, n := range c.all() {
 		f, err := os.Open(n.LogPath)
 		if err != nil {
 			continue
@@ -337,3 +337,40 @@ func (c *Cluster) RemoveMember(ctx context.Context, n *Node, id string) error {
 // AgentToken is the token a node started by the harness needs to join the cluster: the
 // management token with --secure, else "".
 func (c *Cluster) AgentToken() string { return c.token }
+
+// AddMember asks node n (which forwards to the leader) to add m as a member with suffrage
+// "voter" or "nonvoter" (POST /v1/cluster/members).
+func (c *Cluster) AddMember(ctx context.Context, n *Node, m *Node, suffrage string) error {
+	_, err := c.call(ctx, n, http.MethodPost, "/v1/cluster/members",
+		api.AddMemberRequest{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Suffrage: suffrage}, nil)
+	return err
+}
+
+// PromoteMember asks node n (which forwards to the leader) to make the non-voter id a voter
+// (POST /v1/cluster/members/{id}/promote); the status is 409 while it has not caught up.
+func (c *Cluster) PromoteMember(ctx context.Context, n *Node, id string) (int, error) {
+	return c.call(ctx, n, http.MethodPost, "/v1/cluster/members/"+url.PathEscape(id)+"/promote", nil, nil)
+}
+
+// Health is the node's GET /v1/health: its id, version, the features it supports and those the
+// cluster enabled as it applied the log.
+func (c *Cluster) Health(ctx context.Context, n *Node) (api.Health, error) {
+	var h api.Health
+	_, err := c.call(ctx, n, http.MethodGet, "/v1/health", nil, &h)
+	return h, err
+}
+
+// Suffrage is member id's suffrage ("voter" or "nonvoter") in node n's own view of the
+// cluster, or "" when n's configuration does not name it.
+func (c *Cluster) Suffrage(ctx context.Context, n *Node, id string) (string, error) {
+	info, err := c.Info(ctx, n)
+	if err != nil {
+		return "", err
+	}
+	for _, m := range info.Members {
+		if m.ID == id {
+			return m.Suffrage, nil
+		}
+	}
+	return "", nil
+}

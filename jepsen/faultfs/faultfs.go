@@ -96,8 +96,14 @@ func (f *FS) Mount() error {
 	return nil
 }
 
-// Unmount unmounts the FS; nothing may have files open in it. Unsynced state is kept: a
-// power cut after Unmount still undoes it.
+// unmountPatience bounds how long Unmount retries a busy mount. A killed process's files are
+// released by the kernel after it is reaped, so a mount can stay busy for a moment after the
+// last user exits, longer on a loaded machine than go-fuse's own retries (about 0.3 s) wait.
+const unmountPatience = 15 * time.Second
+
+// Unmount unmounts the FS; nothing may have files open in it. It retries, for a bounded time,
+// while the unmount fails (the kernel still reports the mount busy). Unsynced state is kept: a power cut after
+// Unmount still undoes it.
 func (f *FS) Unmount() error {
 	f.mu.Lock()
 	srv := f.server
@@ -106,13 +112,20 @@ func (f *FS) Unmount() error {
 	if srv == nil {
 		return nil
 	}
-	if err := srv.Unmount(); err != nil {
-		f.mu.Lock()
-		f.server = srv
-		f.mu.Unlock()
-		return fmt.Errorf("faultfs: unmount %s: %w", f.mountPoint, err)
+	deadline := time.Now().Add(unmountPatience)
+	for {
+		err := srv.Unmount()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			f.mu.Lock()
+			f.server = srv
+			f.mu.Unlock()
+			return fmt.Errorf("faultfs: unmount %s: %w", f.mountPoint, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return nil
 }
 
 // PowerCut loses, as a power cut would, every write and directory change not yet made

@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -194,7 +195,32 @@ type Op struct {
 	Action  string `json:"action,omitempty"`
 	FaultID int    `json:"fault_id,omitempty"`
 	Detail  string `json:"detail,omitempty"`
+	// Build is the build Node runs from this nemesis op on (BuildOld or BuildNew), set by the
+	// upgrade nemesis for each node as it starts and as it restarts one on another build.
+	Build string `json:"build,omitempty"`
+	// Features, on an upgrade nemesis event with Node, are the features the cluster had
+	// enabled as Node applied the log, read between Invoke and Complete, separated by commas;
+	// "-" for none.
+	Features string `json:"features,omitempty"`
+	// NewFeatures, on an upgrade nemesis op, are the features the new build supports and the
+	// old one does not, separated by commas: none of them may be enabled while a member runs
+	// the old build.
+	NewFeatures string `json:"new_features,omitempty"`
 }
+
+// FeatureList splits an Op.Features or Op.NewFeatures value into its features.
+func FeatureList(s string) []string {
+	if s == "" || s == "-" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// Builds of a node in an upgrade run (Op.Build).
+const (
+	BuildOld = "old"
+	BuildNew = "new"
+)
 
 // Wait is the requested wait of an acquire.
 func (o Op) Wait() time.Duration { return time.Duration(o.WaitNS) }

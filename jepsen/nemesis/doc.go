@@ -10,8 +10,13 @@
 // both halves), client-pause (a lock holder stops, renewals included, for longer than its TTL
 // before writing with its old token), churn (repeated leadership transfers), clock (leadership
 // handed across skewed clocks during a lock-delay) and delay-dup (the Go-client workers' acquire
-// requests held back, or duplicated with the first answer lost, arriving 0.5–2 TTLs late). One
-// fault is active at a time; the schedule is drawn from a seeded random source.
+// requests held back, or duplicated with the first answer lost, arriving 0.5–2 TTLs late); the
+// disk faults, disk-loss and restore; membership (the spare added as a non-voter and
+// promoted, a voter removed and replaced by a new node at its addresses, leadership moved,
+// the spare removed) and upgrade (the nodes rolled from an old build to the new one, and back
+// where allowed, with the features each member enabled read after every step, and a
+// downgrade after they were enabled that must be refused). One fault is active at a time;
+// the schedule is drawn from a seeded random source.
 //
 // The package imports cluster, history, proxy, workload and the standard library.
 package nemesis

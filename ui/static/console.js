@@ -18,6 +18,11 @@
   const sessions = new Map(); // id -> session
   let mode = '';              // 'watch' or 'poll'
   let lastUpdate = 0;
+  // loaded says which sections had their first answer (or error) since the last restart.
+  const loaded = { locks: false, sessions: false, cluster: false };
+  let sessionFilter = '';     // text a session's name or id must contain to be shown
+  let selected = '';          // the session a lock's holder link pointed at
+  let clockOffset = 0;        // the node's clock minus this browser's, when they differ by > 2s
 
   // sleep waits ms, or less if signal aborts.
   const sleep = (ms, signal) => new Promise((resolve) => {
@@ -27,10 +32,11 @@
 
   // api GETs a path of the API and returns its JSON body, or throws an Error carrying the
   // API's error code and message.
-  async function api(path, signal) {
+  async function api(path, signal, method) {
     const headers = { Accept: 'application/json' };
     if (token) headers['X-Raftlock-Token'] = token;
-    const r = await fetch(path, { headers, signal, cache: 'no-store', credentials: 'omit', referrerPolicy: 'no-referrer' });
+    const r = await fetch(path, { method: method || 'GET', headers, signal, cache: 'no-store', credentials: 'omit', referrerPolicy: 'no-referrer' });
+    noteClock(r.headers.get('Date'));
     let body = null;
     try { body = await r.json(); } catch (e) { body = null; }
     if (!r.ok) {
@@ -43,10 +49,45 @@
     return body;
   }
 
+  // noteClock estimates how far the node's clock is from this browser's, from an answer's
+  // Date header (whole seconds): the grant and renewal times the API gives are the leader's.
+  // Differences within two seconds are taken as none.
+  function noteClock(date) {
+    const t = date ? Date.parse(date) : NaN;
+    if (Number.isNaN(t)) return;
+    const d = t + 500 - Date.now();
+    clockOffset = Math.abs(d) > 2000 ? d : 0;
+  }
+
+  // since returns how long ago an RFC 3339 time of the leader was, in ms, or null.
+  function since(iso) {
+    const t = typeof iso === 'string' ? Date.parse(iso) : NaN;
+    return Number.isNaN(t) ? null : Math.max(0, Date.now() + clockOffset - t);
+  }
+
+  // goDuration parses a Go duration string ("1m30.5s", "250ms") into ms, or null.
+  function goDuration(str) {
+    if (typeof str !== 'string' || str === '') return null;
+    if (str === '0') return 0;
+    const unit = { ns: 1e-6, us: 1e-3, '\u00b5s': 1e-3, ms: 1, s: 1000, m: 60000, h: 3600000 };
+    const re = /([0-9]+(?:\.[0-9]*)?)(ns|us|\u00b5s|ms|s|m|h)/gy;
+    let total = 0;
+    let m;
+    let at = 0;
+    while ((m = re.exec(str)) !== null) { total += parseFloat(m[1]) * unit[m[2]]; at = re.lastIndex; }
+    return at === str.length ? total : null;
+  }
+
   // explain turns an API error into a sentence for this page.
   function explain(err) {
     if (err.status === 401) return token ? 'The token is unknown to the cluster.' : 'This cluster runs with ACLs: enter a token above.';
     return err.message;
+  }
+
+  // done marks a section's first answer: its loading note goes.
+  function done(section) {
+    loaded[section] = true;
+    $(section + '-loading').hidden = true;
   }
 
   function showError(id, err) {
@@ -124,6 +165,7 @@
           replaceLocks(b.locks);
         }
         lastUpdate = Date.now();
+        done('locks');
         showError('locks-error', null);
         renderLocks();
         if (!watch) await sleep(500, signal);
@@ -131,6 +173,7 @@
         if (signal.aborted || gen !== generation) return;
         locks.clear();
         grants.clear();
+        done('locks');
         renderLocks();
         showError('locks-error', err);
         index = 0;
@@ -159,9 +202,11 @@
     }
     try {
       renderCluster(await api('/v1/cluster', signal));
+      done('cluster');
       showError('cluster-error', null);
     } catch (err) {
       if (signal.aborted) return;
+      done('cluster');
       renderCluster(null);
       if (err.status === 403) err.message = 'This token may not read the cluster: it needs operator:read.';
       showError('cluster-error', err);
@@ -171,12 +216,20 @@
   async function loadSessions(signal) {
     try {
       const b = await api('/v1/sessions', signal);
+      const at = Date.now();
       sessions.clear();
-      for (const s of b.sessions) sessions.set(s.id, s);
+      for (const s of b.sessions) {
+        const left = goDuration(s.expires_in);
+        // When the leader frees it unless renewed, on this browser's clock.
+        s.deadline = left === null ? null : at + left;
+        sessions.set(s.id, s);
+      }
+      done('sessions');
       showError('sessions-error', null);
     } catch (err) {
       if (signal.aborted) return;
       sessions.clear();
+      done('sessions');
       showError('sessions-error', err);
     }
     renderSessions();
@@ -209,52 +262,155 @@
 
   // holderText names a grant's session: its name where this token may see the session, its id
   // (shortened), or "hidden" where the API left the id out.
-  function holderText(sessionID) {
+  function holderText(sessionID, name) {
     if (!sessionID) return 'hidden (another token\u2019s session)';
     const s = sessions.get(sessionID);
     const id = sessionID.slice(0, 8) + '\u2026';
-    return s && s.name ? s.name + ' (' + id + ')' : id;
+    const n = name || (s && s.name);
+    return n ? n + ' (' + id + ')' : id;
+  }
+
+  // sessionLink names a session as a link to its row in the sessions table; a session the API
+  // did not name (another token's) is plain text. The id goes into no URL: it is the session's
+  // capability.
+  function sessionLink(sessionID, name) {
+    const text = holderText(sessionID, name);
+    if (!sessionID) return text;
+    const b = el('button', text, { type: 'button', class: 'link session-link', 'data-session-link': sessionID, title: 'show session ' + sessionID });
+    b.addEventListener('click', () => showSession(sessionID));
+    return b;
+  }
+
+  // showSession selects a session's row, clearing a filter that would hide it.
+  function showSession(id) {
+    selected = id;
+    const s = sessions.get(id);
+    if (s && !matches(s)) { sessionFilter = ''; $('session-filter').value = ''; }
+    renderSessions();
+    const row = document.querySelector('#sessions tbody tr.selected');
+    if (row) row.scrollIntoView({ block: 'center' });
+    else note(false, 'Session ' + id + ' is not among the sessions this token may see (it needs operator:read to see others\u2019).');
+  }
+
+  // note shows the outcome of an action above the sessions table.
+  function note(ok, text) {
+    const n = $('session-action');
+    n.hidden = !text;
+    n.className = ok ? 'ok' : 'bad';
+    n.textContent = text || '';
+  }
+
+  // heldFor says how long a holder has held its grant: from the grant time the API gives
+  // ("since"), else at least since this page saw the grant (an older server).
+  function heldFor(l, h, now) {
+    const ms = since(h.since);
+    if (ms !== null) return { text: ago(ms), title: 'granted ' + h.since + ' (the leader\u2019s clock)' };
+    const g = grants.get(l.name);
+    if (!g) return { text: '\u2014', title: '' };
+    return { text: (g.exact ? '' : '\u2265 ') + ago(now - g.since), title: g.exact ? '' : 'held at least this long: since this page loaded the list' };
   }
 
   function renderLocks() {
     const now = Date.now();
     const rows = [...locks.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).map((l) => {
-      const holders = l.holders && l.holders.length ? l.holders : (l.held ? [{ session: l.session, token: l.token, value: l.value }] : []);
+      const holders = l.holders && l.holders.length ? l.holders : (l.held ? [{ session: l.session, token: l.token, value: l.value, since: l.since }] : []);
       const holderCell = holders.length
-        ? holders.map((h) => el('div', holderText(h.session) + (h.mode ? ' · ' + h.mode : ''), { class: 'holder' }))
+        ? holders.map((h) => el('div', [sessionLink(h.session)].concat(h.mode ? [' \u00b7 ' + h.mode] : []), { class: 'holder' }))
         : 'free';
-      const tokenCell = holders.length ? holders.map((h) => el('div', h.token, { class: 'holder' })) : '—';
+      const tokenCell = holders.length ? holders.map((h) => el('div', h.token, { class: 'holder' })) : '\u2014';
       const valueCell = holders.length ? holders.map((h) => el('div', h.value, { class: 'holder' })) : '';
+      const ageCell = holders.length ? holders.map((h) => { const a = heldFor(l, h, now); return el('div', a.text, { class: 'holder', title: a.title }); }) : '\u2014';
+      const queue = Array.isArray(l.queue) ? l.queue : null;
+      const waitCell = queue && queue.length
+        ? queue.map((q, i) => {
+          const w = since(q.since);
+          const parts = [(i + 1) + '. ', sessionLink(q.session, q.name)];
+          if (q.mode) parts.push(' \u00b7 ' + q.mode);
+          if (w !== null) parts.push(' \u00b7 waiting ' + ago(w));
+          return el('div', parts, { class: 'queue', title: q.since ? 'waiting since ' + q.since : '' });
+        })
+        : String(l.waiters || 0);
       const holderSession = l.held && l.session ? sessions.get(l.session) : undefined;
-      const g = grants.get(l.name);
-      const age = g ? (g.exact ? '' : '\u2265 ') + ago(now - g.since) : '—';
       const limit = l.limit ? ' (limit ' + l.limit + ')' : '';
       return el('tr', [
         el('td', l.name + limit, { class: 'name' }),
         el('td', holderCell),
         el('td', tokenCell, { class: 'num' }),
         el('td', valueCell, { class: 'value' }),
-        el('td', l.waiters, { class: 'num' }),
-        el('td', holderSession ? holderSession.lock_delay : '—'),
-        el('td', age, { class: 'num', title: g && !g.exact ? 'held at least this long: since this page loaded the list' : '' }),
+        el('td', ageCell, { class: 'num age' }),
+        el('td', waitCell, { class: 'waiters' }),
+        el('td', holderSession ? holderSession.lock_delay : '\u2014'),
       ], { 'data-lock': l.name });
     });
     replaceRows($('locks'), rows);
-    $('locks-empty').hidden = rows.length > 0;
-    const how = mode === 'watch' ? 'live (prefix watch)' : mode === 'poll' ? 'read twice a second' : 'connecting';
-    $('status').textContent = how + (lastUpdate ? ' · updated ' + new Date(lastUpdate).toLocaleTimeString() : '') + (token ? ' · token in use' : '');
+    $('locks-empty').hidden = rows.length > 0 || !loaded.locks;
+    const how = mode === 'watch' ? 'live (prefix watch)' : mode === 'poll' ? 'read twice a second' : 'loading\u2026';
+    $('status').textContent = how + (lastUpdate ? ' \u00b7 updated ' + new Date(lastUpdate).toLocaleTimeString() : '') + (token ? ' \u00b7 token in use' : '');
+  }
+
+  // matches says whether a session passes the filter (its name or id contains the text).
+  function matches(s) {
+    if (!sessionFilter) return true;
+    const f = sessionFilter.toLowerCase();
+    return (s.name || '').toLowerCase().includes(f) || s.id.toLowerCase().includes(f);
   }
 
   function renderSessions() {
-    const rows = [...sessions.values()].sort((a, b) => a.created_index - b.created_index).map((s) => el('tr', [
-      el('td', s.name || '—', { class: 'name' }),
-      el('td', s.id, { class: 'value' }),
-      el('td', s.ttl),
-      el('td', s.lock_delay),
-      el('td', s.locks.length ? s.locks.map((n) => el('div', n, { class: 'holder' })) : '—', { class: 'value' }),
-    ], { 'data-session': s.id }));
+    const now = Date.now();
+    const all = [...sessions.values()].sort((a, b) => a.created_index - b.created_index);
+    const shown = all.filter(matches);
+    const rows = shown.map((s) => {
+      const left = s.deadline === null || s.deadline === undefined ? '\u2014' : ago(Math.max(0, s.deadline - now));
+      const renewed = since(s.last_renewal);
+      const waits = Array.isArray(s.waiting) && s.waiting.length
+        ? s.waiting.map((w) => { const a = since(w.since); return el('div', w.lock + (a === null ? '' : ' \u00b7 ' + ago(a)), { class: 'holder' }); })
+        : '\u2014';
+      const destroy = el('button', 'Destroy', { type: 'button', class: 'danger destroy', 'data-destroy': s.id });
+      destroy.addEventListener('click', () => askDestroy(s.id));
+      return el('tr', [
+        el('td', s.name || '\u2014', { class: 'name' }),
+        el('td', s.id, { class: 'value' }),
+        el('td', s.ttl),
+        el('td', left, { class: 'num left', title: s.deadline ? 'freed unless renewed before then (the leader\u2019s timer)' : 'only the leader knows' }),
+        el('td', renewed === null ? (s.expires_in ? 'none yet' : '\u2014') : ago(renewed) + ' ago',
+          { class: 'num renewed', title: s.last_renewal || (s.expires_in ? 'no renewal since the session was created or the leader took over' : '') }),
+        el('td', s.lock_delay),
+        el('td', s.locks.length ? s.locks.map((n) => el('div', n, { class: 'holder' })) : '\u2014', { class: 'value' }),
+        el('td', waits, { class: 'value waits' }),
+        el('td', destroy),
+      ], { 'data-session': s.id, class: s.id === selected ? 'selected' : '' });
+    });
     replaceRows($('sessions'), rows);
-    $('sessions-empty').hidden = rows.length > 0;
+    $('sessions-empty').hidden = all.length > 0 || !loaded.sessions;
+    $('sessions-filtered').hidden = all.length === 0 || shown.length > 0;
+  }
+
+  // askDestroy opens the confirmation of a session's destruction.
+  let destroying = '';
+  function askDestroy(id) {
+    const s = sessions.get(id);
+    destroying = id;
+    const held = s && s.locks.length ? ' It holds ' + s.locks.join(', ') + '.' : ' It holds no lock.';
+    $('destroy-text').textContent = 'Session ' + (s && s.name ? s.name + ' (' + id + ')' : id) + '.' + held;
+    $('destroy-dialog').showModal();
+  }
+
+  // destroy destroys a session (DELETE /v1/sessions/{id}); the server judges the token.
+  async function destroy(id) {
+    const s = sessions.get(id);
+    const what = 'session ' + (s && s.name ? s.name + ' (' + id.slice(0, 8) + '\u2026)' : id);
+    try {
+      const b = await api('/v1/sessions/' + encodeURIComponent(id), controller.signal, 'DELETE');
+      sessions.delete(id);
+      const released = b && b.released && b.released.length ? ': released ' + b.released.join(', ') : '';
+      note(true, 'Destroyed ' + what + released + '.');
+    } catch (err) {
+      if (err.name === 'AbortError') return;
+      if (err.status === 403) note(false, 'Refused (403 forbidden): this token may not destroy ' + what + '. ' + err.message);
+      else if (err.status === 404) { sessions.delete(id); note(false, 'The ' + what + ' was already gone.'); }
+      else note(false, 'Could not destroy ' + what + ': ' + explain(err));
+    }
+    renderSessions();
   }
 
   // restart stops the loops of the old token or prefix and starts new ones.
@@ -266,6 +422,9 @@
     grants.clear();
     sessions.clear();
     mode = '';
+    lastUpdate = 0;
+    for (const k of Object.keys(loaded)) { loaded[k] = false; $(k + '-loading').hidden = false; }
+    note(true, '');
     renderLocks();
     renderSessions();
     watchLocks(generation, controller.signal);
@@ -294,6 +453,16 @@
     prefix = $('prefix').value;
     restart();
   });
-  setInterval(renderLocks, 1000); // the "held for" column
+  $('session-filter').addEventListener('input', () => { sessionFilter = $('session-filter').value.trim(); renderSessions(); });
+  $('session-filter-form').addEventListener('submit', (ev) => { ev.preventDefault(); });
+  $('destroy-cancel').addEventListener('click', () => { destroying = ''; $('destroy-dialog').close(); });
+  $('destroy-confirm').addEventListener('click', () => {
+    const id = destroying;
+    destroying = '';
+    $('destroy-dialog').close();
+    if (id) destroy(id);
+  });
+  // The time columns ("held for", waiting, time left, last renewal).
+  setInterval(() => { renderLocks(); renderSessions(); }, 1000);
   restart();
 })();
