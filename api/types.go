@@ -111,6 +111,9 @@ type Session struct {
 type SessionInfo struct {
 	Session
 	Locks []string `json:"locks"`
+	// Waiting are the locks in whose queue the session waits, by name, and since when (an
+	// addition to v1); absent when it waits for none.
+	Waiting []SessionWait `json:"waiting,omitempty"`
 	// ExpiresIn is how long until the leader frees the session unless a renewal arrives first
 	// (a duration, to the millisecond). Only the leader knows it: absent from a stale read
 	// answered by a follower, and for a session whose expiry is being committed.
@@ -120,6 +123,15 @@ type SessionInfo struct {
 	// or since this leader took over (which restarts every lease at the full TTL), and where
 	// ExpiresIn is.
 	LastRenewal string `json:"last_renewal,omitempty"`
+}
+
+// SessionWait is one lock a session waits for (an addition to v1).
+type SessionWait struct {
+	Lock string `json:"lock"`
+	// Since is when the session joined the queue: the leader's clock when it appended the
+	// log entry that queued it, RFC 3339 with nanoseconds, UTC; absent when unknown (the
+	// wait is older than the cluster's feature grant-times).
+	Since string `json:"since,omitempty"`
 }
 
 // SessionList is the body of GET /v1/sessions.
@@ -198,11 +210,23 @@ type ReleaseRequest struct {
 	// which the release fences, and the session's floor, as in AcquireRequest.
 	AttemptSeq   uint64 `json:"attempt_seq,omitempty"`
 	AttemptFloor uint64 `json:"attempt_floor,omitempty"`
+	// Force makes it an operator's forced release of the grant under Token, whoever holds it
+	// (an addition to v1, feature force-release; operator:write under ACLs): Session may be
+	// left out, and if given must be the holder's. The holding session ends, and every lock it
+	// held stays unavailable for its TTL plus its lock-delay, so that its client stops
+	// believing it holds them before anyone else is granted one.
+	Force bool `json:"force,omitempty"`
 }
 
 // ReleaseResponse is the body of a successful release.
 type ReleaseResponse struct {
 	Released bool `json:"released"`
+	// EndedSession, HeldBack and AvailableIn answer a forced release (additions to v1): the
+	// session it ended, the locks that session held, now held back, and for how long (the
+	// session's TTL plus its lock-delay, a Go duration).
+	EndedSession string   `json:"ended_session,omitempty"`
+	HeldBack     []string `json:"held_back,omitempty"`
+	AvailableIn  string   `json:"available_in,omitempty"`
 }
 
 // CancelAcquireResponse answers DELETE /v1/locks/{name}/acquire?session=<id>[&attempt=<a>]: whether the
@@ -231,6 +255,25 @@ type Lock struct {
 	// for a lock held exclusively (described by the fields above) and for a free one (an
 	// addition to v1).
 	Holders []LockHolder `json:"holders,omitempty"`
+	// Since is when the newest grant was made (an addition to v1): the leader's clock when it
+	// appended the log entry that granted it, RFC 3339 with nanoseconds, UTC; absent when free
+	// or unknown (a grant older than the cluster's feature grant-times).
+	Since string `json:"since,omitempty"`
+	// Queue is the lock's queue in order, the first to be granted first (an addition to v1);
+	// absent when nobody waits, and in a prefix watch's changes (read the lock).
+	Queue []LockWaiter `json:"queue,omitempty"`
+}
+
+// LockWaiter is one entry of a lock's queue (an addition to v1). Under ACLs, Session and Name
+// are left out for a caller that neither owns the session nor has operator read access.
+type LockWaiter struct {
+	Session string `json:"session,omitempty"`
+	// Name is the waiting session's name.
+	Name string `json:"name,omitempty"`
+	// Mode is ModeShared or ModeExclusive for a lock's waiter; absent for a semaphore's.
+	Mode string `json:"mode,omitempty"`
+	// Since is when it joined the queue, as Lock.Since.
+	Since string `json:"since,omitempty"`
 }
 
 // LockHolder is one grant of a lock (an addition to v1). Under ACLs, Session is left out for
@@ -241,6 +284,8 @@ type LockHolder struct {
 	Value   string `json:"value"`
 	// Mode is ModeShared or ModeExclusive for a lock's holder; absent for a semaphore's.
 	Mode string `json:"mode,omitempty"`
+	// Since is when it was granted, as Lock.Since (an addition to v1).
+	Since string `json:"since,omitempty"`
 }
 
 // LockList is the body of GET /v1/locks.

@@ -237,6 +237,25 @@ func (r *Raw) Release(ctx context.Context, name, session string, token uint64) e
 	return r.c.releaseAttempt(ctx, name, session, token, attemptFields{})
 }
 
+// ForceRelease is an operator's forced release of the lock's grant under token, whoever holds
+// it (POST /v1/locks/{name}/release with "force": true; operator:write under ACLs, feature
+// force-release): the holding session ends, and every lock it held stays unavailable for its
+// TTL plus its lock-delay, so that its client stops believing it holds them before anyone else
+// is granted one. ErrNotHolder means no grant of the lock has that token. It is not retried
+// once it may have been applied: after ErrTimeout, read the lock to learn the outcome.
+func (r *Raw) ForceRelease(ctx context.Context, name string, token uint64) (*api.ReleaseResponse, error) {
+	p, err := lockPath(name, "release")
+	if err != nil {
+		return nil, err
+	}
+	var resp api.ReleaseResponse
+	req := api.ReleaseRequest{Token: &token, Force: true}
+	if _, err := r.c.do(ctx, &call{method: http.MethodPost, path: p, body: req, out: &resp, noRetryUnknown: true}); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
 // ReleaseAttempt is Release that also names the attempt (the AcquireRequest's) whose acquire
 // won the lock. The server fences that attempt as CancelAcquire does, so that a request of it
 // still on its way (a retry, or a long poll the network delayed) cannot queue the session or

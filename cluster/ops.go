@@ -229,6 +229,36 @@ func (n *Node) Release(ctx context.Context, session fsm.SessionID, lock string, 
 	return n.propose(ctx, cmd)
 }
 
+// ForceRelease takes the lock's grant under token from its holder for an operator: the holding
+// session ends, as a destroy ends it, and every lock it held stays unavailable for the
+// session's TTL plus its lock-delay, on the leader's clock (fsm.TypeForceRelease), so that its
+// client stops believing it holds them before anyone else is granted one. It answers
+// StatusNotHolder when no grant of the lock has that token (or, if session is not zero, when
+// that grant is not session's), and Released the locks the session held otherwise.
+func (n *Node) ForceRelease(ctx context.Context, lock string, token uint64, session fsm.SessionID) (fsm.Result, error) {
+	if err := n.leaderOnly(); err != nil {
+		return fsm.Result{}, err
+	}
+	if feature := (&fsm.Command{Type: fsm.TypeForceRelease}).MissingFeature(n.fsm.FeatureEnabled); feature != "" {
+		return fsm.Result{}, fmt.Errorf("%w: %q", ErrFeatureNotEnabled, feature)
+	}
+	// The holder is looked up in a state that holds every grant acknowledged before the call:
+	// a node deposed without knowing it would miss a newer leader's grant under this token.
+	if err := n.ReadBarrier(ctx); err != nil {
+		return fsm.Result{}, err
+	}
+	var holder fsm.SessionID
+	for _, h := range n.fsm.Holders(lock) {
+		if h.Token == token {
+			holder = h.Session
+		}
+	}
+	if holder.IsZero() || !session.IsZero() && holder != session {
+		return fsm.Result{Status: fsm.StatusNotHolder}, nil
+	}
+	return n.propose(ctx, &fsm.Command{Type: fsm.TypeForceRelease, Session: holder, Lock: lock, Token: token, Now: n.wallNow()})
+}
+
 // ReadBarrier makes the local state machine linearizable for a read that follows it: it
 // confirms that this node still leads, with a majority of voters that accepted its term in
 // messages sent after the call began (see ackTransport). So no newer leader had been elected

@@ -25,14 +25,22 @@ func TestLockIsVisibleOnEveryNode(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
 	li, leader := c.waitLeader()
 
+	testkit.Eventually(t, leaderTimeout, "grant-times enabled", func() bool { return leader.FSM().FeatureEnabled(fsm.FeatureGrantTimes) })
 	s1 := createSession(t, leader, "holder", longTTL, 0)
 	s2 := createSession(t, leader, "other", longTTL, 0)
+	before := time.Now()
 	token := mustAcquire(t, leader, s1, "jobs/nightly", "host-a")
 
 	if err := leader.ReadBarrier(opContext(t)); err != nil {
 		t.Fatalf("read barrier on the leader: %v", err)
 	}
-	want := fsm.LockInfo{Name: "jobs/nightly", Held: true, Holder: s1, Token: token, Value: "host-a", ModifyIndex: token}
+	// The grant's time is the leader's clock when it appended the entry, which every node
+	// reads from the log alike.
+	since := leader.FSM().Lock("jobs/nightly").Since
+	if since < before.UnixNano() || since > time.Now().UnixNano() {
+		t.Fatalf("grant time %d is not between the request (%d) and its answer", since, before.UnixNano())
+	}
+	want := fsm.LockInfo{Name: "jobs/nightly", Held: true, Holder: s1, Token: token, Value: "host-a", ModifyIndex: token, Since: since}
 	if got := leader.FSM().Lock("jobs/nightly"); got != want {
 		t.Fatalf("leader reads %+v, want %+v", got, want)
 	}
@@ -330,4 +338,50 @@ func TestAdvertisedHostNamesAreKeptAsGiven(t *testing.T) {
 	s := createSession(t, leader, "a", longTTL, 0)
 	mustAcquire(t, leader, s, "l", "")
 	c.waitConverged()
+}
+
+// Grant and queue times come from the log: every node reads the same ones, and a node that
+// replays its log after a crash (no snapshot) reads them again, with either log store.
+func TestGrantTimesAreTheSameOnEveryNodeAndAfterReplay(t *testing.T) {
+	t.Parallel()
+	forEachLogStore(t, func(t *testing.T, store string) {
+		c := newTestCluster(t, 3, func(cfg *cluster.Config) { cfg.LogStore = store })
+		_, leader := c.waitLeader()
+		testkit.Eventually(t, leaderTimeout, "grant-times enabled", func() bool { return leader.FSM().FeatureEnabled(fsm.FeatureGrantTimes) })
+		a := createSession(t, leader, "a", longTTL, 0)
+		b := createSession(t, leader, "b", longTTL, 0)
+		mustAcquire(t, leader, a, "svc/x", "")
+		waiting := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
+			defer cancel()
+			_, err := leader.Acquire(ctx, cluster.AcquireRequest{Session: b, Lock: "svc/x", Wait: opTimeout})
+			waiting <- err
+		}()
+		testkit.Eventually(t, opTimeout, "b to queue", func() bool { return leader.FSM().Lock("svc/x").Waiters == 1 })
+		want := leader.FSM().LockView("svc/x")
+		if want.Since == 0 || len(want.Queue) != 1 || want.Queue[0].Since < want.Since {
+			t.Fatalf("the leader reads %+v, want a grant time and a later queue time", want)
+		}
+		c.waitPublished(leader)
+		c.waitConverged() // byte-identical snapshots, times included
+		for _, i := range c.running() {
+			if got := c.node(i).FSM().LockView("svc/x"); !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s reads %+v, want %+v", c.ids[i], got, want)
+			}
+		}
+		for _, i := range c.running() {
+			c.kill(i)
+		}
+		<-waiting // its node is gone; the wait stays in the log
+		c.restartAll()
+		_, leader = c.waitLeader()
+		c.waitConverged()
+		for _, i := range c.running() {
+			got := c.node(i).FSM().LockView("svc/x")
+			if got.Since != want.Since || len(got.Queue) != 1 || got.Queue[0].Since != want.Queue[0].Since {
+				t.Fatalf("%s after replay reads %+v, want the times of %+v", c.ids[i], got, want)
+			}
+		}
+	})
 }

@@ -84,7 +84,7 @@ func (a *applier) grant(name string, l *lock, ss *session, value string, shared 
 			l.x.shared = false
 		}
 	}
-	ss.link(l, l.addGrant(grant{session: ss.id, token: a.index, value: value}))
+	ss.link(l, l.addGrant(grant{session: ss.id, token: a.index, value: value, since: a.at}))
 	a.emit(Event{Kind: EventGranted, Lock: name, Session: ss.id, Token: a.index})
 }
 
@@ -182,7 +182,7 @@ func (a *applier) queueOrRefuse(c *Command, ss *session, l *lock) Result {
 			l.waiters[w].value = c.Value
 		}
 	} else {
-		l.waiters = append(l.waiters, waiter{session: c.Session, value: c.Value, shared: c.Shared})
+		l.waiters = append(l.waiters, waiter{session: c.Session, value: c.Value, shared: c.Shared, since: a.at})
 		a.st.waiters++
 		if len(l.waiters) == 1 && l.fits(c.Shared) {
 			// Refused only because this command granted the lock already (see grantNext).

@@ -62,6 +62,14 @@ const (
 // wire types below.
 const TypeServeQueue CommandType = 20
 
+// TypeForceRelease ends, for an operator, the session that holds a lock under a token, as a
+// destroy does, but leaves each lock the session held under a lock-delay of the session's TTL
+// plus its lock-delay from the leader's clock reading Now (FeatureForceRelease): the holder's
+// client, which learns it lost its session only at its next renewal or when its lease runs out,
+// stops believing it holds the lock before anyone else is granted it. Its value follows
+// TypeServeQueue's.
+const TypeForceRelease CommandType = 21
+
 // Wire types of commands whose newer forms an older version must refuse as ErrNewerFormat
 // rather than misread: DecodeCommand maps each back to the type it encodes.
 const (
@@ -258,6 +266,11 @@ func (c *Command) Encode(dst []byte) []byte {
 		dst = appendString(dst, c.Policy.Name)
 	case TypeServeQueue:
 		dst = appendString(dst, c.Lock)
+	case TypeForceRelease:
+		dst = append(dst, c.Session[:]...)
+		dst = appendString(dst, c.Lock)
+		dst = binary.AppendUvarint(dst, c.Token)
+		dst = binary.AppendVarint(dst, c.Now)
 	case TypeEnableFeatures:
 		dst = binary.AppendUvarint(dst, uint64(len(c.Features)))
 		for _, f := range c.Features {
@@ -429,6 +442,8 @@ func DecodeCommand(b []byte) (Command, error) {
 		c.Policy.Name = d.string()
 	case TypeServeQueue:
 		c.Lock = d.string()
+	case TypeForceRelease:
+		c.Session, c.Lock, c.Token, c.Now = d.sessionID(), d.string(), d.uvarint(), d.varint()
 	case TypeEnableFeatures:
 		for n := d.count(); n > 0 && d.err == nil; n-- {
 			f := Feature(d.string())

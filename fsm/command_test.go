@@ -70,6 +70,7 @@ func sampleCommands() []fsm.Command {
 		{Type: fsm.TypeDelayEnded, Lock: "S", Now: now0, DelayIndex: 12},
 		{Type: fsm.TypeDelayEnded, Lock: "S", Now: -1, DelayIndex: 1<<64 - 1},
 		{Type: fsm.TypeServeQueue, Lock: "R"},
+		{Type: fsm.TypeForceRelease, Session: sid(3), Lock: "L", Token: 42, Now: now0},
 	}
 }
 
@@ -90,8 +91,8 @@ func TestCommandRoundTrip(t *testing.T) {
 			t.Fatalf("Encode does not append to dst")
 		}
 	}
-	if len(types) != 16 {
-		t.Fatalf("samples cover %d command types, want 16", len(types))
+	if len(types) != 17 {
+		t.Fatalf("samples cover %d command types, want 17", len(types))
 	}
 }
 
@@ -149,7 +150,7 @@ func TestDecodeRefusesMalformedCommands(t *testing.T) {
 		{"unknown version", []byte{2, byte(fsm.TypeRelease)}, fsm.ErrUnknownVersion},
 		{"version zero", append([]byte{0}, enc[1:]...), fsm.ErrUnknownVersion},
 		{"unknown type", []byte{1, 0}, fsm.ErrUnknownCommand},
-		{"type past the last", []byte{1, byte(fsm.TypeServeQueue) + 1}, fsm.ErrUnknownCommand},
+		{"type past the last", []byte{1, byte(fsm.TypeForceRelease) + 1}, fsm.ErrUnknownCommand},
 		{"truncated id", enc[:10], fsm.ErrShortCommand},
 		{"truncated string", enc[:2+16+1], fsm.ErrShortCommand},
 		{"truncated varint", enc[:len(enc)-1], fsm.ErrShortCommand},
@@ -220,7 +221,7 @@ func TestEntryFromANewerVersionStopsTheNode(t *testing.T) {
 	newFlag := (&fsm.Command{Type: fsm.TypeAcquire, Session: a, Lock: "L"}).Encode(nil)
 	newFlag[2+16+1+1] |= 0x80
 	newFeature := (&fsm.Command{Type: fsm.TypeEnableFeatures, Features: []fsm.Feature{"from-the-future"}}).Encode(nil)
-	for i, b := range [][]byte{{2, byte(fsm.TypeRelease)}, {1, byte(fsm.TypeServeQueue) + 1}, newFlag, newFeature} {
+	for i, b := range [][]byte{{2, byte(fsm.TypeRelease)}, {1, byte(fsm.TypeForceRelease) + 1}, newFlag, newFeature} {
 		h, _, _ := oneHolder(t, "L", "v")
 		before := h.f.Lock("L")
 		mustHalt(t, h.f, uint64(100+i), b)

@@ -65,12 +65,24 @@ const (
 	// kept, never forgotten, once it does. Its rules apply once FeatureAttemptNumbers is
 	// enabled too (a leader enables both together, every member of this version having both).
 	FeatureAttemptEnds Feature = "attempt-ends"
+	// FeatureForceRelease: an operator's forced release of a lock (TypeForceRelease) ends the
+	// session that holds it under the named token, and holds back every lock that session
+	// held for the session's TTL plus its lock-delay, so that nobody is granted one before the
+	// holder's client has stopped believing it holds it.
+	FeatureForceRelease Feature = "force-release"
+	// FeatureGrantTimes: each grant and each queue entry keeps the time of the log entry that
+	// made it (raft.Log.AppendedAt, the leader's clock when it appended the entry, which the
+	// log stores and replicates, so every node and every replay reads the same), for readers
+	// to show who waits and since when; nothing decides on it. Snapshots are written in
+	// version 7, with the times. Its times are kept once FeatureSemaphoresRWLocks is enabled
+	// too (a leader enables both together, every member of this version having both).
+	FeatureGrantTimes Feature = "grant-times"
 )
 
 // AllFeatures returns every feature this version supports, sorted.
 func AllFeatures() []Feature {
 	fs := []Feature{FeatureAttemptNumbers, FeatureExpiryTerm, FeatureTokenDeleteDropsWaits, FeatureSemaphoresRWLocks,
-		FeatureAttemptEnds}
+		FeatureAttemptEnds, FeatureForceRelease, FeatureGrantTimes}
 	slices.Sort(fs)
 	return fs
 }
@@ -120,6 +132,9 @@ func (c *Command) MissingFeature(has func(Feature) bool) Feature {
 	}
 	if (c.Limit != 0 || c.Shared || c.DelayIndex != 0 || c.Type == TypeServeQueue) && !has(FeatureSemaphoresRWLocks) {
 		return FeatureSemaphoresRWLocks
+	}
+	if c.Type == TypeForceRelease && !has(FeatureForceRelease) {
+		return FeatureForceRelease
 	}
 	return ""
 }
@@ -203,8 +218,10 @@ func (a *applier) withoutDisabled(c *Command) {
 // oldest that can hold it, so that the versions before the features can still read it.
 func snapshotVersionOf(fs featureSet) byte {
 	switch {
-	case fs.has(FeatureSemaphoresRWLocks):
+	case fs.has(FeatureSemaphoresRWLocks) && fs.has(FeatureGrantTimes):
 		return snapshotVersion
+	case fs.has(FeatureSemaphoresRWLocks):
+		return snapshotVersionKinds
 	case len(fs) > 0:
 		return snapshotVersionFeatures
 	}

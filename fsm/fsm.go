@@ -71,7 +71,10 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		a.index, a.term = l.Index, l.Term
+		a.index, a.term, a.at = l.Index, l.Term, 0
+		if !l.AppendedAt.IsZero() && f.st.features.has(FeatureGrantTimes) && f.st.features.has(FeatureSemaphoresRWLocks) {
+			a.at = l.AppendedAt.UnixNano()
+		}
 		c, err := DecodeCommand(l.Data)
 		if err == nil {
 			if u := f.unknownFeature(&c); u != "" {
@@ -122,6 +125,13 @@ func (f *FSM) Halted() error {
 // commands directly.
 func (f *FSM) ApplyCommand(index uint64, c Command) Result {
 	r := f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: c.Encode(nil)})
+	return r.(Result)
+}
+
+// ApplyCommandAt is ApplyCommand for a log entry the leader appended at the given time
+// (raft.Log.AppendedAt), which grants and queue entries keep (FeatureGrantTimes).
+func (f *FSM) ApplyCommandAt(index uint64, at time.Time, c Command) Result {
+	r := f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: c.Encode(nil), AppendedAt: at})
 	return r.(Result)
 }
 
@@ -181,8 +191,17 @@ func (f *FSM) Sessions() []SessionInfo {
 	defer f.mu.RUnlock()
 	ids := f.st.sortedSessionIDs()
 	out := make([]SessionInfo, len(ids))
+	// Each queue is read once for every session's waits: looking each session up in its
+	// queues would cost the length of a long queue for each of its waiters.
+	waiting := map[SessionID][]WaitInfo{}
+	for _, name := range f.st.sortedLockNames("") {
+		for _, w := range f.st.locks[name].waiters {
+			waiting[w.session] = append(waiting[w.session], WaitInfo{Lock: name, Since: w.since})
+		}
+	}
 	for i, id := range ids {
-		out[i] = f.st.sessionInfo(f.st.sessions[id])
+		ss := f.st.sessions[id]
+		out[i] = f.st.sessionInfoWaiting(ss, waiting[id])
 	}
 	return out
 }

@@ -11,8 +11,9 @@ import "slices"
 // read the list through lock.grants and change it through addGrant and removeGrant.
 //
 // A lock with at most one grant keeps it in the entry itself (lock.one), so that a plain mutex
-// costs no allocation beyond its 128-byte entry; a lock with two or more keeps them all in its
-// extension (lockExt.grants). The two never both hold grants.
+// costs no allocation beyond its 136-byte entry (128 before grants kept their time); a lock
+// with two or more keeps them all in its extension (lockExt.grants). The two never both hold
+// grants.
 //
 // A session's held locks are one doubly linked list, whose links are in the session's grant of
 // each lock (grant.prev, grant.next): granting or releasing a lock touches no per-session map,
@@ -36,7 +37,7 @@ type lock struct {
 	slot   uint32 // position in state.lockSlots; beside inline, it fills the struct's padding
 	// modifyIndex is the index of the last command that changed the lock's visible state.
 	modifyIndex uint64
-	// x is nil for a plain lock without a lock-delay, which keeps the entry at 128 bytes.
+	// x is nil for a plain lock without a lock-delay, which keeps the entry at 136 bytes.
 	x       *lockExt
 	waiters []waiter
 	// gen is the state's generation when this copy was made; a copy older than the state's
@@ -50,6 +51,9 @@ type grant struct {
 	session SessionID
 	token   uint64 // the index of the command that granted it
 	value   string
+	// since is the time of the log entry that granted it (FeatureGrantTimes), Unix ns; 0
+	// when the grant is older than the feature or its entry had no time.
+	since int64
 	// prev and next are the locks before and after this one in its holder's list of held
 	// locks (session.held).
 	prev, next *lock
@@ -61,6 +65,7 @@ type waiter struct {
 	session SessionID
 	value   string
 	shared  bool
+	since   int64 // as grant.since, for the entry that queued it
 }
 
 // lockExt is what a lock entry keeps beyond a plain lock's one exclusive grant: a semaphore's

@@ -39,12 +39,27 @@ type HolderInfo struct {
 	Value   string
 	// Shared says that it is a shared (read) hold of a lock.
 	Shared bool
+	// Since is the time of the log entry that granted it (Unix ns; FeatureGrantTimes), 0 if
+	// unknown.
+	Since int64
+}
+
+// WaiterInfo is one entry of a lock's queue, as readers see it.
+type WaiterInfo struct {
+	Session SessionID
+	// Name is the waiting session's name.
+	Name string
+	// Shared says that it waits for a shared (read) hold.
+	Shared bool
+	// Since is the time of the log entry that queued it (Unix ns; FeatureGrantTimes), 0 if
+	// unknown.
+	Since int64
 }
 
 // holderInfo returns the grant at position i of l's grants.
 func (l *lock) holderInfo(i int) HolderInfo {
 	g := &l.grants()[i]
-	return HolderInfo{Session: g.session, Token: g.token, Value: g.value, Shared: l.shared()}
+	return HolderInfo{Session: g.session, Token: g.token, Value: g.value, Shared: l.shared(), Since: g.since}
 }
 
 // LockView is a lock with every grant it has, read at one moment.
@@ -53,19 +68,37 @@ type LockView struct {
 	// Holders are the lock's grants, oldest first; LockInfo's Holder, Token and Value are the
 	// last one's.
 	Holders []HolderInfo
+	// Queue is the lock's queue, in order: the first is granted first.
+	Queue []WaiterInfo
 }
 
 // LockView returns the named lock with its grants; a lock without an entry reads as free.
 func (f *FSM) LockView(name string) LockView {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.st.lockView(name)
+	return f.st.lockViewWithQueue(name)
 }
 
 // LockViews returns, sorted by name, every held, awaited or delayed lock whose name has
 // prefix, with its grants, all read at one moment.
 func (f *FSM) LockViews(prefix string) []LockView {
-	return listLocks(f, prefix, (*state).lockView)
+	return listLocks(f, prefix, (*state).lockViewWithQueue)
+}
+
+// lockViewWithQueue is lockView with the lock's queue, for readers: a change's view leaves it
+// out, since a command that queues one more waiter would otherwise copy the whole queue.
+func (s *state) lockViewWithQueue(name string) LockView {
+	v := s.lockView(name)
+	if l := s.locks[name]; l != nil && len(l.waiters) > 0 {
+		v.Queue = make([]WaiterInfo, len(l.waiters))
+		for i, w := range l.waiters {
+			v.Queue[i] = WaiterInfo{Session: w.session, Shared: w.shared, Since: w.since}
+			if ss := s.sessions[w.session]; ss != nil {
+				v.Queue[i].Name = ss.name
+			}
+		}
+	}
+	return v
 }
 
 func (s *state) lockView(name string) LockView {
@@ -153,7 +186,7 @@ func (s *state) lockInfo(name string) LockInfo {
 	}
 	if info.Held {
 		g := l.newest()
-		info.Holder, info.Token, info.Value = g.session, g.token, g.value
+		info.Holder, info.Token, info.Value, info.Since = g.session, g.token, g.value, g.since
 	}
 	if x := l.x; x != nil {
 		info.Limit, info.Shared, info.DelayUntil = x.limit, x.shared, x.earliestUntil()

@@ -692,6 +692,11 @@ func (m *refModel) view() view {
 			if m.locks[name].holdOf(id) >= 0 {
 				info.Locks = append(info.Locks, name)
 			}
+			for _, w := range m.locks[name].queue {
+				if w.Session == id {
+					info.Waiting = append(info.Waiting, fsm.WaitInfo{Lock: name})
+				}
+			}
 		}
 		v.Sessions = append(v.Sessions, info)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Snapshot format, version 6: the magic "RLSNAP", a version byte, then uvarint-framed records:
+// Snapshot format, version 7: the magic "RLSNAP", a version byte, then uvarint-framed records:
 // freedIndex, the sessions (each with its fences, owner, attempt floor and ended numbered
 // attempts), the locks (each with its grants, limit, mode, lock-delays and queue; see
 // appendLock), the members, the ACL state (whether it was bootstrapped, the policies, the
@@ -28,12 +28,16 @@ import (
 // A snapshot is written in the oldest version that holds what is enabled, so that a node of an
 // older version can install it until a feature it lacks is enabled: version 4 (without attempt
 // numbers and features) while no feature is enabled, version 5 (each lock with one holder and
-// at most one delay) until FeatureSemaphoresRWLocks is. Older versions still restore: version
+// at most one delay) until FeatureSemaphoresRWLocks is, version 6 (no times of grants and queue
+// entries) until FeatureGrantTimes is. Older versions still restore: version
 // 3 lacks the owners and the ACL state, version 2 the delays' lengths too, version 1 (written
 // before attempts existed) the fences as well.
 const (
 	snapshotMagic   = "RLSNAP"
-	snapshotVersion = 6
+	snapshotVersion = 7
+	// snapshotVersionKinds is the version written while FeatureSemaphoresRWLocks is enabled
+	// but FeatureGrantTimes is not: version 7 without the times of grants and queue entries.
+	snapshotVersionKinds = 6
 	// snapshotVersionFeatures is the version written while FeatureSemaphoresRWLocks is not
 	// enabled but another feature is.
 	snapshotVersionFeatures = 5

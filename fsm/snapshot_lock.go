@@ -5,10 +5,12 @@ import (
 	"fmt"
 )
 
-// appendLock appends one lock record in the given snapshot format version. Version 6: the
-// name, the grants (oldest first: session, token, value), the modify index, the limit, whether
-// the holds and delays are shared, the lock-delays (until, length, the index that names it)
-// and the queue (session, value, whether it asks for a shared hold). Versions 4 and 5, written
+// appendLock appends one lock record in the given snapshot format version. Version 7: the
+// name, the grants (oldest first: session, token, value, since), the modify index, the limit,
+// whether the holds and delays are shared, the lock-delays (until, length, the index that
+// names it) and the queue (session, value, whether it asks for a shared hold, since). Version
+// 6, written while FeatureGrantTimes is not enabled (so that no grant or queue entry has a
+// time): the same without the times. Versions 4 and 5, written
 // while FeatureSemaphoresRWLocks is not enabled (so that a lock has at most one grant, one
 // delay and no limit or shared hold): the name, a held flag and the grant, the modify index,
 // the delay's end (0 for none) and length, and the queue (session, value).
@@ -46,6 +48,9 @@ func appendLock(buf []byte, l *lock, version byte) []byte {
 		buf = append(buf, g.session[:]...)
 		buf = binary.AppendUvarint(buf, g.token)
 		buf = appendString(buf, g.value)
+		if version > 6 {
+			buf = binary.AppendVarint(buf, g.since)
+		}
 	}
 	buf = binary.AppendUvarint(buf, l.modifyIndex)
 	buf = binary.AppendUvarint(buf, uint64(l.limit()))
@@ -65,6 +70,9 @@ func appendLock(buf []byte, l *lock, version byte) []byte {
 		buf = append(buf, w.session[:]...)
 		buf = appendString(buf, w.value)
 		buf = appendBool(buf, w.shared)
+		if version > 6 {
+			buf = binary.AppendVarint(buf, w.since)
+		}
 	}
 	return buf
 }
@@ -101,7 +109,11 @@ func readLock(d *decoder, st *state, version byte, hasPrev bool, prev string) (s
 		x.delays = readOldLock(d, l, version)
 	} else {
 		for n := d.count(); n > 0 && d.err == nil; n-- {
-			l.addGrant(grant{session: d.sessionID(), token: d.uvarint(), value: d.string()})
+			g := grant{session: d.sessionID(), token: d.uvarint(), value: d.string()}
+			if version > 6 {
+				g.since = d.varint()
+			}
+			l.addGrant(g)
 		}
 		l.modifyIndex = d.uvarint()
 		limit := d.uvarint()
@@ -114,7 +126,11 @@ func readLock(d *decoder, st *state, version byte, hasPrev bool, prev string) (s
 			x.delays = append(x.delays, lockDelay{until: d.varint(), length: d.duration(), index: d.uvarint()})
 		}
 		for n := d.count(); n > 0 && d.err == nil; n-- {
-			l.waiters = append(l.waiters, waiter{session: d.sessionID(), value: d.string(), shared: d.bool()})
+			w := waiter{session: d.sessionID(), value: d.string(), shared: d.bool()}
+			if version > 6 {
+				w.since = d.varint()
+			}
+			l.waiters = append(l.waiters, w)
 		}
 	}
 	if d.err != nil {

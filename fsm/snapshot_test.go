@@ -229,9 +229,9 @@ func TestRestoreRefusesDamagedSnapshots(t *testing.T) {
 	}
 	damagedRestore(t, h, before, append(append([]byte(nil), good...), 0), "trailing byte")
 	wrongVersion := append([]byte(nil), good...)
-	wrongVersion[6] = 7
-	if err := damagedRestore(t, h, before, wrongVersion, "version 7"); !errors.Is(err, fsm.ErrSnapshotVersion) {
-		t.Fatalf("version 7: %v", err)
+	wrongVersion[6] = 8
+	if err := damagedRestore(t, h, before, wrongVersion, "version 8"); !errors.Is(err, fsm.ErrSnapshotVersion) {
+		t.Fatalf("version 8: %v", err)
 	}
 	if err := damagedRestore(t, h, before, []byte("{\"sessions\": []}"), "JSON"); !errors.Is(err, fsm.ErrSnapshotMagic) {
 		t.Fatalf("JSON: %v", err)

@@ -33,8 +33,9 @@ func validRaw6() rawSnap {
 			{name: "s", grants: []HolderInfo{{Session: id(1), Token: 13}, {Session: id(4), Token: 15}}, modify: 17, limit: 3,
 				delays: []lockDelay{{until: 3e18, length: 2 * time.Second, index: 14}}, waiters: []waiter{{session: id(5), value: "q"}}},
 		},
-		members:  []Member{{"n1", "r1", "h1"}},
-		features: AllFeatures(),
+		members: []Member{{"n1", "r1", "h1"}},
+		// Every feature but grant-times, which writes version 7.
+		features: slices.DeleteFunc(AllFeatures(), func(f Feature) bool { return f == FeatureGrantTimes }),
 	}
 }
 
@@ -71,7 +72,7 @@ func TestSnapshotV6FormatIsPinned(t *testing.T) {
 }
 
 // A snapshot is written in the oldest version that holds what is enabled: 4 without features,
-// 5 with others, 6 once semaphores-rwlocks is enabled.
+// 5 with others, 6 once semaphores-rwlocks is enabled, 7 once grant-times is too.
 func TestSnapshotVersionFollowsTheFeatures(t *testing.T) {
 	st := newState()
 	version := func() byte {
@@ -91,6 +92,10 @@ func TestSnapshotVersionFollowsTheFeatures(t *testing.T) {
 	st.features = st.features.with([]Feature{FeatureSemaphoresRWLocks})
 	if v := version(); v != 6 {
 		t.Fatalf("semaphores-rwlocks: version %d", v)
+	}
+	st.features = st.features.with([]Feature{FeatureGrantTimes})
+	if v := version(); v != 7 {
+		t.Fatalf("grant-times: version %d", v)
 	}
 }
 

@@ -158,6 +158,11 @@ func (s *state) own(l *lock) *lock {
 }
 
 func (s *state) sessionInfo(ss *session) SessionInfo {
+	return s.sessionInfoWaiting(ss, s.waitsOf(ss))
+}
+
+// sessionInfoWaiting is sessionInfo with the session's waits given.
+func (s *state) sessionInfoWaiting(ss *session, waiting []WaitInfo) SessionInfo {
 	return SessionInfo{
 		ID:          ss.id,
 		Name:        ss.name,
@@ -166,7 +171,27 @@ func (s *state) sessionInfo(ss *session) SessionInfo {
 		CreateIndex: ss.createIndex,
 		Locks:       ss.heldNames(),
 		Owner:       ss.owner,
+		Waiting:     waiting,
 	}
+}
+
+// waitsOf returns the locks ss waits for, sorted, each with the time it joined the queue; nil
+// when none.
+func (s *state) waitsOf(ss *session) []WaitInfo {
+	if len(ss.waits) == 0 {
+		return nil
+	}
+	out := make([]WaitInfo, 0, len(ss.waits))
+	for _, name := range sortedKeys(ss.waits) {
+		w := WaitInfo{Lock: name}
+		if l := s.locks[name]; l != nil {
+			if i := indexOfWaiter(l.waiters, ss.id); i >= 0 {
+				w.Since = l.waiters[i].since
+			}
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 func sortedKeys(m map[string]struct{}) []string {

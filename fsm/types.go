@@ -83,10 +83,12 @@ type Result struct {
 	// current holder's token when Status is StatusLockHeld or StatusQueued.
 	Token uint64
 	Value string
-	// Holder is the holding session when Status is StatusLockHeld or StatusQueued.
+	// Holder is the holding session when Status is StatusLockHeld or StatusQueued, and the
+	// session a forced release ended.
 	Holder SessionID
 	// DelayUntil is the end of the lock-delay (leader clock, Unix nanoseconds) for StatusLockDelayed,
-	// and for StatusQueued when the lock is free but delayed.
+	// for StatusQueued when the lock is free but delayed, and for a forced release the
+	// earliest end of the named lock's delays.
 	DelayUntil int64
 	// Released lists, sorted, the locks a destroy or expiry released.
 	Released []string
@@ -107,6 +109,15 @@ type SessionInfo struct {
 	// Owner is the accessor id of the token that created the session; "" for sessions
 	// created without ACLs.
 	Owner string
+	// Waiting are the locks in whose queue the session waits, sorted by name.
+	Waiting []WaitInfo
+}
+
+// WaitInfo is one lock a session waits for, and since when (the time of the log entry that
+// queued it, Unix ns; FeatureGrantTimes), 0 if unknown.
+type WaitInfo struct {
+	Lock  string
+	Since int64
 }
 
 // LockInfo is a read-only view of a lock. A lock that does not exist reads as free, with
@@ -127,6 +138,9 @@ type LockInfo struct {
 	Limit uint32
 	// Shared says that the lock's holds (and delays) are shared ones.
 	Shared bool
+	// Since is the time of the log entry that made the newest grant (Unix ns;
+	// FeatureGrantTimes), 0 if unknown or free.
+	Since int64
 }
 
 // Member is the metadata a node publishes about itself through the log.

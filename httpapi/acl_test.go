@@ -459,3 +459,24 @@ func waitWaitersAs(t *testing.T, ep, name string, n int) {
 		return ""
 	})
 }
+
+// An operator (operator:write) may end a session of another token, as its owner may; a token
+// with operator:read only, or none, may not, and a session that does not exist is not found.
+func TestACLOperatorWriteMayEndAnySession(t *testing.T) {
+	eps := aclCluster(t)
+	owner := newToken(t, eps[0])
+	reader := newToken(t, eps[0], newPolicy(t, eps[0], api.AccessRead))
+	operator := newToken(t, eps[0], newPolicy(t, eps[0], api.AccessWrite))
+	for _, ep := range eps {
+		theirs := sessionAs(t, ep, owner.SecretID)
+		refused(t, doAs(t, reader.SecretID, http.MethodDelete, ep+"/v1/sessions/"+theirs, nil), http.StatusForbidden, "operator:write")
+		var d api.DestroyResponse
+		ok(t, doAs(t, operator.SecretID, http.MethodDelete, ep+"/v1/sessions/"+theirs, nil), http.StatusOK, &d)
+		apiError(t, doAs(t, owner.SecretID, http.MethodGet, ep+"/v1/sessions/"+theirs, nil), http.StatusNotFound, api.CodeSessionNotFound)
+		apiError(t, doAs(t, operator.SecretID, http.MethodDelete, ep+"/v1/sessions/"+theirs, nil), http.StatusNotFound, api.CodeSessionNotFound)
+		// Renewing stays the owner's (and management's): an operator ends sessions, it does
+		// not keep them alive.
+		mine := sessionAs(t, ep, owner.SecretID)
+		refused(t, doAs(t, operator.SecretID, http.MethodPut, ep+"/v1/sessions/"+mine+"/renew", nil), http.StatusForbidden, "the token that created it")
+	}
+}

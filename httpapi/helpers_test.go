@@ -181,6 +181,25 @@ func hasKeys(t *testing.T, m map[string]json.RawMessage, want ...string) {
 	}
 }
 
+// without returns m without the optional keys, which an object may or may not have.
+func without(m map[string]json.RawMessage, optional ...string) map[string]json.RawMessage {
+	for _, k := range optional {
+		delete(m, k)
+	}
+	return m
+}
+
+// grantTime parses a grant's or queue entry's "since", which must be RFC 3339 with nanoseconds
+// in UTC, and not in the future.
+func grantTime(t *testing.T, since string) time.Time {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339Nano, since)
+	if err != nil || !strings.HasSuffix(since, "Z") || at.After(time.Now()) {
+		t.Fatalf("since %q is not a past RFC 3339 UTC time: %v", since, err)
+	}
+	return at
+}
+
 // apiError checks an error answer: the status, the code, the exact shape of the body (extra
 // top-level fields only as named), JSON content type and the index header. It returns the body.
 func apiError(t *testing.T, r response, status int, code string, extra ...string) api.ErrorBody {

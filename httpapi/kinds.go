@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cluster"
@@ -84,6 +85,8 @@ type redactedLock struct {
 	ModifyIndex uint64           `json:"modify_index"`
 	Limit       int              `json:"limit,omitempty"`
 	Holders     []api.LockHolder `json:"holders,omitempty"`
+	Since       string           `json:"since,omitempty"`
+	Queue       []api.LockWaiter `json:"queue,omitempty"`
 }
 
 // lockViewBody describes a lock and its grants to the caller: an api.Lock, or a redactedLock
@@ -99,7 +102,7 @@ func (s *Server) lockViewBody(caller *identity, v fsm.LockView) any {
 		v.Holders = nil
 	}
 	for i, h := range v.Holders {
-		holders[i] = api.LockHolder{Token: h.Token, Value: h.Value}
+		holders[i] = api.LockHolder{Token: h.Token, Value: h.Value, Since: timeText(h.Since)}
 		if v.Limit == 0 {
 			holders[i].Mode = modeName(h.Shared)
 		}
@@ -107,16 +110,39 @@ func (s *Server) lockViewBody(caller *identity, v fsm.LockView) any {
 			holders[i].Session = h.Session.String()
 		}
 	}
+	var queue []api.LockWaiter
+	if len(v.Queue) > 0 {
+		queue = make([]api.LockWaiter, len(v.Queue))
+	}
+	for i, w := range v.Queue {
+		queue[i] = api.LockWaiter{Since: timeText(w.Since)}
+		if v.Limit == 0 {
+			queue[i].Mode = modeName(w.Shared)
+		}
+		if s.seesHolder(caller, w.Session) {
+			queue[i].Session, queue[i].Name = w.Session.String(), w.Name
+		}
+	}
+	since := timeText(v.Since)
 	if v.Held && !s.seesHolder(caller, v.Holder) {
 		return redactedLock{Name: v.Name, Held: true, Token: v.Token, Value: v.Value, Waiters: v.Waiters,
-			ModifyIndex: v.ModifyIndex, Limit: int(v.Limit), Holders: holders}
+			ModifyIndex: v.ModifyIndex, Limit: int(v.Limit), Holders: holders, Since: since, Queue: queue}
 	}
 	l := api.Lock{Name: v.Name, Held: v.Held, Token: v.Token, Value: v.Value, Waiters: v.Waiters,
-		ModifyIndex: v.ModifyIndex, Limit: int(v.Limit), Holders: holders}
+		ModifyIndex: v.ModifyIndex, Limit: int(v.Limit), Holders: holders, Since: since, Queue: queue}
 	if v.Held {
 		l.Session = v.Holder.String()
 	}
 	return l
+}
+
+// timeText is a grant's or queue entry's time (Unix ns) as the API gives it: RFC 3339 with
+// nanoseconds, UTC; "" when unknown (0).
+func timeText(ns int64) string {
+	if ns == 0 {
+		return ""
+	}
+	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
 }
 
 func modeName(shared bool) string {

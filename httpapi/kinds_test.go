@@ -41,7 +41,15 @@ func TestSemaphoreThroughTheAPI(t *testing.T) {
 		r = do(t, http.MethodGet, ep+"/v1/locks/"+name, nil)
 		var l api.Lock
 		ok(t, r, http.StatusOK, &l)
-		hasKeys(t, fields(t, r.body), "name", "held", "session", "token", "value", "waiters", "modify_index", "limit", "holders")
+		hasKeys(t, fields(t, r.body), "name", "held", "session", "token", "value", "waiters", "modify_index", "limit", "holders", "since")
+		if len(l.Holders) == 2 {
+			// Each grant has its own time, the newest's the lock's.
+			first, newest := grantTime(t, l.Holders[0].Since), grantTime(t, l.Holders[1].Since)
+			if newest.Before(first) || l.Since != l.Holders[1].Since {
+				t.Fatalf("holders' times %q, %q and the lock's %q", l.Holders[0].Since, l.Holders[1].Since, l.Since)
+			}
+			l.Holders[0].Since, l.Holders[1].Since = "", ""
+		}
 		want := []api.LockHolder{{Session: s1, Token: g1.Token, Value: "a"}, {Session: s2, Token: g2.Token}}
 		if l.Limit != 2 || !l.Held || l.Session != s2 || l.Token != g2.Token || fmt.Sprint(l.Holders) != fmt.Sprint(want) {
 			t.Fatalf("GET %+v", l)
@@ -50,7 +58,7 @@ func TestSemaphoreThroughTheAPI(t *testing.T) {
 		if err := json.Unmarshal(r.body, &raw); err != nil || len(raw.Holders) != 2 {
 			t.Fatalf("holders of %s: %v", r.body, err)
 		}
-		hasKeys(t, raw.Holders[0], "session", "token", "value") // a semaphore's holders have no mode
+		hasKeys(t, raw.Holders[0], "session", "token", "value", "since") // a semaphore's holders have no mode
 	}
 	for _, tok := range []uint64{g1.Token, g2.Token} {
 		var cr api.CheckResponse
@@ -117,7 +125,7 @@ func TestSharedLockThroughTheAPI(t *testing.T) {
 	ok(t, await(t, writer, "the writer"), http.StatusOK, &gw)
 	pending(t, reader, "the reader behind the writer")
 	r := do(t, http.MethodGet, leader+"/v1/locks/"+name, nil)
-	hasKeys(t, fields(t, r.body), "name", "held", "session", "token", "value", "waiters", "modify_index")
+	hasKeys(t, fields(t, r.body), "name", "held", "session", "token", "value", "waiters", "modify_index", "since", "queue")
 	release(t, followers[1], name, w, gw.Token)
 	var gr api.AcquireResponse
 	ok(t, await(t, reader, "the reader"), http.StatusOK, &gr)

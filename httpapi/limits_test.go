@@ -88,11 +88,17 @@ func TestAuditLog(t *testing.T) {
 	var zero uint64
 	apiError(t, do(t, http.MethodPost, follower+"/v1/locks/"+name+"/release", api.ReleaseRequest{Session: s, Token: &zero}), http.StatusConflict, api.CodeNotHolder)
 	release(t, follower, name, s, g.Token)
+	// An operator's actions on a stuck holder are writes like any other: a forced release and
+	// a destroy.
+	g = mustAcquire(t, follower, name, s, nil)
+	ok(t, do(t, http.MethodPost, follower+"/v1/locks/"+name+"/release", api.ReleaseRequest{Token: &g.Token, Force: true}), http.StatusOK, nil)
+	s2 := session(t, follower)
+	ok(t, do(t, http.MethodDelete, follower+"/v1/sessions/"+s2, nil), http.StatusOK, nil)
 
 	var got []httpapi.AuditEntry
-	eventually(t, "four audit entries on the follower", func() string {
+	eventually(t, "eight audit entries on the follower", func() string {
 		got = readAudit(t, path(followerID))
-		if len(got) < 4 {
+		if len(got) < 8 {
 			return fmt.Sprintf("%d entries: %+v", len(got), got)
 		}
 		return ""
@@ -105,6 +111,10 @@ func TestAuditLog(t *testing.T) {
 		{http.MethodPost, name, http.StatusOK},
 		{http.MethodPost, name, http.StatusConflict},
 		{http.MethodPost, name, http.StatusOK},
+		{http.MethodPost, name, http.StatusOK},
+		{http.MethodPost, name, http.StatusOK}, // the forced release
+		{http.MethodPost, "", http.StatusCreated},
+		{http.MethodDelete, "", http.StatusOK}, // the destroy
 	}
 	if len(got) != len(want) {
 		t.Fatalf("follower's audit log has %d entries, want %d: %+v", len(got), len(want), got)

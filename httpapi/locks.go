@@ -251,6 +251,9 @@ func (s *Server) release(c echo.Context, name string) error {
 	if req.Token == nil {
 		return invalid("token is required")
 	}
+	if req.Force {
+		return s.forceRelease(c, name, &req)
+	}
 	id, err := sessionID(req.Session)
 	if err != nil {
 		return err
@@ -277,6 +280,56 @@ func (s *Server) release(c echo.Context, name string) error {
 		}
 		return newError(http.StatusConflict, api.CodeNotHolder, "session %s does not hold lock %q under token %d", id, name, *req.Token)
 	})
+}
+
+// forceRelease answers an operator's forced release of the lock's grant under req.Token: the
+// holding session ends and its locks are held back for its TTL plus its lock-delay (see
+// cluster.Node.ForceRelease).
+func (s *Server) forceRelease(c echo.Context, name string, req *api.ReleaseRequest) error {
+	if req.Attempt != "" || req.AttemptSeq != 0 || req.AttemptFloor != 0 {
+		return invalid("a forced release names a grant by its token alone: it takes no attempt")
+	}
+	var want fsm.SessionID
+	if req.Session != "" {
+		id, err := sessionID(req.Session)
+		if err != nil {
+			return err
+		}
+		want = id
+	}
+	return s.atLeader(c, func() error {
+		caller, err := s.caller(c)
+		if err != nil {
+			return err
+		}
+		if err := caller.operator(fsm.AccessWrite); err != nil {
+			return err
+		}
+		ctx, cancel := s.commandContext(c, 0)
+		defer cancel()
+		res, err := s.node.ForceRelease(ctx, name, *req.Token, want)
+		if err != nil {
+			return fromClusterError(err)
+		}
+		switch res.Status {
+		case fsm.StatusOK:
+			return c.JSON(http.StatusOK, api.ReleaseResponse{Released: true, EndedSession: res.Holder.String(),
+				HeldBack: nonNilStrings(res.Released), AvailableIn: s.node.DelayLeft(name, res.DelayUntil).Round(time.Millisecond).String()})
+		case fsm.StatusSessionNotFound, fsm.StatusNotHolder:
+			if !want.IsZero() {
+				return newError(http.StatusConflict, api.CodeNotHolder, "session %s does not hold lock %q under token %d", want, name, *req.Token)
+			}
+			return newError(http.StatusConflict, api.CodeNotHolder, "no grant of lock %q has token %d", name, *req.Token)
+		}
+		return fromClusterError(fmt.Errorf("httpapi: forced release answered status %v", res.Status))
+	})
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func (s *Server) getLock(c echo.Context, name string) error {

@@ -27,7 +27,8 @@ func TestAcquireFreeLock(t *testing.T) {
 		t.Fatalf("grant %+v (index header %d)", g, indexHeader(t, r))
 	}
 	l := getLock(t, ep, name, "")
-	want := api.Lock{Name: name, Held: true, Session: s, Token: g.Token, Value: "host-a:8080", ModifyIndex: g.Token}
+	grantTime(t, l.Since)
+	want := api.Lock{Name: name, Held: true, Session: s, Token: g.Token, Value: "host-a:8080", ModifyIndex: g.Token, Since: l.Since}
 	if !reflect.DeepEqual(l, want) {
 		t.Fatalf("GET lock = %+v, want %+v", l, want)
 	}
@@ -205,7 +206,9 @@ func TestGetLock(t *testing.T) {
 	name := lockName(t)
 	g := mustAcquire(t, leader, name, s, strp("val"))
 	want := api.Lock{Name: name, Held: true, Session: s, Token: g.Token, Value: "val", ModifyIndex: g.Token}
-	// Linearizable by default, from any node.
+	want.Since = getLock(t, leader, name, "").Since
+	grantTime(t, want.Since)
+	// Linearizable by default, from any node (every node reads the grant's time alike).
 	for _, ep := range followers {
 		if l := getLock(t, ep, name, ""); !reflect.DeepEqual(l, want) {
 			t.Fatalf("GET via %s = %+v, want %+v", ep, l, want)
@@ -294,7 +297,7 @@ func TestListLocks(t *testing.T) {
 		ok(t, r, http.StatusOK, nil)
 		hasKeys(t, fields(t, r.body), "locks")
 		for _, raw := range rawList(t, r.body, "locks") {
-			hasKeys(t, fields(t, raw), "name", "held", "session", "token", "value", "waiters", "modify_index")
+			hasKeys(t, without(fields(t, raw), "since", "queue"), "name", "held", "session", "token", "value", "waiters", "modify_index")
 		}
 		var list api.LockList
 		if err := json.Unmarshal(r.body, &list); err != nil {
@@ -307,11 +310,18 @@ func TestListLocks(t *testing.T) {
 		for _, l := range list.Locks {
 			byName[l.Name] = l
 		}
-		if l := byName[held]; !reflect.DeepEqual(l, api.Lock{Name: held, Held: true, Session: s, Token: gh.Token, Value: "A", ModifyIndex: gh.Token}) {
+		if l := byName[held]; !reflect.DeepEqual(l, api.Lock{Name: held, Held: true, Session: s, Token: gh.Token, Value: "A", ModifyIndex: gh.Token, Since: l.Since}) {
 			t.Fatalf("listed %+v", l)
 		}
-		if l := byName[awaited]; !l.Held || l.Session != s || l.Token != ga.Token || l.Waiters != 1 {
+		grantTime(t, byName[held].Since)
+		l := byName[awaited]
+		if !l.Held || l.Session != s || l.Token != ga.Token || l.Waiters != 1 {
 			t.Fatalf("listed %+v", l)
+		}
+		// Who waits, and since when: the queue in order, with its mode.
+		if len(l.Queue) != 1 || l.Queue[0].Session != w || l.Queue[0].Mode != api.ModeExclusive ||
+			grantTime(t, l.Queue[0].Since).Before(grantTime(t, l.Since)) {
+			t.Fatalf("queue of %s: %+v (granted since %s)", awaited, l.Queue, l.Since)
 		}
 	}
 	// An unknown prefix lists nothing, as an empty array.

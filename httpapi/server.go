@@ -51,6 +51,7 @@ type Node interface {
 	Acquire(ctx context.Context, req cluster.AcquireRequest) (fsm.Result, error)
 	CancelAcquire(ctx context.Context, session fsm.SessionID, lock string, attempt cluster.Attempt) (fsm.Result, error)
 	Release(ctx context.Context, session fsm.SessionID, lock string, token uint64, attempt cluster.Attempt) (fsm.Result, error)
+	ForceRelease(ctx context.Context, lock string, token uint64, session fsm.SessionID) (fsm.Result, error)
 	DelayLeft(name string, until int64) time.Duration
 	ReadBarrier(ctx context.Context) error
 	WatchLock(name string) <-chan struct{}

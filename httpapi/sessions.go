@@ -149,7 +149,7 @@ func (s *Server) destroySession(c echo.Context) error {
 		return err
 	}
 	return s.atLeader(c, func() error {
-		if err := s.callerOwns(c, id); err != nil {
+		if err := s.mayEnd(c, id); err != nil {
 			return err
 		}
 		ctx, cancel := s.commandContext(c, 0)
@@ -163,6 +163,27 @@ func (s *Server) destroySession(c echo.Context) error {
 		}
 		return c.JSON(http.StatusOK, api.DestroyResponse{Released: released})
 	})
+}
+
+// mayEnd refuses unless the caller may end the session: its owner (see identity.owns), or an
+// operator (operator:write), who acts on a stuck holder as Consul's operators invalidate a
+// session. A session that does not exist is not found.
+func (s *Server) mayEnd(c echo.Context, session fsm.SessionID) error {
+	caller, err := s.caller(c)
+	if err != nil {
+		return err
+	}
+	// Its absence is answered as for any session operation, after a leadership confirmation.
+	var fe *apiError
+	if err := s.ownedSession(c, caller, session); errors.As(err, &fe) && fe.status == http.StatusForbidden {
+		if caller.operator(fsm.AccessWrite) == nil {
+			return nil
+		}
+		return forbidden("session %s belongs to another token: ending it needs the token that created it, or operator:write", session)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // ownsAll refuses unless the caller owns every session of ids that exists: one session of
@@ -262,7 +283,11 @@ func sessionInfoBody(info fsm.SessionInfo) api.SessionInfo {
 	if locks == nil {
 		locks = []string{}
 	}
-	return api.SessionInfo{Session: sessionBody(info), Locks: locks}
+	out := api.SessionInfo{Session: sessionBody(info), Locks: locks}
+	for _, w := range info.Waiting {
+		out.Waiting = append(out.Waiting, api.SessionWait{Lock: w.Lock, Since: timeText(w.Since)})
+	}
+	return out
 }
 
 // withLease adds what the leader's timer says of the session's lease, where this node holds it

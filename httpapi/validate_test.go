@@ -111,7 +111,7 @@ func TestMalformedBodies(t *testing.T) {
 		{"POST", "/v1/sessions", `{"ttl":"10s","tll":"5s"}`},
 		{"POST", "/v1/sessions", `{"ttl":"10s","Lock_Delay_":"1s"}`},
 		{"POST", "/v1/locks/" + name + "/acquire", `{"session":"` + s + `","wiat":"1s"}`},
-		{"POST", "/v1/locks/" + name + "/release", `{"session":"` + s + `","token":1,"force":true}`},
+		{"POST", "/v1/locks/" + name + "/release", `{"session":"` + s + `","token":1,"forced":true}`},
 		{"PUT", "/v1/sessions/" + s + "/renew", `{"ttl":"10s"}`},
 		{"POST", "/v1/cluster/members", `{"id":"n9","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2","voter":true}`},
 		{"POST", "/v1/cluster/leadership-transfer", `{"node":"n2"}`},
