@@ -2,12 +2,14 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 func TestCreateSessionShape(t *testing.T) {
@@ -276,6 +278,13 @@ func TestSessionShowsLeaseLeftAndLastRenewal(t *testing.T) {
 	if at.Before(before.Add(-time.Second)) || at.After(time.Now().Add(time.Second)) {
 		t.Fatalf("last_renewal %v, renewed between %v and now", at, before)
 	}
+	// A stale read answers from what the follower has applied: wait until it has the session.
+	testkit.Until(t, 10*time.Second, "the follower applies the session", func() error {
+		if r := do(t, http.MethodGet, followers[0]+"/v1/sessions/"+s.ID+"?consistency=stale", nil); r.status != http.StatusOK {
+			return fmt.Errorf("status %d", r.status)
+		}
+		return nil
+	})
 	if got := read(followers[0], "?consistency=stale"); got.ExpiresIn != "" || got.LastRenewal != "" {
 		t.Fatalf("a follower's stale read says expires_in %q, last_renewal %q", got.ExpiresIn, got.LastRenewal)
 	}
