@@ -292,7 +292,11 @@ func readSnapshot(r io.Reader) (*state, error) {
 		return nil, ErrSnapshotMagic
 	}
 	version := data[len(snapshotMagic)]
-	if version < 1 || version > snapshotVersion {
+	if version > snapshotVersion {
+		// Written by a newer raftlock: a node of this version must refuse to start, not guess.
+		return nil, fmt.Errorf("%w: %w %d", ErrNewerFormat, ErrSnapshotVersion, version)
+	}
+	if version < 1 {
 		return nil, fmt.Errorf("%w %d", ErrSnapshotVersion, version)
 	}
 	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])

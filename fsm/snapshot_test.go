@@ -230,8 +230,14 @@ func TestRestoreRefusesDamagedSnapshots(t *testing.T) {
 	damagedRestore(t, h, before, append(append([]byte(nil), good...), 0), "trailing byte")
 	wrongVersion := append([]byte(nil), good...)
 	wrongVersion[6] = 8
-	if err := damagedRestore(t, h, before, wrongVersion, "version 8"); !errors.Is(err, fsm.ErrSnapshotVersion) {
+	// A version after this one's is a newer raftlock's: refused as needing it (the agent exits
+	// saying so), which a version 0 is not.
+	if err := damagedRestore(t, h, before, wrongVersion, "version 8"); !errors.Is(err, fsm.ErrSnapshotVersion) || !errors.Is(err, fsm.ErrNewerFormat) {
 		t.Fatalf("version 8: %v", err)
+	}
+	wrongVersion[6] = 0
+	if err := damagedRestore(t, h, before, wrongVersion, "version 0"); !errors.Is(err, fsm.ErrSnapshotVersion) || errors.Is(err, fsm.ErrNewerFormat) {
+		t.Fatalf("version 0: %v", err)
 	}
 	if err := damagedRestore(t, h, before, []byte("{\"sessions\": []}"), "JSON"); !errors.Is(err, fsm.ErrSnapshotMagic) {
 		t.Fatalf("JSON: %v", err)

@@ -249,7 +249,7 @@ func (n *Nemesis) waitFeatures(ctx context.Context, id int, newOnly []string) er
 }
 
 // downgradeRefusals are what an older build logs when it refuses data that needs a newer one.
-var downgradeRefusals = []string{"needs a newer raftlock", "newer format", "unknown feature"}
+var downgradeRefusals = []string{"needs a newer raftlock", "newer format", "unknown feature", "unknown snapshot version"}
 
 // refusedDowngrade starts a node on the old build after the new features were enabled: it must
 // refuse to serve (stop with a non-zero status, saying why) within refusalWait. Then it is
