@@ -7,10 +7,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
-	"golang.org/x/net/netutil"
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/tlsutil"
@@ -45,31 +43,11 @@ func (s *Server) ServeConsole(ln net.Listener, cfg *tls.Config) error {
 		return errors.New("httpapi: the console listener needs ACL and TLS")
 	}
 	if s.cfg.MaxConnections > 0 {
-		ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
+		ln = newLimitListener(ln, s.cfg.MaxConnections, func() { s.metrics.refuse(limitConnections) })
 	}
 	ln = tlsutil.NewListener(ln, cfg, tlsutil.ListenerOptions{
 		HandshakeTimeout: s.cfg.HeaderReadTimeout, OnRefused: s.refusedConn})
-	srv := &http.Server{
-		Handler:           s.echo,
-		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
-		ReadHeaderTimeout: s.cfg.HeaderReadTimeout,
-		IdleTimeout:       2 * time.Minute,
-		ConnContext:       withConsolePeer,
-		ErrorLog:          s.echo.Server.ErrorLog,
-	}
-	s.peersMu.Lock()
-	if s.peersClosed {
-		s.peersMu.Unlock()
-		ln.Close()
-		return nil
-	}
-	s.console = srv
-	s.peersMu.Unlock()
-	err := srv.Serve(jsonErrorListener{ln, s})
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
+	return s.serveBeside(ln, withConsolePeer, &s.console)
 }
 
 // withConsolePeer marks each connection of the console listener (http.Server.ConnContext).

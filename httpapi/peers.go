@@ -16,12 +16,20 @@ import (
 // certificate lets it mark requests it forwards. It returns nil after Shutdown or Close, and
 // may be called once.
 func (s *Server) ServePeers(ln net.Listener) error {
+	return s.serveBeside(ln, withConnPeer, &s.peers)
+}
+
+// serveBeside serves the API on ln, a listener beside the API port's (the Raft port's peers,
+// the console's), with the API port's limits on headers and idle connections, connCtx to mark
+// its connections, and net/http's own error answers in JSON as on the API port. It keeps its
+// server in *slot for stopPeers, and returns nil after Shutdown or Close.
+func (s *Server) serveBeside(ln net.Listener, connCtx func(context.Context, net.Conn) context.Context, slot **http.Server) error {
 	srv := &http.Server{
 		Handler:           s.echo,
 		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
 		ReadHeaderTimeout: s.cfg.HeaderReadTimeout,
 		IdleTimeout:       2 * time.Minute,
-		ConnContext:       withConnPeer,
+		ConnContext:       connCtx,
 		ErrorLog:          s.echo.Server.ErrorLog,
 	}
 	s.peersMu.Lock()
@@ -30,9 +38,9 @@ func (s *Server) ServePeers(ln net.Listener) error {
 		ln.Close()
 		return nil
 	}
-	s.peers = srv
+	*slot = srv
 	s.peersMu.Unlock()
-	err := srv.Serve(jsonErrorListener{ln, s}) // net/http's own error answers in JSON, as on the API port
+	err := srv.Serve(jsonErrorListener{ln, s})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
