@@ -124,17 +124,18 @@ func (n *Node) warnEvenVoters() {
 	}
 }
 
-// promoteLoop asks the cluster to promote this node, a non-voter that just joined, until it
-// is a voter, the cluster refuses for good, or the node closes.
+// promoteLoop asks the cluster to promote this node, a non-voter that just joined, until the
+// leader answers that it is a voter, the cluster refuses for good, or the node closes. It
+// does not take its own configuration's word for it: a node that joins again under an id the
+// cluster used before (a lost disk replaced twice) catches up through entries, or a snapshot,
+// that named it a voter before it was removed and added again as a non-voter, and would stop
+// asking too soon (the leader answers a voter's promotion at once).
 func (n *Node) promoteLoop(endpoints []string) {
 	defer n.wg.Done()
 	ctx := n.loops
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
-		if n.isVoter() {
-			return
-		}
 		targets := endpoints
 		if id, addr := n.Leader(); id != "" && id != n.cfg.ID && addr != "" {
 			targets = []string{addr}
@@ -171,9 +172,6 @@ func (n *Node) promoteLoop(endpoints []string) {
 		}
 	}
 }
-
-// isVoter says whether this node is a voter in its latest configuration.
-func (n *Node) isVoter() bool { return n.OwnSuffrage() == api.SuffrageVoter }
 
 // OwnSuffrage returns this node's suffrage in its own latest configuration (api.SuffrageVoter
 // or api.SuffrageNonvoter), or "" when that configuration does not name it.

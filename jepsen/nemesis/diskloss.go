@@ -108,16 +108,7 @@ func (n *Nemesis) rejoin(ctx context.Context, node *cluster.Node) error {
 	if err := node.StartJoining(others, n.c.AgentToken()); err != nil {
 		return err
 	}
-	return cluster.Poll(wctx, 200*time.Millisecond, func() error {
-		info, err := n.c.Info(wctx, node)
-		if err != nil {
-			return err
-		}
-		for _, m := range info.Members {
-			if m.ID == node.ID && m.Suffrage == "voter" {
-				return nil
-			}
-		}
-		return fmt.Errorf("%s is not a voter yet", node.ID)
-	})
+	// A voter again in its own view and in the leader's: its own configuration can name it a
+	// voter from before its removal while it catches up.
+	return n.waitSuffrage(wctx, node, "voter")
 }

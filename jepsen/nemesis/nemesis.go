@@ -214,9 +214,10 @@ func (n *Nemesis) inject(ctx context.Context, stop <-chan struct{}, fault string
 		// The earlier builds an upgrade starts from lack what these faults check: a wiped node
 		// asks the others whether it is counted (GET /v1/health?member=), and a restore ends
 		// every session. A mixed cluster would fail them for the old build's sake. A node of
-		// the earlier build that replaces a member (--join) was seen to stay a non-voter for
-		// good under a leader of the new build (10-minute run, --secure): not yet explained,
-		// so membership waits for a cluster of one build.
+		// the earlier builds that replaces a member (--join) under an id used before can stay
+		// a non-voter for good: it stops asking for its promotion as soon as entries from
+		// before its removal name it a voter (fixed in this build's promoteLoop), so
+		// membership waits for a cluster of one build too.
 		n.logf("%s: skipped while a node runs the old build", fault)
 		return
 	}
