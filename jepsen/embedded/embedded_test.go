@@ -239,6 +239,9 @@ func (r *run) finish() []history.Op {
 	}
 	var ops []history.Op
 	for _, f := range r.files {
+		if _, err := os.Stat(f); errors.Is(err, fs.ErrNotExist) {
+			continue // a process stopped before it created its history file did nothing
+		}
 		ops = append(ops, readHistory(r.t, f)...)
 	}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Complete < ops[j].Complete })
