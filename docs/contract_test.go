@@ -296,14 +296,7 @@ func TestErrorCodesInSpecAndTable(t *testing.T) {
 // Every example of a JSON body is valid under its schema, so that a reader who copies one
 // sends what the server takes, and one who expects one reads what the server sends.
 func TestOpenAPIExamplesMatchTheirSchemas(t *testing.T) {
-	doc, err := libopenapi.NewDocument(docs.OpenAPI())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := doc.BuildV3Model()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := v3Model(t)
 	sv := schema_validation.NewSchemaValidator()
 	n := 0
 	check := func(where string, media *v3.MediaType) {
@@ -383,14 +376,7 @@ func TestOpenAPIErrorBodiesAreFlat(t *testing.T) {
 // An acquire names its session or asks for one with a TTL, never both and never neither, and
 // the schema says so (the server refuses the others with 400).
 func TestOpenAPIAcquireTakesSessionOrTTL(t *testing.T) {
-	doc, err := libopenapi.NewDocument(docs.OpenAPI())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := doc.BuildV3Model()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := v3Model(t)
 	proxy, ok := m.Model.Components.Schemas.Get("AcquireRequest")
 	if !ok {
 		t.Fatal("no AcquireRequest schema")
@@ -413,4 +399,18 @@ func TestOpenAPIAcquireTakesSessionOrTTL(t *testing.T) {
 			t.Errorf("AcquireRequest %s: valid %v, want %v", c.body, got, c.want)
 		}
 	}
+}
+
+// v3Model builds the OpenAPI 3 model of the served spec.
+func v3Model(t *testing.T) *libopenapi.DocumentModel[v3.Document] {
+	t.Helper()
+	doc, err := libopenapi.NewDocument(docs.OpenAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := doc.BuildV3Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
