@@ -10,8 +10,8 @@ import (
 )
 
 // DefaultWatchHistoryBytes bounds the memory of a node's change log (Config.WatchHistoryBytes):
-// a change costs changeEntryBytes (96) plus its name and value, so about 130,000 changes of
-// 30-byte names without values.
+// a change costs changeEntryBytes (160 bytes) plus its name and value, so about 85,000 changes
+// of 30-byte names without values.
 const DefaultWatchHistoryBytes = 16 << 20
 
 // change is one entry of the change log: a lock's state right after the command that changed it.
@@ -32,12 +32,17 @@ const changeEntryBytes = int(unsafe.Sizeof(change{}))
 type changeLog struct {
 	maxBytes int
 
-	mu      sync.RWMutex
-	entries []change // entries[head:] hold the changes after floor, in index order
-	head    int
-	bytes   int
-	floor   uint64 // every change after floor is in entries
-	last    uint64 // every change up to last has been observed
+	mu sync.RWMutex
+	// chunks hold the changes after floor, in index order, from chunks[0][head:] on: fixed
+	// blocks of changeChunk entries, so that appending never copies the log, and evicting
+	// frees a block at a time.
+	chunks [][]change
+	head   int
+	n      int // changes held
+	spare  []change
+	bytes  int
+	floor  uint64 // every change after floor is in the log
+	last   uint64 // every change up to last has been observed
 
 	wmu     sync.Mutex
 	watches map[string]chan struct{} // by prefix; closed at the next change of a lock under it
@@ -84,21 +89,42 @@ func (cl *changeLog) appendLocked(info fsm.LockView) {
 	for _, h := range info.Holders {
 		size += int(unsafe.Sizeof(h)) + len(h.Value)
 	}
-	cl.entries = append(cl.entries, change{info: info, size: size})
+	if k := len(cl.chunks); k == 0 || len(cl.chunks[k-1]) == changeChunk {
+		block := cl.spare
+		if block == nil {
+			block = make([]change, 0, changeChunk)
+		}
+		cl.spare = nil
+		cl.chunks = append(cl.chunks, block)
+	}
+	last := &cl.chunks[len(cl.chunks)-1]
+	*last = append(*last, change{info: info, size: size})
+	cl.n++
 	cl.bytes += size
 	cl.last = max(cl.last, info.ModifyIndex)
-	for cl.bytes > cl.maxBytes && cl.head < len(cl.entries) {
-		old := &cl.entries[cl.head]
+	for cl.bytes > cl.maxBytes && cl.n > 0 {
+		old := &cl.chunks[0][cl.head]
 		cl.floor = max(cl.floor, old.info.ModifyIndex)
 		cl.bytes -= old.size
 		*old = change{} // let go of its strings
 		cl.head++
+		cl.n--
+		if cl.head == changeChunk {
+			cl.spare = cl.chunks[0][:0]
+			cl.chunks[0] = nil
+			cl.chunks = cl.chunks[1:]
+			cl.head = 0
+		}
 	}
-	if cl.head > 1024 && cl.head > len(cl.entries)/2 {
-		n := copy(cl.entries, cl.entries[cl.head:])
-		clear(cl.entries[n:])
-		cl.entries, cl.head = cl.entries[:n], 0
-	}
+}
+
+// changeChunk is the number of changes in one block of the log.
+const changeChunk = 512
+
+// at returns the i-th change the log holds, the oldest first.
+func (cl *changeLog) at(i int) *change {
+	i += cl.head
+	return &cl.chunks[i/changeChunk][i%changeChunk]
 }
 
 // restoreLocked forgets every change: the state was replaced by a snapshot whose last lock
@@ -106,8 +132,7 @@ func (cl *changeLog) appendLocked(info fsm.LockView) {
 // none before. A node that restores knows nothing between what it had and the snapshot, so its
 // floor never goes below what it had observed either.
 func (cl *changeLog) restoreLocked(at uint64) {
-	clear(cl.entries)
-	cl.entries, cl.head, cl.bytes = cl.entries[:0], 0, 0
+	cl.chunks, cl.head, cl.n, cl.bytes = nil, 0, 0, 0
 	cl.floor = max(at, cl.last)
 	cl.last = cl.floor
 }
@@ -201,11 +226,10 @@ func (cl *changeLog) since(prefix string, after uint64, limit int) Changes {
 		// command before the observer records it.
 		return Changes{Next: max(cl.last, 1), Reset: true}
 	}
-	live := cl.entries[cl.head:]
-	i := sort.Search(len(live), func(i int) bool { return live[i].info.ModifyIndex > after })
+	i := sort.Search(cl.n, func(i int) bool { return cl.at(i).info.ModifyIndex > after })
 	out := Changes{Next: max(after, cl.last)}
-	for ; i < len(live); i++ {
-		info := &live[i].info
+	for ; i < cl.n; i++ {
+		info := &cl.at(i).info
 		if len(out.Locks) >= limit && info.ModifyIndex != out.Locks[len(out.Locks)-1].ModifyIndex {
 			out.Next = out.Locks[len(out.Locks)-1].ModifyIndex
 			break
@@ -221,7 +245,7 @@ func (cl *changeLog) since(prefix string, after uint64, limit int) Changes {
 func (cl *changeLog) bounds() (floor, last uint64, entries int) {
 	cl.mu.RLock()
 	defer cl.mu.RUnlock()
-	return cl.floor, cl.last, len(cl.entries) - cl.head
+	return cl.floor, cl.last, cl.n
 }
 
 // WatchPrefix returns a channel closed at the next applied change of a lock whose name starts

@@ -284,3 +284,36 @@ func TestChangesAfterARestoredBackup(t *testing.T) {
 		t.Fatalf("a watch from %d after the backup's restore: %+v; want a reset going on from the restore's index", watcherAt, got)
 	}
 }
+
+// The log keeps its changes in blocks; a long run of changes, evicted block by block, must
+// still answer every change after any index it holds, in order, and none it evicted.
+func TestChangesAcrossManyBlocks(t *testing.T) {
+	one := fsm.LockView{LockInfo: fsm.LockInfo{Name: "jobs/x"}}
+	entry := changeEntryBytes + len(one.Name)
+	const held = 3*changeChunk + 7
+	cl := newChangeLog(held * entry)
+	const total = 10*changeChunk + 3
+	for i := 1; i <= total; i++ {
+		v := one
+		v.ModifyIndex = uint64(i)
+		cl.observe([]fsm.Event{{Kind: fsm.EventLockChanged, Index: uint64(i), Lock: v.Name, State: v}})
+	}
+	floor, last, n := cl.bounds()
+	if n != held || last != total || floor != total-held {
+		t.Fatalf("floor %d last %d entries %d; want %d, %d, %d", floor, last, n, total-held, total, held)
+	}
+	if got := cl.since("", floor-1, total); !got.Reset {
+		t.Fatalf("after %d, below the floor: %+v, want a reset", floor-1, got.Next)
+	}
+	for _, after := range []uint64{floor, floor + 1, floor + changeChunk - 1, floor + changeChunk, total - 1, total} {
+		got := cl.since("", after, total)
+		if got.Reset || len(got.Locks) != int(total-after) || got.Next != total {
+			t.Fatalf("after %d: reset %v, %d changes, next %d; want %d changes, next %d", after, got.Reset, len(got.Locks), got.Next, total-after, total)
+		}
+		for i, l := range got.Locks {
+			if want := after + uint64(i) + 1; l.ModifyIndex != want {
+				t.Fatalf("after %d: change %d is at index %d, want %d", after, i, l.ModifyIndex, want)
+			}
+		}
+	}
+}
