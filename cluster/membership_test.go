@@ -2,9 +2,12 @@ package cluster_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,11 +117,20 @@ type spareNode struct {
 // the leader asks of members (health, readiness) on its own HTTP address.
 func startSpare(t *testing.T, c *testCluster, id string) *spareNode {
 	t.Helper()
+	return startSpareOn(t, c, id, nil)
+}
+
+// startSpareOn is startSpare with the node's Raft listener wrapped by wrap, if not nil.
+func startSpareOn(t *testing.T, c *testCluster, id string, wrap func(net.Listener) net.Listener) *spareNode {
+	t.Helper()
 	sp := &spareNode{}
 	srv := httptest.NewUnstartedServer(nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		ln = wrap(ln)
 	}
 	i := len(c.ids)
 	c.mu.Lock()
@@ -245,4 +257,88 @@ func TestNodeRemovedRightAfterItWasAddedKnowsIt(t *testing.T) {
 	case <-time.After(leaderTimeout):
 		t.Fatal("the node removed right after it was added did not notice")
 	}
+}
+
+// A node added to a cluster whose leader compacted its log installs a snapshot taken before
+// its addition: until the entry that added it arrives, its own configuration names the others
+// and not itself. However long that entry takes (a large state on a loaded machine took
+// seconds), the node is not removed while the leader's configuration names it.
+func TestNodeCatchingUpFromASnapshotBeforeItsAdditionIsNotRemoved(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *cluster.Config) {
+		cfg.WALSegmentSize = 4096 // wal compacts whole segments: keep them small
+		cfg.TrailingLogs = 1
+		cfg.RemovalGrace = time.Millisecond
+	})
+	_, leader := c.waitLeader()
+	c.waitPublished(leader)
+	keep := createSession(t, leader, "keeper", longTTL, 0)
+	for i := range 40 {
+		mustAcquire(t, leader, keep, fmt.Sprintf("filler/%d", i), strings.Repeat("x", 200))
+	}
+	if err := leader.Raft().Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	snapshotAt := raftStat(t, leader, "last_snapshot_index")
+	// Every message reaches the new node a second late: the entry adding it comes at least a
+	// second after the snapshot, several looks of its removal check.
+	spare := startSpareOn(t, c, "n4", func(ln net.Listener) net.Listener { return slowListener{ln, time.Second} })
+	if err := leader.AddNonvoter(opContext(t), "n4", spare.raftAddr, spare.httpAddr); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 3*leaderTimeout, "n4 to install the snapshot and get the entry adding it", func() bool {
+		if raftStat(t, spare.node, "last_snapshot_index") < snapshotAt {
+			return false
+		}
+		for _, s := range spare.node.Raft().GetConfiguration().Configuration().Servers {
+			if s.ID == "n4" {
+				return true
+			}
+		}
+		return false
+	})
+	select {
+	case <-spare.node.Removed():
+		t.Fatal("n4 counted itself removed while it caught up from a snapshot taken before its addition")
+	default:
+	}
+	if spare.node.IsRemoved() {
+		t.Fatal("n4 counts as removed")
+	}
+}
+
+// slowListener delays every read of its connections.
+type slowListener struct {
+	net.Listener
+	delay time.Duration
+}
+
+func (l slowListener) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &slowConn{Conn: conn, delay: l.delay, closed: make(chan struct{})}, nil
+}
+
+// slowConn delays each read by delay, or until it is closed.
+type slowConn struct {
+	net.Conn
+	delay  time.Duration
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (c *slowConn) Read(p []byte) (int, error) {
+	t := time.NewTimer(c.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.closed:
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *slowConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
 }

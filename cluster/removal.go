@@ -31,7 +31,8 @@ func (n *Node) IsRemoved() bool { return n.removed.Load() }
 //
 // Not being named by a configuration that names others means removed, wherever the node was
 // when it happened: running (it may have been added, promoted and removed between two looks),
-// stopped (the configuration in its data), or still catching up (its addition was lost). But
+// stopped (the configuration in its data), or still catching up (its addition was lost), once
+// the leader's configuration does not name it either. But
 // the leader sends the entry that removes a node only once, on a best-effort basis, and a node
 // removed while it was stopped never gets it: its own configuration still names it, and it
 // campaigns in vain (the others refuse its votes). So a node that hears no leader for a while
@@ -76,8 +77,16 @@ func (n *Node) watchRemoval(ctx context.Context) {
 		case len(servers) == 0 || n.removed.Load():
 		case missingSince.IsZero():
 			missingSince = time.Now()
-		case time.Since(missingSince) >= n.removalGrace():
-			n.markRemoved("its Raft configuration no longer names it", len(servers))
+		case time.Since(missingSince) >= n.removalGrace() && time.Since(lastAsked) >= n.removalGrace():
+			// A node catching up from a snapshot taken before its addition holds such a
+			// configuration until the entry adding it arrives, which on a large state or a
+			// loaded machine takes longer than any grace: the leader's word decides. Without
+			// an answer the node asks again later; meanwhile a configuration without it
+			// keeps it from campaigning, and it hears no leader, so it is not ready anyway.
+			lastAsked = time.Now()
+			if member, known := n.leaderNamesMe(ctx); known && !member {
+				n.markRemoved("neither its Raft configuration nor the leader's names it", len(servers))
+			}
 		}
 	}
 }
