@@ -96,6 +96,7 @@ type StateReport struct {
 	// ends of the step. The waiters are queued over leader changes, so a leader's growth
 	// over that step also holds the session timers a new leader starts.
 	Memory           []StateMemory   `json:"memory"`
+	MemoryErrors     int             `json:"memory_errors,omitempty"`
 	PerEntryLeader   StatePerEntryOf `json:"per_entry_leader"`
 	PerEntryFollower StatePerEntryOf `json:"per_entry_follower"`
 	// Restarted*HeapPerEntry divide a node's live heap after the start from disk, less its

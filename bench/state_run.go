@@ -116,8 +116,10 @@ func (s *stateRun) memory(ctx context.Context, step string) error {
 			continue
 		}
 		h, rss, err := s.ac.heap(ctx, p)
-		if err != nil {
-			return err
+		if err != nil { // a figure missing, not a reason to end the run
+			s.errs.add(err)
+			s.rep.MemoryErrors++
+			continue
 		}
 		s.rep.Memory = append(s.rep.Memory, StateMemory{Step: step, Node: p.id, Leader: p == lead, Heap: h, RSS: rss})
 	}

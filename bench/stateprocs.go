@@ -39,6 +39,9 @@ type agentCluster struct {
 	extra    []string
 	nodes    []*agentProc
 	hc       *http.Client
+	// slow is for a forced collection and heap profile, which take tens of seconds with a
+	// million locks on a loaded machine.
+	slow *http.Client
 }
 
 // freeAddrs returns n free host:ports of 127.0.0.1.
@@ -67,7 +70,8 @@ func startAgentCluster(ctx context.Context, bin, dir string, n int, extra []stri
 	if err != nil {
 		return nil, err
 	}
-	c := &agentCluster{bin: bin, dir: dir, extra: extra, hc: &http.Client{Timeout: 10 * time.Second}}
+	c := &agentCluster{bin: bin, dir: dir, extra: extra, hc: &http.Client{Timeout: 10 * time.Second},
+		slow: &http.Client{Timeout: 5 * time.Minute}}
 	var initial []string
 	for i := range n {
 		initial = append(initial, fmt.Sprintf("n%d=%s", i+1, addrs[2*i+1]))
@@ -268,7 +272,7 @@ func (c *agentCluster) heap(ctx context.Context, p *agentProc) (heapBytes, rssBy
 		if err != nil {
 			return 0, 0, err
 		}
-		resp, err := c.hc.Do(req)
+		resp, err := c.slow.Do(req)
 		if err != nil {
 			return 0, 0, fmt.Errorf("bench: state: heap of %s: %w", p.id, err)
 		}
