@@ -198,13 +198,15 @@ func (s *stateRun) parallel(ctx context.Context, what string, n int, f func(i in
 				if i >= n || ctx.Err() != nil {
 					return
 				}
-				for attempt := 0; ; attempt++ {
+				// On a machine as loaded as the project's, the cluster can be without a leader
+				// for a minute: keep trying for up to ten.
+				for first := time.Now(); ; {
 					err := f(i)
 					if err == nil {
 						break
 					}
 					s.errs.add(err)
-					if attempt == 4 || ctx.Err() != nil {
+					if time.Since(first) > 10*time.Minute || ctx.Err() != nil {
 						break
 					}
 					sleep(ctx, 100*time.Millisecond)
@@ -297,7 +299,7 @@ func (s *stateRun) build(ctx context.Context) error {
 
 func (s *stateRun) buildFailed(what string) error {
 	n, samples := s.errs.snapshot()
-	return fmt.Errorf("bench: state: %s after 5 tries (%d errors: %s)", what, n, strings.Join(samples, "; "))
+	return fmt.Errorf("bench: state: %s after trying for 10 minutes (%d errors: %s)", what, n, strings.Join(samples, "; "))
 }
 
 // queueWaiters queues session k on lock k+1 for k below Waiters. A waiting acquire holds its
@@ -320,37 +322,32 @@ func (s *stateRun) queueWaiters(ctx context.Context) error {
 		}
 		batch := min(s.opts.WaiterBatch, s.opts.Waiters-queued)
 		bctx, cancel := context.WithCancel(ctx)
+		var target atomic.Pointer[agentProc] // where the requests go: the leader, as last seen
+		target.Store(lead)
 		var wg sync.WaitGroup
-		sem := make(chan struct{}, s.opts.Clients) // how many connect at once
+		sem := make(chan struct{}, 16) // how many connect at once
 		for k := queued; k < queued+batch; k++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				sem <- struct{}{}
-				body := fmt.Sprintf(`{"session":%q,"wait":"10m"}`, s.ids[k%len(s.ids)])
-				req, err := http.NewRequestWithContext(bctx, http.MethodPost,
-					"http://"+lead.http+"/v1/locks/"+lockOf((k+1)%s.opts.Locks)+"/acquire", strings.NewReader(body))
-				if err != nil {
-					<-sem
-					return
-				}
-				req.Header.Set("Content-Type", "application/json")
-				var resp *http.Response
-				go func() { time.Sleep(20 * time.Millisecond); <-sem }() // sent by then, or waiting to be
-				resp, err = hc.Do(req)
-				if err == nil {
-					b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-					resp.Body.Close()
-					if bctx.Err() == nil {
-						s.errs.add(fmt.Errorf("waiting acquire answered %s: %s", resp.Status, bytes.TrimSpace(b)))
+				// A burst of waits can cost a loaded machine its leader; an acquire that failed
+				// is sent again (a session already queued keeps its place) until the batch ends.
+				for bctx.Err() == nil {
+					if s.queueOne(bctx, hc, sem, target.Load(), k) {
+						return
 					}
+					sleep(bctx, 500*time.Millisecond)
 				}
 			}()
 		}
 		want := before["raftlock_waiters"] + float64(batch)
 		s.progress("queueing waiters: %d/%d", queued, s.opts.Waiters)
-		deadline := time.Now().Add(5 * time.Minute)
+		deadline := time.Now().Add(10 * time.Minute)
 		for {
+			if l, err := s.ac.leader(ctx); err == nil {
+				lead = l
+				target.Store(l)
+			}
 			m, err := scrapeMetrics(ctx, s.ac.hc, "http://"+lead.http)
 			if err == nil && m["raftlock_waiters"] >= want {
 				break
@@ -359,10 +356,10 @@ func (s *stateRun) queueWaiters(ctx context.Context) error {
 				cancel()
 				wg.Wait()
 				n, samples := s.errs.snapshot()
-				return fmt.Errorf("bench: state: the leader counts %.0f waiters of %.0f after 5 minutes (%d errors: %s)",
+				return fmt.Errorf("bench: state: the leader counts %.0f waiters of %.0f after 10 minutes (%d errors: %s)",
 					m["raftlock_waiters"], want, n, strings.Join(samples, "; "))
 			}
-			if !sleep(ctx, 100*time.Millisecond) {
+			if !sleep(ctx, 200*time.Millisecond) {
 				cancel()
 				wg.Wait()
 				return ctx.Err()
@@ -379,6 +376,49 @@ func (s *stateRun) queueWaiters(ctx context.Context) error {
 	}
 	hc.CloseIdleConnections()
 	return nil
+}
+
+// queueOne sends session k's waiting acquire of lock k+1 to node p and holds it open until
+// bctx ends. It reports false when the request failed before that (to be sent again).
+func (s *stateRun) queueOne(bctx context.Context, hc *http.Client, sem chan struct{}, p *agentProc, k int) bool {
+	sem <- struct{}{}
+	released := make(chan struct{})
+	go func() { // let the next one connect once this one is sent, or after 20 ms at most
+		select {
+		case <-released:
+		case <-time.After(20 * time.Millisecond):
+		}
+		<-sem
+	}()
+	defer func() {
+		select {
+		case released <- struct{}{}:
+		default:
+		}
+	}()
+	body := fmt.Sprintf(`{"session":%q,"wait":"10m"}`, s.ids[k%len(s.ids)])
+	req, err := http.NewRequestWithContext(bctx, http.MethodPost,
+		"http://"+p.http+"/v1/locks/"+lockOf((k+1)%s.opts.Locks)+"/acquire", strings.NewReader(body))
+	if err != nil {
+		s.errs.add(err)
+		return true
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if bctx.Err() != nil {
+		return true // dropped on purpose, after the leader counted it queued
+	}
+	if err != nil {
+		s.errs.add(fmt.Errorf("waiting acquire: %w", err))
+		return false
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	resp.Body.Close()
+	if bctx.Err() != nil {
+		return true
+	}
+	s.errs.add(fmt.Errorf("waiting acquire answered %s: %s", resp.Status, bytes.TrimSpace(b)))
+	return false
 }
 
 // transferLeadership hands leadership from lead to another node and waits until one leads.
