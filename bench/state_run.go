@@ -126,6 +126,18 @@ func (s *stateRun) memory(ctx context.Context, step string) error {
 	return nil
 }
 
+// scrape reads the /metrics of the node at endpoint, trying for up to two minutes: on a
+// machine as loaded as the project's, one read can take longer than the client's 10 s.
+func (s *stateRun) scrape(ctx context.Context, endpoint string) (map[string]float64, error) {
+	for first := time.Now(); ; {
+		m, err := scrapeMetrics(ctx, s.ac.hc, endpoint)
+		if err == nil || time.Since(first) > 2*time.Minute || ctx.Err() != nil {
+			return m, err
+		}
+		sleep(ctx, time.Second)
+	}
+}
+
 // growth returns the growth of one node's heap and RSS from step a to step b: the node that
 // leads at b, or (follower) a node that follows at both.
 func (s *stateRun) growth(a, b string, follower bool) (heap, rss float64) {
@@ -286,7 +298,7 @@ func (s *stateRun) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := scrapeMetrics(ctx, s.ac.hc, "http://"+lead.http)
+	m, err := s.scrape(ctx, "http://"+lead.http)
 	if err != nil {
 		return err
 	}
@@ -316,7 +328,7 @@ func (s *stateRun) queueWaiters(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		before, err := scrapeMetrics(ctx, s.ac.hc, "http://"+lead.http)
+		before, err := s.scrape(ctx, "http://"+lead.http)
 		if err != nil {
 			return err
 		}
@@ -348,7 +360,7 @@ func (s *stateRun) queueWaiters(ctx context.Context) error {
 				lead = l
 				target.Store(l)
 			}
-			m, err := scrapeMetrics(ctx, s.ac.hc, "http://"+lead.http)
+			m, err := s.scrape(ctx, "http://"+lead.http)
 			if err == nil && m["raftlock_waiters"] >= want {
 				break
 			}
@@ -542,7 +554,7 @@ func (s *stateRun) probeSnapshots(ctx context.Context) error {
 		go func() { defer wg.Done(); (&probe{}).run(pctx, c, fmt.Sprintf("state-probe/load-%d", i)) }()
 	}
 	defer wg.Wait()
-	m0, err := scrapeMetrics(ctx, s.ac.hc, "http://"+lead.http)
+	m0, err := s.scrape(ctx, "http://"+lead.http)
 	if err != nil {
 		return err
 	}
@@ -557,7 +569,7 @@ func (s *stateRun) probeSnapshots(ctx context.Context) error {
 			return ctx.Err()
 		}
 		now := time.Now()
-		m, err := scrapeMetrics(ctx, s.ac.hc, "http://"+lead.http)
+		m, err := s.scrape(ctx, "http://"+lead.http)
 		if err != nil {
 			continue
 		}
@@ -653,7 +665,7 @@ func (s *stateRun) catchUp(ctx context.Context) error {
 		}
 	}
 	s.rep.CatchUpSeconds = time.Since(t0).Seconds()
-	if m, err := scrapeMetrics(ctx, s.ac.hc, "http://"+p.http); err == nil {
+	if m, err := s.scrape(ctx, "http://"+p.http); err == nil {
 		s.rep.CatchUpSnapshots = m["raftlock_snapshots_total"]
 	}
 	// Out again: the cluster goes on with its three nodes.
