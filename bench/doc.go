@@ -28,6 +28,12 @@
 //     command line, directory and environment it had, unless a supervisor restarts it. That
 //     needs Options.KillProcesses: measuring a cluster never kills its nodes unasked.
 //
+// RunState, apart from them, is the large-state workload: it starts three `raftlock agent`
+// processes of its own, builds sessions, held locks and waiters (a million of each kind at
+// the scale of docs/capacity.md) and measures memory per entry, a Raft snapshot and a backup
+// with the longest stall of lock traffic during each, a fresh node's catch-up by snapshot, a
+// start from disk and a restore.
+//
 // The report says what the figures were measured on, because on a shared virtual machine they
 // move with it: the processor, the load average, the CPU time the hypervisor gave to other
 // guests ("steal", per lock-workload row and for the run), and with an in-process cluster the

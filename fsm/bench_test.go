@@ -486,8 +486,17 @@ func BenchmarkMemory(b *testing.B) {
 			next++
 		}
 		withLocks := heapInUse()
+		// A tenth of the locks get a waiter each: the session after the holder's.
+		const waiters = bigLocks / 10
+		for i := 0; i < waiters; i++ {
+			f.ApplyCommand(next, fsm.Command{Type: fsm.TypeAcquire, Session: bigSID((i + 1) % bigSessions), Lock: bigLockName(i), Queue: true, Now: now0})
+			next++
+		}
+		withWaiters := heapInUse()
 		b.ReportMetric(float64(withSessions-base)/bigSessions, "bytes/session")
 		b.ReportMetric(float64(withLocks-withSessions)/bigLocks, "bytes/lock")
+		b.ReportMetric(float64(withWaiters-withLocks)/waiters, "bytes/waiter")
+		withLocks = withWaiters
 
 		b.ReportMetric(float64(withLocks-base)/(1<<20), "state-MB")
 

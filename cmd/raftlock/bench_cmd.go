@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +32,8 @@ type benchFlags struct {
 	semaphoreLimit int
 	clients        []int
 	sessions       int
+	locks          int
+	waiters        int
 	sessionTTL     time.Duration
 	sessionWorkers int
 	trials         int
@@ -76,6 +79,12 @@ started in this process with --dev, each for --duration after --warmup:
                this machine: the bench finds the leader's process by its ports and starts it
                again after each trial with the same command line, directory and environment
                (--supervised: waits for a supervisor such as systemd to do that instead)
+  state        builds a large state on three agent processes of this binary that it starts on
+               127.0.0.1 (--sessions, default 10,000 here; --locks, default as many; --waiters,
+               default a tenth of the locks) and reports memory per session, lock and waiter,
+               a Raft snapshot and a backup with the longest stall of lock traffic during each,
+               a fresh node's catch-up by snapshot, a start from disk and a restore. Only when
+               named, and alone; --data-dir keeps the agents' data
   watch        --watchers prefix watches (default 1000) spread over the nodes, told of
                --watch-changes changes made one at a time: time from a change to the last
                watcher told, the servers' CPU per change and idle, each node's memory; every
@@ -94,6 +103,7 @@ with its management token.`,
   raftlock bench --endpoints http://10.0.0.1:7001,http://10.0.0.2:7001 --workload uncontended --clients 64
   raftlock bench --dev --workload sessions --sessions 100000 --json sessions.json
   raftlock bench --endpoints http://127.0.0.1:17001 --workload watch --watchers 10000
+  raftlock bench --workload state --sessions 1000000 --json state.json
   raftlock bench --dev --tls --workload uncontended   # with TLS: compare with the same run without --tls
   raftlock bench --dev --secure --workload uncontended   # TLS and ACLs
   raftlock bench --endpoints https://10.0.0.1:7001 --ca-file ca.pem --cert-file c.pem --key-file c-key.pem --token $SECRET`,
@@ -106,7 +116,7 @@ with its management token.`,
 	fl.StringVar(&f.endpoints, "endpoints", "",
 		"comma-separated HTTP endpoints of the cluster (default $"+endpointsEnv+", else "+defaultEndpoints+")")
 	fl.BoolVar(&f.dev, "dev", false, "start a three-node cluster in this process (random ports) and measure it")
-	fl.StringVar(&f.dataDir, "data-dir", "", "with --dev: keep the nodes' data here (default: a temporary directory)")
+	fl.StringVar(&f.dataDir, "data-dir", "", "with --dev or --workload state: keep the nodes' data here (default: a temporary directory)")
 	fl.StringVar(&f.logStore, "log-store", "", "with --dev: the nodes' Raft log store, wal or boltdb (default wal)")
 	fl.BoolVar(&f.tls, "tls", false, "with --dev: run the cluster with TLS (HTTPS with client certificates, Raft over mutual TLS), as raftlock dev --tls does")
 	fl.BoolVar(&f.secure, "secure", false, "with --dev: --tls and ACLs (--acl), measured with the cluster's management token, as raftlock dev --secure runs it")
@@ -118,7 +128,9 @@ with its management token.`,
 	fl.StringVar(&f.workload, "workload", "all", "comma-separated: uncontended, contended, semaphore, rwlock, sessions, failover, watch, or all (all but watch)")
 	fl.IntSliceVar(&f.clients, "clients", nil, "client counts of the lock workloads (default 1,8,64 uncontended; 8,64 contended, semaphore and rwlock)")
 	fl.IntVar(&f.semaphoreLimit, "semaphore-limit", 0, "limit of the semaphore workload's semaphore (default a quarter of the clients, at least 2)")
-	fl.IntVar(&f.sessions, "sessions", 10_000, "sessions of the sessions workload")
+	fl.IntVar(&f.sessions, "sessions", 10_000, "sessions of the sessions and state workloads")
+	fl.IntVar(&f.locks, "locks", 0, "held locks of the state workload (default --sessions)")
+	fl.IntVar(&f.waiters, "waiters", 0, "queued acquires of the state workload (default a tenth of --locks)")
 	fl.DurationVar(&f.sessionTTL, "session-ttl", 10*time.Second, "TTL of the sessions of the sessions workload")
 	fl.IntVar(&f.sessionWorkers, "session-workers", 4, "goroutines that renew the sessions, each in batches")
 	fl.IntVar(&f.trials, "failover-trials", 5, "leader kills of the failover workload")
@@ -139,6 +151,9 @@ with its management token.`,
 }
 
 func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
+	if strings.EqualFold(strings.TrimSpace(f.workload), bench.State) {
+		return runStateBench(ctx, cmd, f)
+	}
 	workloads, err := bench.ParseWorkloads(f.workload)
 	if err != nil {
 		return &exitError{code: exitFailure, msg: err.Error()}
@@ -230,6 +245,49 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
 		return &exitError{code: exitFailure, msg: "the run saw violations (listed above)"}
 	}
 	return runErr
+}
+
+// runStateBench runs the state workload on agents of this very binary.
+func runStateBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
+	bin, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench: state: this binary: %w", err)
+	}
+	opts := bench.StateOptions{Binary: bin, Dir: f.dataDir, Sessions: f.sessions, Locks: f.locks,
+		Waiters: f.waiters, LogStore: f.logStore}
+	out := cmd.OutOrStdout()
+	if isTerminal(out) {
+		opts.Progress = func(line string) { fmt.Fprintf(out, "\r\033[K%s", line) }
+	} else {
+		opts.Progress = func(line string) { fmt.Fprintln(cmd.ErrOrStderr(), line) }
+	}
+	rep, runErr := bench.RunState(ctx, opts)
+	if opts.Progress != nil && isTerminal(out) {
+		fmt.Fprint(out, "\r\033[K")
+	}
+	if rep != nil {
+		if err := rep.WriteTable(out); err != nil {
+			return err
+		}
+		if f.jsonFile != "" {
+			if err := writeJSONFile(f.jsonFile, rep); err != nil {
+				return err
+			}
+		}
+	}
+	return runErr
+}
+
+// writeJSONFile writes v as indented JSON to path.
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return nil
 }
 
 // benchEndpoints resolves --endpoints, then $RAFTLOCK_ENDPOINTS, then the dev cluster's.
