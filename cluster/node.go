@@ -332,6 +332,7 @@ func (n *Node) Close() error {
 		return nil
 	}
 	close(n.stop)
+	n.chans.shut() // before the handlers' contexts end: they answer nothing more
 	n.cancelLoops()
 	err := n.raft.Shutdown().Error()
 	n.wg.Wait()

@@ -201,8 +201,16 @@ func (pc *peerChannels) client(addr string) *chanClient {
 	return cl
 }
 
-// close closes every channel connection, and waits for the goroutines serving accepted ones.
+// close closes every channel connection, and waits for the goroutines serving accepted ones
+// (the port must be closed, or closing, for the accepting one to end).
 func (pc *peerChannels) close() {
+	pc.shut()
+	pc.wg.Wait()
+}
+
+// shut closes every channel connection, failing the calls in flight on them, and refuses new
+// ones: a node that closes answers nothing more, as its HTTP server's connections close.
+func (pc *peerChannels) shut() {
 	pc.mu.Lock()
 	pc.closed = true
 	var conns []*chanConn
@@ -220,7 +228,6 @@ func (pc *peerChannels) close() {
 	for _, c := range conns {
 		c.fail(net.ErrClosed)
 	}
-	pc.wg.Wait()
 }
 
 // chanClient keeps this node's connection to one peer: one at a time, dialled again when lost.

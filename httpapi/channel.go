@@ -76,6 +76,11 @@ func (f *forwarder) viaChannel(c echo.Context) (bool, error) {
 		f.proxyError(c.Response(), in, err)
 		return true, nil
 	}
+	if len(out) == 0 {
+		// The leader's server closed while the request was in flight.
+		f.proxyError(c.Response(), in, errUnknownForward)
+		return true, nil
+	}
 	status, rh, rbody, err := decodeChannelAnswer(out)
 	if err != nil {
 		f.s.log.Warn("forwarding: the leader's answer over the peer channel is malformed", "error", err)
@@ -139,6 +144,13 @@ func (s *Server) serveChannel(ctx context.Context, req cluster.ChannelRequest) [
 	}
 	w := &recorder{header: make(http.Header)}
 	s.echo.ServeHTTP(w, r)
+	select {
+	case <-s.inproc.cut:
+		// Close (or the end of Shutdown's wait) cuts off the requests in flight, as it closes
+		// HTTP connections: the follower answers that the outcome is unknown.
+		return nil
+	default:
+	}
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}

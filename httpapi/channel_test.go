@@ -184,3 +184,55 @@ func forwardedVia(t *testing.T, ep string) map[string]int {
 	}
 	return m
 }
+
+// A write in flight over the peer channel when the leader dies gets 503 timeout (its outcome
+// is unknown: it reached the leader), never a definite answer; the follower then reaches the
+// next leader over a new channel connection.
+func TestForwardOverChannelLeaderLost(t *testing.T) {
+	d := ownCluster(t, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	li, err := d.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := d.Endpoints()[li]
+	f := d.Endpoints()[(li+1)%d.Size()]
+	name := lockName(t)
+	holder, waiter := session(t, f), session(t, f)
+	mustAcquire(t, f, name, holder, nil)
+	before := forwardedVia(t, f)
+	wait := goDo(t.Context(), http.MethodPost, f+"/v1/locks/"+name+"/acquire", acquireReq(waiter, "30s", nil))
+	waitWaiters(t, leader, name, 1)
+	if err := d.Kill(li); err != nil {
+		t.Fatal(err)
+	}
+	apiError(t, await(t, wait, "the waiting acquire"), http.StatusServiceUnavailable, api.CodeTimeout)
+	if n := forwardedVia(t, f)["channel"] - before["channel"]; n != 1 {
+		t.Fatalf("%d requests forwarded over the channel, want the waiting acquire", n)
+	}
+	if err := settleFeatures(d, nil, len(fsm.AllFeatures())); err != nil {
+		t.Fatal(err)
+	}
+	var next string
+	eventually(t, "a write through a follower of the new leader", func() string {
+		li, err := d.WaitLeader(ctx)
+		if err != nil {
+			return err.Error()
+		}
+		for i, ep := range d.Endpoints() {
+			if i != li && d.Agent(i) != nil {
+				next = ep
+			}
+		}
+		if next == "" {
+			return "no follower running"
+		}
+		return ""
+	})
+	before = forwardedVia(t, next)
+	createSession(t, next, api.CreateSessionRequest{TTL: "10s"})
+	if n := forwardedVia(t, next)["channel"] - before["channel"]; n != 1 {
+		t.Fatalf("%d requests forwarded over the channel to the new leader, want 1", n)
+	}
+}
