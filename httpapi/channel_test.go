@@ -236,3 +236,105 @@ func TestForwardOverChannelLeaderLost(t *testing.T) {
 		t.Fatalf("%d requests forwarded over the channel to the new leader, want 1", n)
 	}
 }
+
+// Under --acl the leader judges each forwarded request's token, over the channel as over
+// HTTP: the same writes by a token allowed one prefix, a lock outside it, a token nobody
+// created and a request without one get the same answers through a follower of a cluster
+// with the channel as through one of a mixed cluster.
+func TestForwardOverChannelJudgesTokensAsHTTP(t *testing.T) {
+	d := aclShared.Get(t)
+	mixed, mixedRoot := mixedACLCluster(t)
+	_, followers := roles(t, d)
+	viaChannel := followers[0]
+	_, followers = roles(t, mixed)
+	var viaHTTP string
+	for _, f := range followers {
+		if f != mixed.Endpoints()[2] {
+			viaHTTP = f
+		}
+	}
+	beforeCh := forwardedVia(t, viaChannel)
+	a := aclForwardScript(t, viaChannel, aclRoot)
+	b := aclForwardScript(t, viaHTTP, mixedRoot)
+
+	if len(a) != len(b) {
+		t.Fatalf("%d answers through the channel, %d over HTTP", len(a), len(b))
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Errorf("answer %d differs:\nchannel: %s\nhttp:    %s", i, a[i], b[i])
+		}
+	}
+	if n := forwardedVia(t, viaChannel)["channel"] - beforeCh["channel"]; n < 4 {
+		t.Errorf("%d of the writes forwarded over the channel", n)
+	}
+}
+
+// mixedACLCluster starts a cluster with --acl whose third node lacks the peer channel, and
+// returns it with its management token's secret.
+func mixedACLCluster(t *testing.T) (*agent.Dev, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := agent.StartDev(ctx, devOptions(func(c *config.Config) {
+		c.ACL = true
+		if c.ID == "n3" {
+			c.DisableFeatures = []string{string(fsm.FeaturePeerChannel)}
+		}
+	}))
+	if err != nil {
+		t.Fatalf("starting a cluster: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	leader, _ := roles(t, d)
+	var boot api.BootstrapResponse
+	ok(t, do(t, http.MethodPost, leader+"/v1/acl/bootstrap", nil), http.StatusOK, &boot)
+	if err := settleFeatures(d, as(boot.SecretID), len(fsm.AllFeatures())-1); err != nil {
+		t.Fatal(err)
+	}
+	return d, boot.SecretID
+}
+
+// aclForwardScript sends writes through the follower ep as a token allowed to write under one
+// prefix, and returns the answers as forwardScript does.
+func aclForwardScript(t *testing.T, ep, root string) []string {
+	t.Helper()
+	name := lockName(t)
+	policy := uniqueName(t)
+	var p api.Policy
+	ok(t, doAs(t, root, http.MethodPost, ep+"/v1/acl/policies", api.Policy{Name: policy, Locks: []api.LockRule{rule(name+"/", "write")}}), http.StatusOK, &p)
+	var tok api.NewToken
+	ok(t, doAs(t, root, http.MethodPost, ep+"/v1/acl/tokens", api.CreateTokenRequest{Description: "cmp", Policies: []string{policy}}), http.StatusOK, &tok)
+	// The follower knows the token before it is used, so that it sends its writes on at once
+	// rather than asking the leader about the token first.
+	eventually(t, "the follower knows the token", func() string {
+		if r := doAs(t, tok.SecretID, http.MethodGet, ep+"/v1/acl/token/self?consistency=stale", nil); r.status != http.StatusOK {
+			return fmt.Sprintf("%d", r.status)
+		}
+		return ""
+	})
+	ids := []string{tok.SecretID, tok.AccessorID, policy, "other-" + name, name}
+	var out []string
+	add := func(r response) response {
+		t.Helper()
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		out = append(out, normalizeAnswer(r, ids))
+		return r
+	}
+	var s api.Session
+	r := doAs(t, tok.SecretID, http.MethodPost, ep+"/v1/sessions", api.CreateSessionRequest{TTL: "10s"})
+	ok(t, r, http.StatusCreated, &s)
+	ids = append(ids, s.ID)
+	add(r)
+	var g api.AcquireResponse
+	ok(t, add(doAs(t, tok.SecretID, http.MethodPost, ep+"/v1/locks/"+name+"/a/acquire", acquireReq(s.ID, "", nil))), http.StatusOK, &g)
+	add(doAs(t, tok.SecretID, http.MethodPost, ep+"/v1/locks/other-"+name+"/acquire", acquireReq(s.ID, "", nil)))
+	add(doAs(t, "00000000-0000-4000-8000-000000000000", http.MethodPost, ep+"/v1/locks/"+name+"/a/acquire", acquireReq(s.ID, "", nil)))
+	add(rawDo(http.MethodPost, ep+"/v1/locks/"+name+"/a/release", api.ReleaseRequest{Session: s.ID, Token: &g.Token}, nil))
+	add(doAs(t, root, http.MethodPut, ep+"/v1/sessions/"+s.ID+"/renew", nil))
+	add(doAs(t, tok.SecretID, http.MethodPost, ep+"/v1/locks/"+name+"/a/release", api.ReleaseRequest{Session: s.ID, Token: &g.Token}))
+	add(doAs(t, tok.SecretID, http.MethodDelete, ep+"/v1/sessions/"+s.ID, nil))
+	return out
+}
