@@ -390,6 +390,13 @@ type chanConn struct {
 	wg       sync.WaitGroup
 }
 
+// The states of a chanCall.
+const (
+	callQueued int32 = iota
+	callSent
+	callDropped
+)
+
 // outFrame is a frame queued for the writer; call, on the client side, is marked sent once
 // the writer takes it.
 type outFrame struct {
@@ -399,8 +406,10 @@ type outFrame struct {
 
 // chanCall is a request in flight on the client side.
 type chanCall struct {
-	id      uint64
-	sent    atomic.Bool
+	id uint64
+	// state is callQueued until the writer takes the call (callSent) or its caller or the
+	// connection's failure gives it up first (callDropped): a dropped call is never written.
+	state   atomic.Int32
 	done    chan struct{}
 	status  byte
 	payload []byte
@@ -440,8 +449,6 @@ func (cc *chanConn) isDead() bool {
 // server's handlers.
 func (cc *chanConn) fail(err error) {
 	cc.deadOnce.Do(func() {
-		// Closed before the calls are looked at: a call not yet marked sent then can never
-		// reach the peer, since its write would follow the close.
 		_ = cc.c.Close()
 		cc.mu.Lock()
 		cc.err = err
@@ -450,7 +457,7 @@ func (cc *chanConn) fail(err error) {
 		cc.mu.Unlock()
 		close(cc.dead)
 		for _, call := range pending {
-			if call.sent.Load() {
+			if !call.state.CompareAndSwap(callQueued, callDropped) {
 				call.err = fmt.Errorf("%w: the channel to the leader broke mid-request: %w", ErrUnknownOutcome, err)
 			} else {
 				call.err = fmt.Errorf("%w: the channel broke before the request was written: %w", ErrChannelUnavailable, err)
@@ -499,10 +506,7 @@ func (cc *chanConn) writeLoop() {
 		_ = cc.c.SetWriteDeadline(time.Now().Add(channelWriteTimeout))
 		var err error
 		for i, f := range batch {
-			if f.call != nil {
-				f.call.sent.Store(true)
-			}
-			if err == nil {
+			if err == nil && (f.call == nil || f.call.state.CompareAndSwap(callQueued, callSent)) {
 				_, err = bw.Write(f.b)
 			}
 			batch[i] = outFrame{}
@@ -651,7 +655,7 @@ func (cc *chanConn) call(ctx context.Context, kind ChannelKind, payload []byte) 
 			<-call.done // answered or failed meanwhile
 			break
 		}
-		if !call.sent.Load() {
+		if call.state.CompareAndSwap(callQueued, callDropped) {
 			return nil, fmt.Errorf("%w: %w", ErrChannelUnavailable, context.Cause(ctx))
 		}
 		cc.enqueue(outFrame{b: requestFrame(call.id, channelCancel, 0, nil)})
