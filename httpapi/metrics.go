@@ -31,6 +31,8 @@ type metrics struct {
 	tlsRefused prometheus.Counter
 	// forwarded counts requests this node passed on to the leader.
 	forwarded prometheus.Counter
+	// forwardedVia counts the forwards by the way they took: the peer channel or HTTP.
+	forwardedVia *prometheus.CounterVec
 	// refused counts requests refused by a limit of this node, by limit (refusedLimits).
 	refused *prometheus.CounterVec
 	// aclDenied counts requests the ACLs refused, by the error code of the answer.
@@ -62,6 +64,11 @@ func newMetrics(node Node, cfg Config) *metrics {
 		Help: "API connections closed because their TLS handshake failed (plain HTTP, untrusted or missing client certificate)."})
 	m.forwarded = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_http_forwarded_requests_total",
 		Help: "Requests this node received as a follower and forwarded to the leader (clients that send them to the leader save the hop)."})
+	m.forwardedVia = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftlock_http_forwarded_via_total",
+		Help: "Requests this node forwarded to the leader, by the way they took: channel (the peer channel on the Raft port) or http (a second HTTP request, for what the channel does not carry or while the cluster has not enabled it)."}, []string{"via"})
+	for _, v := range []string{viaChannel, viaHTTP} {
+		m.forwardedVia.WithLabelValues(v)
+	}
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftlock_http_refused_total",
 		Help: "Requests (or connections) refused by a limit of this node: rate (429), connections (waited for a place), body (413), watches (429), header (431)."}, []string{"limit"})
 	for _, l := range refusedLimits {
@@ -104,6 +111,7 @@ func newMetrics(node Node, cfg Config) *metrics {
 		m.blocking,
 		m.tlsRefused,
 		m.forwarded,
+		m.forwardedVia,
 		gauge("raftlock_raft_leader", "1 if this node is the Raft leader, else 0.", func() float64 {
 			if l, _, _, _ := status(); l {
 				return 1
