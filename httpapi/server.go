@@ -153,13 +153,15 @@ type Config struct {
 
 // Server serves the v1 API for one node.
 type Server struct {
-	cfg     Config
-	node    Node
-	log     hclog.Logger
-	echo    *echo.Echo
-	fwd     *forwarder
-	reads   *readIndexer
-	metrics *metrics
+	cfg   Config
+	node  Node
+	log   hclog.Logger
+	echo  *echo.Echo
+	fwd   *forwarder
+	reads *readIndexer
+	// renewals batches the session renewals this follower sends to the leader.
+	renewals *renewBatcher
+	metrics  *metrics
 	// refusals logs API connections whose TLS handshake failed.
 	refusals *tlsutil.RefusalLog
 	// closing ends when Shutdown begins, so that long polls answer at once.
@@ -212,6 +214,7 @@ func New(node Node, cfg Config) *Server {
 	s.answering = make(chan struct{}, maxAnswering())
 	s.fwd = newForwarder(s)
 	s.reads = &readIndexer{s: s}
+	s.renewals = newRenewBatcher(s)
 	s.metrics = newMetrics(node, cfg)
 	s.refusals = tlsutil.NewRefusalLog(s.log, hclog.Debug, "closed an API connection: TLS handshake failed")
 	s.echo = s.routes()
