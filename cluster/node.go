@@ -84,6 +84,9 @@ type Node struct {
 	// its cache), where ReadIndex looks up the entries' types (readindex.go).
 	applyWake *applyWatch
 	readLogs  raft.LogStore
+
+	// chans is the peer channel (peerchan.go).
+	chans *peerChannels
 }
 
 // New opens the stores in cfg.DataDir, starts Raft and, when the data directory is new and an
@@ -130,6 +133,7 @@ func New(cfg Config) (*Node, error) {
 	n.timers = newLeaderTimers(n)
 	n.gate = newFeatureGate(n, cfg.FeatureCheckInterval)
 	n.httpc = newHTTPClient(cfg.TLS.HTTPClient)
+	n.chans = newPeerChannels(n)
 
 	if err := n.open(); err != nil {
 		n.closeResources()
@@ -138,6 +142,10 @@ func New(cfg Config) (*Node, error) {
 	n.verify = newConfirmer(n.raft, raft.ServerID(cfg.ID), n.acks, n.stop)
 	ctx, cancel := context.WithCancel(context.Background())
 	n.loops, n.cancelLoops = ctx, cancel
+	if n.mux != nil && n.mux.chans != nil {
+		n.chans.wg.Add(1)
+		go n.chans.accept(n.mux.chans)
+	}
 	n.wg.Add(5)
 	go n.monitorLeadership()
 	go n.publishLoop(ctx)
@@ -173,7 +181,7 @@ func (n *Node) open() error {
 		stream.dialTLS = cfg.TLS.RaftClient
 	}
 	if cfg.APIOnRaftPort {
-		n.mux = newPortMux(stream.Listener)
+		n.mux = newPortMux(stream.Listener, n.chans.serves)
 		stream.Listener = n.mux.raft
 	}
 	tcfg := &raft.NetworkTransportConfig{
@@ -315,6 +323,7 @@ func (n *Node) closeResources() {
 		n.store.Close()
 	}
 	n.httpc.CloseIdleConnections()
+	n.chans.close()
 	n.dirLock.release()
 }
 
@@ -332,6 +341,7 @@ func (n *Node) Close() error {
 		return nil
 	}
 	close(n.stop)
+	n.chans.shut() // before the handlers' contexts end: they answer nothing more
 	n.cancelLoops()
 	err := n.raft.Shutdown().Error()
 	n.wg.Wait()

@@ -15,10 +15,13 @@ import (
 // first byte a connection sends: raft's NetworkTransport opens every connection with an RPC
 // type, a byte below 0x20, and HTTP/1.1 with a method, in capital letters. With TLS the
 // listener it reads is the handshaking one, so both kinds are mutually authenticated with a
-// node certificate before a byte is read: the API on this port is for the members only.
+// node certificate before a byte is read: the API on this port is for the members only. A
+// third kind, the peer channel (peerchan.go), opens with channelMarker; a node that does not
+// serve it hands such a connection to Raft, which closes it.
 type portMux struct {
 	inner     net.Listener
 	raft, api *muxListener
+	chans     *muxListener // the peer channel's connections; nil when the node does not serve it
 	wg        sync.WaitGroup
 
 	mu      sync.Mutex
@@ -34,10 +37,13 @@ type portMux struct {
 // peekTimeout bounds the wait for a new connection's first byte; peers write at once.
 const peekTimeout = 10 * time.Second
 
-func newPortMux(inner net.Listener) *portMux {
+func newPortMux(inner net.Listener, channel bool) *portMux {
 	m := &portMux{inner: inner, peeking: make(map[net.Conn]struct{})}
 	m.raft = &muxListener{m: m, conns: make(chan net.Conn), done: make(chan struct{}), closesAll: true}
 	m.api = &muxListener{m: m, conns: make(chan net.Conn), done: make(chan struct{})}
+	if channel {
+		m.chans = &muxListener{m: m, conns: make(chan net.Conn), done: make(chan struct{})}
+	}
 	m.wg.Add(1)
 	go m.run()
 	return m
@@ -52,6 +58,9 @@ func (m *portMux) run() {
 		if err != nil {
 			m.raft.shut()
 			m.api.shut()
+			if m.chans != nil {
+				m.chans.shut()
+			}
 			return
 		}
 		m.wg.Add(1)
@@ -79,7 +88,9 @@ func (m *portMux) route(c net.Conn) {
 		pc = &peekedTLSConn{peekedConn{Conn: c, r: r}, tc}
 	}
 	to := m.raft
-	if first[0] >= 'A' && first[0] <= 'Z' {
+	if first[0] == channelMarker && m.chans != nil {
+		to = m.chans
+	} else if first[0] >= 'A' && first[0] <= 'Z' {
 		if m.apiClosed.Load() {
 			c.Close()
 			return
@@ -115,6 +126,9 @@ func (m *portMux) close() error {
 	}
 	m.mu.Unlock()
 	m.api.shut()
+	if m.chans != nil {
+		m.chans.shut()
+	}
 	m.wg.Wait()
 	return err
 }

@@ -77,12 +77,19 @@ const (
 	// version 7, with the times. Its times are kept once FeatureSemaphoresRWLocks is enabled
 	// too (a leader enables both together, every member of this version having both).
 	FeatureGrantTimes Feature = "grant-times"
+	// FeaturePeerChannel: every member serves the peer channel on its Raft port (a connection
+	// whose first byte is cluster's channel marker), so a follower passes requests to the
+	// leader over it rather than as a second HTTP request. Nothing in the log or a snapshot
+	// changes with it, and no command applies differently; it is a feature so that followers
+	// use the channel only once every member serves it, and keep the HTTP forward in a
+	// cluster that still has a member of a version before it.
+	FeaturePeerChannel Feature = "peer-channel"
 )
 
 // AllFeatures returns every feature this version supports, sorted.
 func AllFeatures() []Feature {
 	fs := []Feature{FeatureAttemptNumbers, FeatureExpiryTerm, FeatureTokenDeleteDropsWaits, FeatureSemaphoresRWLocks,
-		FeatureAttemptEnds, FeatureForceRelease, FeatureGrantTimes}
+		FeatureAttemptEnds, FeatureForceRelease, FeatureGrantTimes, FeaturePeerChannel}
 	slices.Sort(fs)
 	return fs
 }

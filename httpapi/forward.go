@@ -63,7 +63,12 @@ func (f *forwarder) forward(c echo.Context, id, addr string) error {
 	if strings.Contains(addr, "://") {
 		target = strings.TrimSuffix(addr, "/")
 	}
-	if _, read := in.Body.(*bufferedBody); f.s.cfg.ACL && !read && hasBody(in) && accessorOf(c) == "" && requestSecret(in) != "" {
+	if channelRoute(in) && !unlimitedBody(c) && !f.needsTokenCheck(c) && f.s.node.ChannelEnabled() {
+		if done, err := f.viaChannel(c); done {
+			return err
+		}
+	}
+	if f.needsTokenCheck(c) {
 		if known, err := f.knownAtLeader(c, id, target); err != nil || !known {
 			return err
 		}
@@ -97,6 +102,7 @@ func (f *forwarder) forward(c echo.Context, id, addr string) error {
 	}
 	out.Header.Set(api.HeaderForwarded, f.s.node.ID())
 	f.s.metrics.forwarded.Inc()
+	f.s.metrics.forwardedVia.WithLabelValues(viaHTTP).Inc()
 	res, err := f.transport.RoundTrip(out)
 	if err != nil {
 		if restoreTooSlow(c) {
@@ -108,21 +114,7 @@ func (f *forwarder) forward(c echo.Context, id, addr string) error {
 		return nil
 	}
 	defer res.Body.Close()
-	if a := res.Header.Get(headerAccessor); a != "" {
-		c.Set(accessorKey, a) // the leader's word, on this node's own connection to it
-	}
-	h := c.Response().Header()
-	for k, v := range res.Header {
-		h[k] = v
-	}
-	for _, k := range hopHeaders {
-		h.Del(k)
-	}
-	h.Del(headerAccessor)
-	if res.StatusCode == http.StatusUnauthorized {
-		f.s.dropBody(c)
-	}
-	c.Response().WriteHeader(res.StatusCode)
+	f.answer(c, res.StatusCode, res.Header)
 	buf := f.bufs.Get().(*[]byte)
 	defer f.bufs.Put(buf)
 	if _, err := io.CopyBuffer(c.Response(), res.Body, *buf); err != nil {
@@ -131,6 +123,14 @@ func (f *forwarder) forward(c echo.Context, id, addr string) error {
 		f.s.log.Debug("forwarding: the leader's answer broke off", "path", clip(in.URL.Path, maxLoggedPath), "error", err)
 	}
 	return nil
+}
+
+// needsTokenCheck says whether, under ACL, the leader must be asked whether it knows the
+// request's token before this node reads its body (see knownAtLeader).
+func (f *forwarder) needsTokenCheck(c echo.Context) bool {
+	in := c.Request()
+	_, read := in.Body.(*bufferedBody)
+	return f.s.cfg.ACL && !read && hasBody(in) && accessorOf(c) == "" && requestSecret(in) != ""
 }
 
 // knownAtLeader asks the leader whether it knows the token of a request that this follower

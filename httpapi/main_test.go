@@ -77,6 +77,12 @@ func settle(d *agent.Dev) error { return settleWith(d, nil) }
 
 // settleWith is settle for a cluster whose reads need the headers hdr (a token).
 func settleWith(d *agent.Dev, hdr http.Header) error {
+	return settleFeatures(d, hdr, len(fsm.AllFeatures()))
+}
+
+// settleFeatures is settleWith for a cluster that enables only features of its features
+// (one with a member that lacks some).
+func settleFeatures(d *agent.Dev, hdr http.Header, features int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*deadline)
 	defer cancel()
 	var last string
@@ -84,7 +90,7 @@ func settleWith(d *agent.Dev, hdr http.Header) error {
 		if _, err := d.WaitLeader(ctx); err != nil {
 			return fmt.Errorf("settle: %v (last: %s)", err, last)
 		}
-		if last = settled(d, hdr); last == "" {
+		if last = settled(d, hdr, features); last == "" {
 			return nil
 		}
 		select {
@@ -96,7 +102,7 @@ func settleWith(d *agent.Dev, hdr http.Header) error {
 }
 
 // settled returns why the cluster is not settled yet, or "".
-func settled(d *agent.Dev, hdr http.Header) string {
+func settled(d *agent.Dev, hdr http.Header, features int) string {
 	leader := ""
 	for i := range d.Size() {
 		if d.Agent(i) == nil {
@@ -114,7 +120,7 @@ func settled(d *agent.Dev, hdr http.Header) string {
 			return fmt.Sprintf("node %d sees leader %q", i, c.Leader)
 		}
 		leader = c.Leader
-		if len(c.Features) < len(fsm.AllFeatures()) {
+		if len(c.Features) < features {
 			return fmt.Sprintf("node %d has not applied the features' enabling yet: %v", i, c.Features)
 		}
 		for _, m := range c.Members {

@@ -34,6 +34,8 @@ type metrics struct {
 	// followerReads counts linearizable reads this follower answered itself; readIndexRounds
 	// the read indexes it asked the leader for, each shared by the reads waiting then.
 	followerReads, readIndexRounds prometheus.Counter
+	// forwardedVia counts the forwards by the way they took: the peer channel or HTTP.
+	forwardedVia *prometheus.CounterVec
 	// refused counts requests refused by a limit of this node, by limit (refusedLimits).
 	refused *prometheus.CounterVec
 	// aclDenied counts requests the ACLs refused, by the error code of the answer.
@@ -69,6 +71,11 @@ func newMetrics(node Node, cfg Config) *metrics {
 		Help: "Linearizable reads this node answered itself as a follower, after learning a read index from the leader, instead of forwarding them."})
 	m.readIndexRounds = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_http_read_index_rounds_total",
 		Help: "Read indexes this follower asked the leader for; each serves every linearizable read waiting here when it began."})
+	m.forwardedVia = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftlock_http_forwarded_via_total",
+		Help: "Requests this node forwarded to the leader, by the way they took: channel (the peer channel on the Raft port) or http (a second HTTP request, for what the channel does not carry or while the cluster has not enabled it)."}, []string{"via"})
+	for _, v := range []string{viaChannel, viaHTTP} {
+		m.forwardedVia.WithLabelValues(v)
+	}
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftlock_http_refused_total",
 		Help: "Requests (or connections) refused by a limit of this node: rate (429), connections (waited for a place), body (413), watches (429), header (431)."}, []string{"limit"})
 	for _, l := range refusedLimits {
@@ -113,6 +120,7 @@ func newMetrics(node Node, cfg Config) *metrics {
 		m.forwarded,
 		m.followerReads,
 		m.readIndexRounds,
+		m.forwardedVia,
 		gauge("raftlock_raft_leader", "1 if this node is the Raft leader, else 0.", func() float64 {
 			if l, _, _, _ := status(); l {
 				return 1

@@ -71,6 +71,10 @@ type Node interface {
 	WriteBackup(ctx context.Context, w io.Writer) (backup.Header, error)
 	RestoreBackup(ctx context.Context, r io.Reader, opts cluster.RestoreOptions) (cluster.RestoreResult, error)
 
+	ChannelEnabled() bool
+	CallLeader(ctx context.Context, kind cluster.ChannelKind, payload []byte) (string, []byte, error)
+	HandleChannel(kind cluster.ChannelKind, h cluster.ChannelHandler)
+
 	ResolveToken(secret string) (fsm.ACLToken, fsm.Authorizer, bool)
 	ACLBootstrap(ctx context.Context) (cluster.NewACLToken, error)
 	CreateACLToken(ctx context.Context, description string, policies []string) (cluster.NewACLToken, error)
@@ -219,6 +223,7 @@ func New(node Node, cfg Config) *Server {
 	s.refusals = tlsutil.NewRefusalLog(s.log, hclog.Debug, "closed an API connection: TLS handshake failed")
 	s.echo = s.routes()
 	s.inproc = newInProcess(s)
+	node.HandleChannel(cluster.ChannelHTTP, s.serveChannel)
 	return s
 }
 
@@ -263,6 +268,7 @@ func (s *Server) refusedConn(remote net.Addr, err error) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closingStart()
 	s.inproc.refuse()
+	s.node.HandleChannel(cluster.ChannelHTTP, nil)
 	err := s.echo.Server.Shutdown(ctx)
 	if err != nil {
 		_ = s.echo.Server.Close()
@@ -276,6 +282,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) Close() {
 	s.closingStart()
 	s.inproc.close()
+	s.node.HandleChannel(cluster.ChannelHTTP, nil)
 	_ = s.echo.Server.Close()
 	_ = s.stopPeers(nil)
 	s.fwd.close()

@@ -1,0 +1,164 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/internal/testkit"
+)
+
+// Test kinds of channel request, beyond those the server uses.
+const (
+	kindEcho    cluster.ChannelKind = 200 // answers the payload reversed; "block" waits for its end
+	kindUnknown cluster.ChannelKind = 201 // served by nobody
+)
+
+// blocked reports the requests "block" of kindEcho: starts receives one as its handler starts,
+// ends, once its context ends, whether that context had a deadline.
+type blocked struct{ starts, ends chan bool }
+
+// channelCluster starts three nodes sharing their Raft ports with the channel, each serving
+// kindEcho.
+func channelCluster(t *testing.T) (c *testCluster, leader int, follower *cluster.Node, b blocked) {
+	t.Helper()
+	c = newTestCluster(t, 3, func(cfg *cluster.Config) { cfg.APIOnRaftPort = true })
+	leader, n := c.waitLeader()
+	c.waitPublished(n)
+	b = blocked{starts: make(chan bool, 16), ends: make(chan bool, 16)}
+	ends := b.ends
+	for _, i := range c.running() {
+		c.node(i).HandleChannel(kindEcho, func(ctx context.Context, req cluster.ChannelRequest) []byte {
+			if string(req.Payload) == "block" {
+				b.starts <- true
+				<-ctx.Done()
+				_, has := ctx.Deadline()
+				ends <- has
+				return nil
+			}
+			out := bytes.Clone(req.Payload)
+			for a, b := 0, len(out)-1; a < b; a, b = a+1, b-1 {
+				out[a], out[b] = out[b], out[a]
+			}
+			return out
+		})
+	}
+	follower = c.node(c.followers(leader)[0])
+	testkit.Eventually(t, leaderTimeout, "the follower to use the channel", func() bool {
+		_, l := follower.Raft().LeaderWithID()
+		return follower.ChannelEnabled() && string(l) == n.ID()
+	})
+	return c, leader, follower, b
+}
+
+// Many requests in flight at once share the channel, and each gets its own answer; a kind the
+// leader does not serve is refused with nothing done.
+func TestChannelMultiplexes(t *testing.T) {
+	_, _, f, _ := channelCluster(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			payload := fmt.Sprintf("request %03d", i)
+			_, out, err := f.CallLeader(opContext(t), kindEcho, []byte(payload))
+			if err != nil {
+				errs <- err
+				return
+			}
+			want := []byte(payload)
+			for a, b := 0, len(want)-1; a < b; a, b = a+1, b-1 {
+				want[a], want[b] = want[b], want[a]
+			}
+			if !bytes.Equal(out, want) {
+				errs <- fmt.Errorf("answer %q to %q", out, payload)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if _, _, err := f.CallLeader(opContext(t), kindUnknown, nil); !errors.Is(err, cluster.ErrChannelUnknownKind) {
+		t.Fatalf("a kind nobody serves: %v, want ErrChannelUnknownKind", err)
+	}
+}
+
+// A caller's deadline travels with its request, and a caller that gives up ends the request's
+// context on the leader; its own answer says the outcome is unknown.
+func TestChannelCancels(t *testing.T) {
+	_, _, f, b := channelCluster(t)
+	ctx, cancel := context.WithTimeout(opContext(t), 300*time.Millisecond)
+	defer cancel()
+	// The handler ends at the deadline too, and its answer may come first.
+	if _, _, err := f.CallLeader(ctx, kindEcho, []byte("block")); err != nil && !errors.Is(err, cluster.ErrUnknownOutcome) {
+		t.Fatalf("a call past its deadline: %v", err)
+	}
+	if !receiveBool(t, b.ends, "the end of the handler of a call with a deadline") {
+		t.Fatal("the leader's handler had no deadline")
+	}
+	receiveBool(t, b.starts, "the start of the first blocked handler")
+
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := f.CallLeader(ctx, kindEcho, []byte("block"))
+		done <- err
+	}()
+	receiveBool(t, b.starts, "the handler's start")
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) || !errors.Is(err, cluster.ErrUnknownOutcome) {
+		t.Fatalf("a cancelled call: %v", err)
+	}
+	if receiveBool(t, b.ends, "the end of the cancelled call's handler") {
+		t.Fatal("a handler without a deadline had one")
+	}
+}
+
+func receiveBool(t *testing.T, ch <-chan bool, what string) bool {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(leaderTimeout):
+		t.Fatalf("waited in vain for %s", what)
+		return false
+	}
+}
+
+// A request in flight when the leader dies fails with ErrUnknownOutcome, never an answer; the
+// follower reaches the next leader over a new connection.
+func TestChannelLeaderLost(t *testing.T) {
+	c, leader, f, b := channelCluster(t)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := f.CallLeader(context.Background(), kindEcho, []byte("block"))
+		done <- err
+	}()
+	receiveBool(t, b.starts, "the handler's start")
+	c.kill(leader)
+	select {
+	case err := <-done:
+		if !errors.Is(err, cluster.ErrUnknownOutcome) {
+			t.Fatalf("a call cut off by the leader's end: %v", err)
+		}
+	case <-time.After(leaderTimeout):
+		t.Fatal("the call outlived its leader")
+	}
+	_, n := c.waitLeader()
+	testkit.Eventually(t, leaderTimeout, "a call to the new leader", func() bool {
+		if f == n {
+			return true // the follower leads now: nothing to reach
+		}
+		_, out, err := f.CallLeader(opContext(t), kindEcho, []byte("ab"))
+		return err == nil && string(out) == "ba"
+	})
+}
