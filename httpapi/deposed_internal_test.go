@@ -33,11 +33,12 @@ type noCollector struct{}
 func (noCollector) Describe(chan<- *prometheus.Desc) {}
 func (noCollector) Collect(chan<- prometheus.Metric) {}
 
-func (d *deposedLeader) ID() string               { return "n1" }
-func (d *deposedLeader) IsLeader() bool           { return true }
-func (d *deposedLeader) Leader() (string, string) { return "n1", "127.0.0.1:1" }
-func (d *deposedLeader) AppliedIndex() uint64     { return d.f.AppliedIndex() }
-func (d *deposedLeader) FSM() *fsm.FSM            { return d.f }
+func (d *deposedLeader) ID() string                                                { return "n1" }
+func (d *deposedLeader) IsLeader() bool                                            { return true }
+func (d *deposedLeader) Leader() (string, string)                                  { return "n1", "127.0.0.1:1" }
+func (d *deposedLeader) AppliedIndex() uint64                                      { return d.f.AppliedIndex() }
+func (d *deposedLeader) FSM() *fsm.FSM                                             { return d.f }
+func (d *deposedLeader) HandleChannel(cluster.ChannelKind, cluster.ChannelHandler) {}
 func (d *deposedLeader) ResolveToken(secret string) (fsm.ACLToken, fsm.Authorizer, bool) {
 	tok := fsm.ACLToken{AccessorID: "acc", Policies: []string{fsm.ManagementPolicy}}
 	return tok, fsm.NewAuthorizer([]fsm.Policy{{Name: fsm.ManagementPolicy}}), secret == "s"

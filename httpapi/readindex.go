@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -155,30 +154,16 @@ func (ri *readIndexer) askLeader(ctx context.Context, id, addr string) (uint64, 
 	if lacking {
 		return 0, errForwardRead
 	}
-	target := s.fwd.scheme + "://" + addr
-	if strings.Contains(addr, "://") {
-		target = strings.TrimSuffix(addr, "/")
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+readIndexPath, http.NoBody)
-	if err != nil {
-		return 0, noLeader("the leader's address %q is not usable: %v", addr, err)
-	}
-	req.Header.Set(api.HeaderForwarded, s.node.ID())
 	s.metrics.readIndexRounds.Inc()
-	res, err := s.fwd.transport.RoundTrip(req)
+	status, body, _, err := s.memberRequest(ctx, addr, http.MethodGet, readIndexPath, nil, nil)
 	if err != nil {
 		s.log.Debug("read index: asking the leader failed", "leader", id, "error", err)
-		if ctx.Err() != nil {
-			return 0, readTimeout()
+		if errors.Is(err, errNotSent) {
+			return 0, noLeader("the leader could not be reached for a read index")
 		}
-		return 0, noLeader("the leader could not be asked for a read index")
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	if err != nil {
 		return 0, readTimeout()
 	}
-	switch res.StatusCode {
+	switch status {
 	case http.StatusOK:
 		var a readIndexAnswer
 		if err := json.Unmarshal(body, &a); err != nil || a.Index == 0 {
@@ -195,13 +180,13 @@ func (ri *readIndexer) askLeader(ctx context.Context, id, addr string) (uint64, 
 	}
 	var eb api.ErrorBody
 	if err := json.Unmarshal(body, &eb); err == nil && eb.Error.Code != "" {
-		e := newError(res.StatusCode, eb.Error.Code, "%s", eb.Error.Message)
-		if res.StatusCode == http.StatusServiceUnavailable {
+		e := newError(status, eb.Error.Code, "%s", eb.Error.Message)
+		if status == http.StatusServiceUnavailable {
 			e.retryAfter = "1"
 		}
 		return 0, e
 	}
-	return 0, noLeader("the leader answered %d to a read index", res.StatusCode)
+	return 0, noLeader("the leader answered %d to a read index", status)
 }
 
 // readTimeout is the answer to a linearizable read that did not learn, or reach, a read index

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/fsm"
 )
 
@@ -20,12 +21,14 @@ type followerOfOld struct {
 	addr string
 }
 
-func (n *followerOfOld) Collector() prometheus.Collector { return noCollector{} }
-func (n *followerOfOld) ID() string                      { return "n2" }
-func (n *followerOfOld) IsLeader() bool                  { return false }
-func (n *followerOfOld) Leader() (string, string)        { return "n1", n.addr }
-func (n *followerOfOld) AppliedIndex() uint64            { return n.f.AppliedIndex() }
-func (n *followerOfOld) FSM() *fsm.FSM                   { return n.f }
+func (n *followerOfOld) Collector() prometheus.Collector                           { return noCollector{} }
+func (n *followerOfOld) ID() string                                                { return "n2" }
+func (n *followerOfOld) IsLeader() bool                                            { return false }
+func (n *followerOfOld) Leader() (string, string)                                  { return "n1", n.addr }
+func (n *followerOfOld) AppliedIndex() uint64                                      { return n.f.AppliedIndex() }
+func (n *followerOfOld) FSM() *fsm.FSM                                             { return n.f }
+func (n *followerOfOld) ChannelEnabled() bool                                      { return false }
+func (n *followerOfOld) HandleChannel(cluster.ChannelKind, cluster.ChannelHandler) {}
 
 // During a rolling upgrade the leader may be of a version that serves no read index: it answers
 // the route 404 (or 401 under ACL, before routing). The follower then forwards the read whole,

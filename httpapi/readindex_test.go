@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/config"
 	"github.com/raftlock/raftlock/jepsen/proxy"
@@ -208,4 +209,37 @@ func nodeIDAt(t *testing.T, ep string) string {
 	var h api.Health
 	ok(t, do(t, http.MethodGet, ep+"/v1/health", nil), http.StatusOK, &h)
 	return h.ID
+}
+
+// In a cluster that has not enabled the peer channel (a member of a version before it), a
+// follower asks the leader for read indexes, and sends its renewal batches, over HTTP; in one
+// that has, over the channel. Either way it answers its reads itself.
+func TestFollowerReadsAndRenewalsTakeTheChannelOrHTTP(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    *agent.Dev
+		via  string
+	}{{"channel", sharedCluster(t), "channel"}, {"mixed", mixedCluster(t), "http"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			leader, followers := roles(t, tc.d)
+			f := followers[0]
+			before, rounds := forwardedVia(t, f), metricValue(t, f, "raftlock_http_read_index_rounds_total")
+			name := lockName(t)
+			s := session(t, leader)
+			held := mustAcquire(t, leader, name, s, nil)
+			if l := getLock(t, f, name, ""); !l.Held || l.Token != held.Token {
+				t.Fatalf("the follower answered %+v, want the grant under token %d", l, held.Token)
+			}
+			var rr api.RenewResponse
+			ok(t, do(t, http.MethodPut, f+"/v1/sessions/"+s+"/renew", nil), http.StatusOK, &rr)
+			after := forwardedVia(t, f)
+			if got := metricValue(t, f, "raftlock_http_read_index_rounds_total") - rounds; got < 1 {
+				t.Errorf("the follower asked for %v read indexes", got)
+			}
+			other := map[string]string{"channel": "http", "http": "channel"}[tc.via]
+			if after[tc.via]-before[tc.via] != 1 || after[other] != before[other] {
+				t.Errorf("the renewal went %v, want once %s", map[string]int{"channel": after["channel"] - before["channel"], "http": after["http"] - before["http"]}, tc.via)
+			}
+		})
+	}
 }

@@ -1,13 +1,10 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -151,27 +148,17 @@ func (b *renewBatcher) send(batch *renewBatch, hdr http.Header) {
 		batch.fallback = true
 		return
 	}
-	target := s.fwd.scheme + "://" + addr
-	if strings.Contains(addr, "://") {
-		target = strings.TrimSuffix(addr, "/")
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"/v1/sessions/renew", bytes.NewReader(body))
-	if err != nil {
-		batch.fallback = true
-		return
-	}
-	req.Header.Set("Content-Type", "application/json")
+	out := http.Header{}
 	for _, k := range []string{api.HeaderToken, "Authorization"} {
 		if v, ok := hdr[k]; ok {
-			req.Header[k] = v
+			out[k] = v
 		}
 	}
-	req.Header.Set(api.HeaderForwarded, s.node.ID())
 	s.metrics.forwarded.Inc()
-	res, err := s.fwd.transport.RoundTrip(req)
+	status, data, via, err := s.memberRequest(ctx, addr, http.MethodPost, "/v1/sessions/renew", out, body)
+	s.metrics.forwardedVia.WithLabelValues(via).Inc()
 	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" || tlsRefused(err) {
+		if errors.Is(err, errNotSent) {
 			batch.err = noLeader("the leader could not be reached; nothing was applied")
 		} else {
 			batch.err = fromClusterError(errUnknownForward)
@@ -179,13 +166,7 @@ func (b *renewBatcher) send(batch *renewBatch, hdr http.Header) {
 		s.log.Debug("renewal batch: forwarding failed", "error", err)
 		return
 	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, 4<<20))
-	if err != nil {
-		batch.err = fromClusterError(errUnknownForward)
-		return
-	}
-	switch res.StatusCode {
+	switch status {
 	case http.StatusOK:
 	case http.StatusUnauthorized, http.StatusServiceUnavailable:
 		// The same for every renewal of the batch: the token, or the leader.
@@ -194,8 +175,8 @@ func (b *renewBatcher) send(batch *renewBatch, hdr http.Header) {
 			batch.err = fromClusterError(errUnknownForward)
 			return
 		}
-		batch.err = newError(res.StatusCode, eb.Error.Code, "%s", eb.Error.Message)
-		if res.StatusCode == http.StatusServiceUnavailable {
+		batch.err = newError(status, eb.Error.Code, "%s", eb.Error.Message)
+		if status == http.StatusServiceUnavailable {
 			batch.err.retryAfter = "1"
 		}
 		return

@@ -73,8 +73,8 @@ func TestFollowerBatchesRenewals(t *testing.T) {
 	}
 	forwards := metricValue(t, f, "raftlock_http_forwarded_requests_total") - before
 	renewals := sent.Load()
-	if forwards < 1 || forwards > float64(renewals/4) {
-		t.Fatalf("%d renewals sent at once to a follower made %v forwards, want between 1 and %d", renewals, forwards, renewals/4)
+	if forwards < 1 || forwards > float64(renewals/3) {
+		t.Fatalf("%d renewals sent at once to a follower made %v forwards, want between 1 and %d", renewals, forwards, renewals/3)
 	}
 	t.Logf("%d renewals, %v forwards", renewals, forwards)
 }
