@@ -81,9 +81,26 @@ type readRound struct {
 }
 
 // readIndex returns a read index from a round that began after the call, errForwardRead if
-// the leader serves none, or an *apiError.
+// the leader serves none, or an *apiError. A read that finds no round in flight runs its own
+// at once, on its own goroutine (one hand-over fewer, for a lone reader); the reads that
+// arrive meanwhile share the next.
 func (ri *readIndexer) readIndex(ctx context.Context) (uint64, error) {
 	ri.mu.Lock()
+	if !ri.running && ri.next == nil {
+		ri.running = true
+		ri.mu.Unlock()
+		index, err := ri.ask()
+		ri.mu.Lock()
+		next := ri.next
+		ri.next = nil
+		if next == nil {
+			ri.running = false
+		} else {
+			go ri.run(next)
+		}
+		ri.mu.Unlock()
+		return index, err
+	}
 	if ri.next == nil {
 		ri.next = &readRound{done: make(chan struct{})}
 	}
