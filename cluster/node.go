@@ -134,6 +134,7 @@ func New(cfg Config) (*Node, error) {
 	n.gate = newFeatureGate(n, cfg.FeatureCheckInterval)
 	n.httpc = newHTTPClient(cfg.TLS.HTTPClient)
 	n.chans = newPeerChannels(n)
+	n.HandleChannel(ChannelReadIndex, n.serveReadIndex)
 
 	if err := n.open(); err != nil {
 		n.closeResources()

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster"
 )
 
 // Linearizable reads on followers. A follower answers a linearizable read of the locks itself:
@@ -148,9 +149,14 @@ func (ri *readIndexer) ask() (uint64, error) {
 		}
 		id, addr := s.node.Leader()
 		if id != "" && id != s.node.ID() && addr != "" {
-			return ri.askLeader(ctx, id, addr)
-		}
-		if time.Now().After(deadline) {
+			index, err := ri.askLeader(ctx, id, addr)
+			var e *apiError
+			if !errors.As(err, &e) || e.body.Error.Code != api.CodeNoLeader || time.Now().After(deadline) {
+				return index, err
+			}
+			// The node asked no longer leads (or could not confirm it): ask the next
+			// leader, within the wait for one, as a forward would find it.
+		} else if time.Now().After(deadline) {
 			return 0, noLeader("no leader is known right now")
 		}
 		select {
@@ -172,6 +178,21 @@ func (ri *readIndexer) askLeader(ctx context.Context, id, addr string) (uint64, 
 		return 0, errForwardRead
 	}
 	s.metrics.readIndexRounds.Inc()
+	if s.node.ChannelEnabled() {
+		// Straight to the leader's node over the peer channel, no HTTP request inside.
+		index, err := s.node.LeaderReadIndex(ctx)
+		switch {
+		case err == nil:
+			return index, nil
+		case errors.Is(err, cluster.ErrChannelUnavailable), errors.Is(err, cluster.ErrChannelUnknownKind):
+			// Nothing was asked: ask below, as an HTTP request.
+		case errors.Is(err, cluster.ErrNotLeader):
+			return 0, noLeader("the leader could not confirm its leadership for a read index")
+		default:
+			s.log.Debug("read index: asking the leader over the peer channel failed", "leader", id, "error", err)
+			return 0, readTimeout()
+		}
+	}
 	status, body, _, err := s.memberRequest(ctx, addr, http.MethodGet, readIndexPath, nil, nil)
 	if err != nil {
 		s.log.Debug("read index: asking the leader failed", "leader", id, "error", err)

@@ -55,6 +55,7 @@ type Node interface {
 	DelayLeft(name string, until int64) time.Duration
 	ReadBarrier(ctx context.Context) error
 	ReadIndex(ctx context.Context) (uint64, error)
+	LeaderReadIndex(ctx context.Context) (uint64, error)
 	WaitApplied(ctx context.Context, index uint64) error
 	WatchLock(name string) <-chan struct{}
 	WatchPrefix(prefix string) <-chan struct{}
