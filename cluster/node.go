@@ -79,6 +79,12 @@ type Node struct {
 
 	// mux shares the Raft port with the API (Config.APIOnRaftPort); nil without it.
 	mux *portMux
+
+	// applyWake wakes WaitApplied after each applied batch; readLogs is raft's log (through
+	// its cache), where ReadIndex looks up the entries' types (readindex.go).
+	applyWake *applyWatch
+	readLogs  raft.LogStore
+
 	// chans is the peer channel (peerchan.go).
 	chans *peerChannels
 }
@@ -117,6 +123,7 @@ func New(cfg Config) (*Node, error) {
 		featureSnap:  make(chan struct{}, 1),
 		snapshotting: make(chan struct{}, 1),
 		metrics:      newNodeMetrics(),
+		applyWake:    newApplyWatch(),
 	}
 	var opts []fsm.Option
 	if cfg.Features != nil {
@@ -127,6 +134,7 @@ func New(cfg Config) (*Node, error) {
 	n.gate = newFeatureGate(n, cfg.FeatureCheckInterval)
 	n.httpc = newHTTPClient(cfg.TLS.HTTPClient)
 	n.chans = newPeerChannels(n)
+	n.HandleChannel(ChannelReadIndex, n.serveReadIndex)
 
 	if err := n.open(); err != nil {
 		n.closeResources()
@@ -278,6 +286,8 @@ func (n *Node) open() error {
 		machine = gatedFSM{FSM: n.fsm, restore: restore}
 	}
 	machine = haltingFSM{BatchingFSM: machine, state: n.fsm, onHalt: n.refuse}
+	machine = wakingFSM{BatchingFSM: machine, w: n.applyWake}
+	n.readLogs = logs
 	replay.startFilling() // NewRaft reads the log after the snapshot; it is applied soon after
 	r, err := raft.NewRaft(rc, machine, logs, store, snaps, n.acks)
 	replay.stopFilling()

@@ -264,20 +264,28 @@ func (n *Node) ForceRelease(ctx context.Context, lock string, token uint64, sess
 // messages sent after the call began (see ackTransport). So no newer leader had been elected
 // when the call began, and none can have acknowledged a write this node's state lacks.
 //
-// No wait for an applied index is needed after that, for two reasons that hold on a ready
-// leader: it became ready only once the Barrier of its term was applied by its state machine,
-// so every entry of earlier terms is in the state; and it acknowledges every write of its own
-// term only after its state machine applied it. So the state already holds every write
-// acknowledged before the read began. (Raft's applied index would be the wrong thing to wait
-// on anyway: raft advances it when it hands entries to the state machine, not when they are
-// applied.)
+// Every write this leader acknowledged is in its state already: it became ready only once the
+// Barrier of its term was applied by its state machine, and it acknowledges a write of its own
+// term only after its state machine applied it. But a follower that serves linearizable reads
+// (ReadIndex) may have applied an entry that this leader committed and has not applied yet,
+// and a read here that begins after one there ends must see it too. So the read also waits
+// until the state machine has applied up to the commit index taken when the call began, which
+// is nearly always at once. (Raft's applied index would be the wrong thing to wait on: raft
+// advances it when it hands entries to the state machine, not when they are applied.)
 func (n *Node) ReadBarrier(ctx context.Context) error {
 	arrived := time.Now()
 	term, err := n.admit()
 	if err != nil {
 		return err
 	}
-	return n.verify.confirm(ctx, arrived, term)
+	commit := n.raft.CommitIndex()
+	if err := n.verify.confirm(ctx, arrived, term); err != nil {
+		return err
+	}
+	if n.fsm.AppliedIndex() >= commit {
+		return nil
+	}
+	return n.WaitApplied(ctx, n.visibleIndex(commit))
 }
 
 // WatchLock returns a channel closed at the next applied change of the named lock. Take it

@@ -90,7 +90,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if secret == "" {
 			c.Response().Header().Set(echo.HeaderConnection, "close")
 		}
-		if !strings.HasPrefix(req.URL.Path, "/v1/") || openPaths[req.URL.Path] && !consoleNeedsToken(req) {
+		if !strings.HasPrefix(req.URL.Path, "/v1/") || openPaths[req.URL.Path] && !consoleNeedsToken(req) || memberRead(req) {
 			return next(c)
 		}
 		switch {
@@ -129,9 +129,12 @@ func (s *Server) mayPublish(c echo.Context) bool {
 }
 
 // final says whether this node's answer to the request is final: it leads, the request was
-// forwarded to it, or it is a stale read, which the receiving node answers from its own state.
+// forwarded to it, or it is a stale read, which the receiving node answers from its own state,
+// or a read of the locks, which a follower answers itself once its state is current (lockRead;
+// the handler judges the token again then, against that state), or a session's renewal, which
+// a follower sends on within a batch carrying the token, for the leader to judge.
 func (s *Server) final(req *http.Request) bool {
-	return s.node.IsLeader() || req.Header.Get(api.HeaderForwarded) != "" || staleRead(req)
+	return s.node.IsLeader() || req.Header.Get(api.HeaderForwarded) != "" || staleRead(req) || isLockRead(req) || isRenewal(req)
 }
 
 func errUnknownToken() error {

@@ -337,7 +337,7 @@ func (s *Server) getLock(c echo.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	return s.read(c, q, func() error {
+	return s.lockRead(c, q, func() error {
 		caller, err := s.caller(c)
 		if err != nil {
 			return err
@@ -351,8 +351,9 @@ func (s *Server) getLock(c echo.Context, name string) error {
 			if !q.stale {
 				// The barrier before the wait proved this node led then; it may have been
 				// deposed since, and its state would then miss what a newer leader changed.
-				// Confirm again, and answer from the state as of now.
-				if err := s.readBarrier(c); err != nil {
+				// Confirm again, and answer from the state as of now. A follower that
+				// answers the read itself asks the leader for a read index again.
+				if err := s.reconfirm(c); err != nil {
 					return err
 				}
 			}
@@ -402,7 +403,7 @@ func (s *Server) check(c echo.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	return s.read(c, q, func() error {
+	return s.lockRead(c, q, func() error {
 		caller, err := s.caller(c)
 		if err != nil {
 			return err
@@ -425,7 +426,7 @@ func (s *Server) listLocks(c echo.Context) error {
 	if q.block {
 		return s.watchLocks(c, q, prefix)
 	}
-	return s.read(c, q, func() error {
+	return s.lockRead(c, q, func() error {
 		caller, err := s.caller(c)
 		if err != nil {
 			return err

@@ -31,6 +31,9 @@ type metrics struct {
 	tlsRefused prometheus.Counter
 	// forwarded counts requests this node passed on to the leader.
 	forwarded prometheus.Counter
+	// followerReads counts linearizable reads this follower answered itself; readIndexRounds
+	// the read indexes it asked the leader for, each shared by the reads waiting then.
+	followerReads, readIndexRounds prometheus.Counter
 	// forwardedVia counts the forwards by the way they took: the peer channel or HTTP.
 	forwardedVia *prometheus.CounterVec
 	// refused counts requests refused by a limit of this node, by limit (refusedLimits).
@@ -64,6 +67,10 @@ func newMetrics(node Node, cfg Config) *metrics {
 		Help: "API connections closed because their TLS handshake failed (plain HTTP, untrusted or missing client certificate)."})
 	m.forwarded = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_http_forwarded_requests_total",
 		Help: "Requests this node received as a follower and forwarded to the leader (clients that send them to the leader save the hop)."})
+	m.followerReads = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_http_follower_reads_total",
+		Help: "Linearizable reads this node answered itself as a follower, after learning a read index from the leader, instead of forwarding them."})
+	m.readIndexRounds = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_http_read_index_rounds_total",
+		Help: "Read indexes this follower asked the leader for; each serves every linearizable read waiting here when it began."})
 	m.forwardedVia = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftlock_http_forwarded_via_total",
 		Help: "Requests this node forwarded to the leader, by the way they took: channel (the peer channel on the Raft port) or http (a second HTTP request, for what the channel does not carry or while the cluster has not enabled it)."}, []string{"via"})
 	for _, v := range []string{viaChannel, viaHTTP} {
@@ -111,6 +118,8 @@ func newMetrics(node Node, cfg Config) *metrics {
 		m.blocking,
 		m.tlsRefused,
 		m.forwarded,
+		m.followerReads,
+		m.readIndexRounds,
 		m.forwardedVia,
 		gauge("raftlock_raft_leader", "1 if this node is the Raft leader, else 0.", func() float64 {
 			if l, _, _, _ := status(); l {

@@ -54,6 +54,9 @@ type Node interface {
 	ForceRelease(ctx context.Context, lock string, token uint64, session fsm.SessionID) (fsm.Result, error)
 	DelayLeft(name string, until int64) time.Duration
 	ReadBarrier(ctx context.Context) error
+	ReadIndex(ctx context.Context) (uint64, error)
+	LeaderReadIndex(ctx context.Context) (uint64, error)
+	WaitApplied(ctx context.Context, index uint64) error
 	WatchLock(name string) <-chan struct{}
 	WatchPrefix(prefix string) <-chan struct{}
 	Changes(prefix string, after uint64, limit int) cluster.Changes
@@ -155,12 +158,15 @@ type Config struct {
 
 // Server serves the v1 API for one node.
 type Server struct {
-	cfg     Config
-	node    Node
-	log     hclog.Logger
-	echo    *echo.Echo
-	fwd     *forwarder
-	metrics *metrics
+	cfg   Config
+	node  Node
+	log   hclog.Logger
+	echo  *echo.Echo
+	fwd   *forwarder
+	reads *readIndexer
+	// renewals batches the session renewals this follower sends to the leader.
+	renewals *renewBatcher
+	metrics  *metrics
 	// refusals logs API connections whose TLS handshake failed.
 	refusals *tlsutil.RefusalLog
 	// closing ends when Shutdown begins, so that long polls answer at once.
@@ -212,6 +218,8 @@ func New(node Node, cfg Config) *Server {
 	s.closing, s.closingStart = context.WithCancel(context.Background())
 	s.answering = make(chan struct{}, maxAnswering())
 	s.fwd = newForwarder(s)
+	s.reads = &readIndexer{s: s}
+	s.renewals = newRenewBatcher(s)
 	s.metrics = newMetrics(node, cfg)
 	s.refusals = tlsutil.NewRefusalLog(s.log, hclog.Debug, "closed an API connection: TLS handshake failed")
 	s.echo = s.routes()
@@ -344,6 +352,7 @@ func (s *Server) routes() *echo.Echo {
 	v1.GET("/health", s.health)
 	v1.GET("/ready", s.ready)
 	v1.GET("/openapi.yaml", s.openAPI)
+	v1.GET(readIndexPath[len("/v1"):], s.readIndexHandler)
 	if s.cfg.ACL {
 		s.aclRoutes(v1.Group("/acl"))
 	}

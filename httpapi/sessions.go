@@ -69,6 +69,11 @@ func (s *Server) renewSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.batchesRenewal(c) {
+		if handled, err := s.renewals.renew(c, id); handled {
+			return err
+		}
+	}
 	return s.atLeader(c, func() error {
 		if err := s.callerOwns(c, id); err != nil {
 			return err

@@ -203,6 +203,9 @@ type query struct {
 	index uint64
 	block bool
 	wait  time.Duration
+	// here marks a linearizable watch that a follower answers itself (see linearize): a
+	// change of leader does not end its wait.
+	here bool
 }
 
 // defaultBlockingWait is the wait of a blocking query that gives an index but no wait.

@@ -30,6 +30,12 @@ func (s *Server) watchLocks(c echo.Context, q query, prefix string) error {
 	if q.stale {
 		return s.watchAnswer(c, q, prefix)
 	}
+	if s.readHere(c) && !s.reads.leaderLacks() {
+		// A follower answers the watch itself, with a read index after the wait.
+		q.here = true
+		c.Set(readHereKey, true)
+		return s.watchAnswer(c, q, prefix)
+	}
 	return s.atLeader(c, func() error { return s.watchAnswer(c, q, prefix) })
 }
 
@@ -54,7 +60,7 @@ func (s *Server) watchAnswer(c echo.Context, q query, prefix string) error {
 		// One confirmation, after the wait: the changes read after it include every change
 		// acknowledged before it, and a leader deposed during the wait fails here rather than
 		// answer that nothing changed, when a newer leader may have changed the prefix.
-		if err := s.readBarrier(c); err != nil {
+		if err := s.reconfirm(c); err != nil {
 			return err
 		}
 		ch = s.node.Changes(prefix, q.index, maxWatchChanges)
@@ -80,7 +86,7 @@ func (s *Server) waitChanges(c echo.Context, prefix string, q query) cluster.Cha
 	for {
 		changed := s.node.WatchPrefix(prefix) // taken before the read, so no change is missed
 		ch := s.node.Changes(prefix, after, maxWatchChanges)
-		if ch.Reset || s.readable(c, ch) || timer != nil && !q.stale && !s.node.IsLeader() {
+		if ch.Reset || s.readable(c, ch) || timer != nil && !q.stale && !q.here && !s.node.IsLeader() {
 			return ch
 		}
 		if timer == nil {

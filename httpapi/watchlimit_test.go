@@ -50,8 +50,9 @@ func TestBlockingQueriesPerTokenAreBounded(t *testing.T) {
 		}
 		return r
 	}
-	// perToken watches of a, through the follower, which forwards them to the leader; each
-	// is admitted before the next is sent.
+	// perToken watches of a, through the follower, which waits on them itself (it answers
+	// linearizable reads of the locks with a read index); each is admitted before the next
+	// is sent.
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var first context.CancelFunc
@@ -69,9 +70,9 @@ func TestBlockingQueriesPerTokenAreBounded(t *testing.T) {
 		}()
 		waiting = append(waiting, ch)
 		want := float64(i + 1)
-		eventually(t, "the watch waits on the leader", func() string {
-			if got := metricValue(t, leader, "raftlock_blocking_queries"); got != want {
-				return "blocking queries on the leader: " + formatFloat(got)
+		eventually(t, "the watch waits on the follower", func() string {
+			if got := metricValue(t, follower, "raftlock_blocking_queries"); got != want {
+				return "blocking queries on the follower: " + formatFloat(got)
 			}
 			return ""
 		})
@@ -84,8 +85,7 @@ func TestBlockingQueriesPerTokenAreBounded(t *testing.T) {
 	if r.header.Get("Retry-After") == "" {
 		t.Fatal("a refused watch without Retry-After")
 	}
-	// Another token is not affected, and the forwarded watches were not counted again at the
-	// leader.
+	// Another token is not affected, and the watches were not counted at the leader.
 	ok(t, probe(follower, b), http.StatusOK, nil)
 	ok(t, probe(leader, a), http.StatusOK, nil)
 	// A watch that ends frees its place.

@@ -56,7 +56,10 @@ const concurrentScenarios = 2
 
 func scenarios() []scenario {
 	return []scenario{
-		{"kill", func(c *Config) { c.Faults, c.Seed = []string{nemesis.Kill}, 11 }, expectFault(nemesis.Kill)},
+		{"kill", func(c *Config) { c.Faults, c.Seed = []string{nemesis.Kill}, 11 }, func(t *testing.T, rep *Report, ops []history.Op) {
+			expectFault(nemesis.Kill)(t, rep, ops)
+			expectFollowerReads(t, rep)
+		}},
 		{"leader-pause", func(c *Config) {
 			c.Faults, c.Seed, c.TargetLeader = []string{nemesis.Pause}, 12, true
 		}, expectFault(nemesis.Pause)},
@@ -65,6 +68,7 @@ func scenarios() []scenario {
 		{"partition-secure", func(c *Config) { c.Faults, c.Seed, c.Secure = []string{nemesis.Partition}, 13, true },
 			func(t *testing.T, rep *Report, ops []history.Op) {
 				expectFault(nemesis.Partition)(t, rep, ops)
+				expectFollowerReads(t, rep)
 				refused := 0
 				for _, op := range ops {
 					if op.Status == 401 || op.Status == 403 {
@@ -233,6 +237,21 @@ func expectFault(fault string) func(*testing.T, *Report, []history.Op) {
 		if countFault(ops, fault) == 0 {
 			t.Errorf("the %s fault was never injected", fault)
 		}
+	}
+}
+
+// expectFollowerReads requires the linearizability checker to have judged reads that followers
+// answered: followers answer linearizable reads of the locks themselves, and the raw workers
+// send theirs to any node.
+func expectFollowerReads(t *testing.T, rep *Report) {
+	t.Helper()
+	r, _ := rep.Result("linearizable")
+	var reads, atFollowers int
+	if i := strings.Index(r.Figures, "outcomes; "); i >= 0 {
+		fmt.Sscanf(r.Figures[i+len("outcomes; "):], "%d reads, %d at followers", &reads, &atFollowers)
+	}
+	if atFollowers == 0 {
+		t.Errorf("the linearizability checker judged no read answered by a follower (%s)", r.Figures)
 	}
 }
 

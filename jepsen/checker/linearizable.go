@@ -94,8 +94,17 @@ func CheckLinearizable(ops []history.Op, cfg Config) *Linearizability {
 			unknown++
 		}
 	}
-	res.Figures = fmt.Sprintf("%d ops in %d segments of %d locks (%d unknown outcomes): %s",
-		len(pops), len(parts), len(lastReturns(pops)), unknown, verdict)
+	reads, atFollowers := 0, 0
+	for _, p := range pops {
+		if op := p.Metadata.(history.Op); op.Kind == history.Read && op.Type == history.OK {
+			reads++
+			if op.AtFollower {
+				atFollowers++
+			}
+		}
+	}
+	res.Figures = fmt.Sprintf("%d ops in %d segments of %d locks (%d unknown outcomes; %d reads, %d at followers): %s",
+		len(pops), len(parts), len(lastReturns(pops)), unknown, reads, atFollowers, verdict)
 	switch verdict {
 	case porcupine.Unknown:
 		res.violate("porcupine timed out after %s: inconclusive", cfg.LinearizabilityTimeout)

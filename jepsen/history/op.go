@@ -158,6 +158,10 @@ type Op struct {
 	Complete int64  `json:"complete_ns"`
 	Phase    string `json:"phase,omitempty"`
 	Node     string `json:"node,omitempty"`
+	// AtFollower marks an answered read whose node named another node as the leader in its
+	// answer (X-Raftlock-Leader): a read sent to a follower, which answers a linearizable read
+	// of the locks itself (forwarded whole to the leader by builds before follower reads).
+	AtFollower bool `json:"at_follower,omitempty"`
 
 	// Inputs.
 	Session string `json:"session,omitempty"`

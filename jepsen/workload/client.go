@@ -105,6 +105,9 @@ func (c *Client) exec(ctx context.Context, ep Endpoint, op history.Op, r request
 	resp.Body.Close()
 	op.Complete = c.rec.Now()
 	op.Status = resp.StatusCode
+	if l := resp.Header.Get(api.HeaderLeader); r.method == http.MethodGet && resp.StatusCode == http.StatusOK && l != "" && l != ep.ID {
+		op.AtFollower = true
+	}
 	if err != nil {
 		op.Type, op.Error = history.Info, "read body: "+err.Error()
 		return op

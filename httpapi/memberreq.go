@@ -1,0 +1,81 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster"
+)
+
+// A follower's own requests to the leader (a read index, a batch of renewals) go over the peer
+// channel when the cluster serves it, and as HTTP requests otherwise, or while the channel
+// cannot take them (nothing was sent then).
+
+// errNotSent says that a member's request never reached the leader: nothing was done.
+var errNotSent = errors.New("httpapi: the request did not reach the leader")
+
+// memberRequest sends a request of this node's own, marked as forwarded, to the leader with
+// HTTP address addr: over the peer channel if the cluster serves it, else over HTTP. It
+// returns the leader's status and body, and the way it took (viaChannel or viaHTTP); an error
+// wraps errNotSent when the request never reached the leader, and is an unknown outcome
+// otherwise.
+func (s *Server) memberRequest(ctx context.Context, addr, method, uri string, hdr http.Header, body []byte) (status int, data []byte, via string, err error) {
+	if hdr == nil {
+		hdr = http.Header{}
+	}
+	hdr.Set(api.HeaderForwarded, s.node.ID())
+	if body != nil {
+		hdr.Set("Content-Type", "application/json")
+	}
+	if s.node.ChannelEnabled() {
+		_, out, err := s.node.CallLeader(ctx, cluster.ChannelHTTP, encodeChannelRequest(method, uri, hdr, body))
+		switch {
+		case errors.Is(err, cluster.ErrChannelUnavailable), errors.Is(err, cluster.ErrChannelUnknownKind):
+			// Nothing was sent: over HTTP below.
+		case err != nil:
+			return 0, nil, viaChannel, err
+		case len(out) == 0:
+			return 0, nil, viaChannel, errUnknownForward
+		default:
+			status, _, data, err := decodeChannelAnswer(out)
+			if err != nil {
+				return 0, nil, viaChannel, fmt.Errorf("%w: a malformed answer over the peer channel: %w", errUnknownForward, err)
+			}
+			return status, data, viaChannel, nil
+		}
+	}
+	target := s.fwd.scheme + "://" + addr
+	if strings.Contains(addr, "://") {
+		target = strings.TrimSuffix(addr, "/")
+	}
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target+uri, rd)
+	if err != nil {
+		return 0, nil, viaHTTP, fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	req.Header = hdr
+	res, err := s.fwd.transport.RoundTrip(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" || tlsRefused(err) {
+			return 0, nil, viaHTTP, fmt.Errorf("%w: %w", errNotSent, err)
+		}
+		return 0, nil, viaHTTP, err
+	}
+	defer res.Body.Close()
+	data, err = io.ReadAll(io.LimitReader(res.Body, 4<<20))
+	if err != nil {
+		return 0, nil, viaHTTP, err
+	}
+	return res.StatusCode, data, viaHTTP, nil
+}
