@@ -185,7 +185,11 @@ func (s *Server) serveStream(c echo.Context, stale bool, set *prefixSet, index u
 	if e := s.leaderHeard(); e != nil {
 		return e
 	}
-	if !stale {
+	// A token this node does not know is judged only from state confirmed current (as
+	// authenticate does for every request): a node that restarted, or lags, may not have
+	// applied its creation yet. So a stale stream of an unknown token waits for the
+	// linearizable starting point too.
+	if !stale || s.cfg.ACL && accessorOf(c) == "" {
 		if err := s.streamStartPoint(c); err != nil {
 			return err
 		}
