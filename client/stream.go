@@ -27,14 +27,14 @@ import (
 const streamIdle = 20 * time.Second
 
 // errNoStreams says that the node asked answers no streamed watch (a version before them).
-var errNoStreams = errors.New("the node answers no streamed watch")
+var errNoStreams = errorf("the node answers no streamed watch")
 
 // errStopped says that the watch's reader went away (its context ended).
-var errStopped = errors.New("the watcher stopped")
+var errStopped = errorf("the watcher stopped")
 
 // errStreamReset says that the server ended the stream with a reset ("restored", "behind"):
 // the client resumes at once from the last index it handled.
-var errStreamReset = errors.New("the stream was reset")
+var errStreamReset = errorf("the stream was reset")
 
 // LongPoll makes WatchPrefix (and WatchPrefixFrom) use the long poll, one request per answer,
 // even against a cluster with streamed watches.
