@@ -269,6 +269,7 @@ func (s *Server) refusedConn(remote net.Addr, err error) {
 // closes the rest (long polls included).
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closingStart()
+	s.hub.writers.stopAll()
 	s.inproc.refuse()
 	err := s.echo.Server.Shutdown(ctx)
 	if err != nil {
@@ -282,6 +283,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Close stops the server at once, cutting off every request in flight.
 func (s *Server) Close() {
 	s.closingStart()
+	s.hub.writers.stopAll()
 	s.inproc.close()
 	_ = s.echo.Server.Close()
 	_ = s.stopPeers(nil)

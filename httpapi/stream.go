@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"slices"
 	"sort"
@@ -200,9 +201,15 @@ func (s *Server) serveStream(c echo.Context, stale bool, set *prefixSet, index u
 	if err != nil {
 		return err
 	}
-	startEventStream(c)
-	w := newStreamWriter(c)
 	sub := &subscriber{set: set, secret: requestSecret(c.Request()), wake: make(chan struct{}, 1)}
+	sub.conn = s.streamDetach(c)
+	if sub.conn == nil {
+		startEventStream(c)
+	} else if release, ok := c.Get(blockingReleaseKey).(func()); ok {
+		c.Set(blockingKeptKey, true) // freed when the stream ends (closeDetached)
+		sub.release = release
+	}
+	w := newStreamWriter(c, sub.conn)
 	after := index
 	for {
 		if s.hub.register(sub, after) {
@@ -211,8 +218,14 @@ func (s *Server) serveStream(c echo.Context, stale bool, set *prefixSet, index u
 		var frames [][]byte
 		after, frames = s.catchUp(caller, set, after)
 		if err := w.write(frames...); err != nil {
+			if sub.conn != nil {
+				s.hub.closeDetached(sub)
+			}
 			return nil
 		}
+	}
+	if sub.conn != nil {
+		return nil // the hub's writers serve it from here on (streamconn.go)
 	}
 	defer s.hub.remove(sub)
 	ctx := c.Request().Context()
@@ -335,19 +348,24 @@ func (s *Server) leaderHeard() *apiError {
 	return nil
 }
 
-// streamWriter writes a stream's events, each write bounded in time.
+// streamWriter writes a stream's events from its handler, each write bounded in time: to the
+// response, or to the connection of a detached stream.
 type streamWriter struct {
-	c  echo.Context
-	rc *http.ResponseController
+	c    echo.Context
+	rc   *http.ResponseController
+	conn net.Conn
 }
 
-func newStreamWriter(c echo.Context) *streamWriter {
-	return &streamWriter{c: c, rc: http.NewResponseController(c.Response().Writer)}
+func newStreamWriter(c echo.Context, conn net.Conn) *streamWriter {
+	return &streamWriter{c: c, rc: http.NewResponseController(c.Response().Writer), conn: conn}
 }
 
 func (w *streamWriter) write(frames ...[]byte) error {
 	if len(frames) == 0 {
 		return nil
+	}
+	if w.conn != nil {
+		return writeConn(w.conn, streamWriteTimeout, frames)
 	}
 	_ = w.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)) // not every writer has one
 	return writeEvents(w.c, frames...)

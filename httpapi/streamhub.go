@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"net"
 	"sync"
 	"time"
 
@@ -33,6 +34,7 @@ type streamHub struct {
 	running bool   // the pump runs (while there are subscribers)
 
 	dropped prometheus.Counter // streams dropped for reading too slowly
+	writers detachedWriters    // write the detached streams (streamconn.go)
 }
 
 // topic is one prefix some stream watches, with its subscribers.
@@ -48,15 +50,24 @@ type subscriber struct {
 	after  uint64 // it read the changes up to after itself: the hub sends only later ones
 	wake   chan struct{}
 
-	mu    sync.Mutex
-	queue [][]byte // events to write, shared with the other subscribers of the same view
-	last  uint64   // the index of the last change queued
-	end   []byte   // set once: the last event, after which the stream ends
+	// conn is a detached stream's connection (streamconn.go), written by the hub's writers;
+	// release frees its place among its client's blocking queries when it ends. Nil for a
+	// stream its handler's goroutine writes.
+	conn    net.Conn
+	release func()
+
+	mu        sync.Mutex
+	queue     [][]byte // events to write, shared with the other subscribers of the same view
+	last      uint64   // the index of the last change queued
+	end       []byte   // set once: the last event, after which the stream ends
+	scheduled bool     // a detached stream on the writers' ready list, or being written
+	closed    bool     // a detached stream whose connection is closed
 }
 
 func newStreamHub(s *Server) *streamHub {
 	h := &streamHub{s: s, buffer: s.cfg.StreamBuffer, progress: s.cfg.StreamProgress,
 		topics: map[string]*topic{}, lengths: map[int]int{}, subs: map[*subscriber]struct{}{}}
+	h.writers.h = h
 	if h.buffer <= 0 {
 		h.buffer = defaultStreamBuffer
 	}
@@ -164,10 +175,23 @@ func (h *streamHub) pump() {
 		case now := <-tick.C:
 			h.tick(now, &lastProgress)
 		case <-h.s.closing.Done():
-			// The streams' own goroutines tell their clients.
+			// The streams' own goroutines tell their clients; the detached ones are told
+			// here.
 			h.mu.Lock()
 			h.running = false
+			var detached []*subscriber
+			for sub := range h.subs {
+				if sub.conn != nil {
+					detached = append(detached, sub)
+				}
+			}
 			h.mu.Unlock()
+			h.writers.stopAll()
+			end := endFrame(noLeader("the node is shutting down: resume through another node from the last event id"))
+			for _, sub := range detached {
+				_ = writeConn(sub.conn, 100*time.Millisecond, [][]byte{end})
+				h.closeDetached(sub)
+			}
 			return
 		}
 	}
@@ -223,7 +247,7 @@ func (h *streamHub) endLocked(sub *subscriber, end []byte) {
 	}
 	sub.mu.Unlock()
 	h.removeLocked(sub)
-	signal(sub.wake)
+	h.notify(sub)
 }
 
 // pushLocked queues the event f, of index, for sub; a full queue drops sub with a reset.
@@ -238,13 +262,13 @@ func (h *streamHub) pushLocked(sub *subscriber, index uint64, f []byte) {
 		sub.mu.Unlock()
 		h.dropped.Inc()
 		h.removeLocked(sub)
-		signal(sub.wake)
+		h.notify(sub)
 		return
 	}
 	sub.queue = append(sub.queue, f)
 	sub.last = max(sub.last, index)
 	sub.mu.Unlock()
-	signal(sub.wake)
+	h.notify(sub)
 }
 
 // take returns the events queued (appended to buf) and, once, the stream's last event.
@@ -265,6 +289,16 @@ func (sub *subscriber) take(buf [][]byte) ([][]byte, []byte) {
 		end = nil
 	}
 	return buf, end
+}
+
+// notify wakes whoever writes sub's stream: its handler's goroutine, or for a detached one
+// the hub's writers.
+func (h *streamHub) notify(sub *subscriber) {
+	if sub.conn != nil {
+		h.writers.schedule(sub)
+		return
+	}
+	signal(sub.wake)
 }
 
 func signal(ch chan struct{}) {
