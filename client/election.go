@@ -188,16 +188,18 @@ func (e *Election) Observe(ctx context.Context) <-chan api.Lock {
 // Observe reports the leaders of the election (the holders of lock name) as they change:
 // first the state as it stands, then each new leader or new value, and each vacancy — a lock
 // with Held false, when the leader resigned or was lost and nobody took its place in the same
-// command. It holds one streamed watch of the lock (WatchPrefix), on any node, so that every
-// change is seen at once, in order; against a cluster without streams it uses blocking queries,
-// where a leader that comes and goes between two of them may not be seen. The channel is closed
-// when ctx is done. Observing needs no session.
+// command. It uses the API's blocking queries, so a change is seen at once without polling; a
+// leader that comes and goes between two of them may not be seen. Each report is linearizable:
+// the lock's state at a moment within the call that answered it. (A streamed watch, which
+// WatchPrefix holds, tells every change in order but may tell it late — a follower that lagged
+// or was cut off catches up — so it is not what "who leads now" asks for.) The channel is
+// closed when ctx is done. Observing needs no session.
 func (c *Client) Observe(ctx context.Context, name string) <-chan api.Lock {
 	ch := make(chan api.Lock)
 	go func() {
 		defer close(ch)
 		var last *api.Lock
-		emit := func(l api.Lock) bool {
+		c.observeByBlockingQuery(ctx, name, func(l api.Lock) bool {
 			if last != nil && sameLeader(*last, l) {
 				return true
 			}
@@ -208,28 +210,7 @@ func (c *Client) Observe(ctx context.Context, name string) <-chan api.Lock {
 			case <-ctx.Done():
 				return false
 			}
-		}
-		send := func(ev WatchEvent) bool {
-			switch {
-			case ev.Err != nil:
-				return true // the watch ends; the blocking queries take over below
-			case ev.Resync:
-				l := api.Lock{Name: name} // a lock not listed is free
-				for _, x := range ev.Locks {
-					if x.Name == name {
-						l = x
-					}
-				}
-				return emit(l)
-			case ev.Lock.Name == name: // the prefix is the name: longer names come too
-				return emit(ev.Lock)
-			}
-			return true
-		}
-		if _, err := c.followStream(ctx, []string{name}, 0, readOptions{}, send); err == nil || ctx.Err() != nil {
-			return
-		}
-		c.observeByBlockingQuery(ctx, name, emit)
+		})
 	}()
 	return ch
 }

@@ -91,7 +91,7 @@ func TestWatchPrefixFallsBackToTheLongPoll(t *testing.T) {
 }
 
 // Observe through the node's in-process transport (an embedded node's client) follows the
-// election over a stream.
+// election, a longer name under the same prefix aside.
 func TestObserveInProcess(t *testing.T) {
 	dev := sharedCluster(t)
 	ctx := testCtx(t, 45*time.Second)
