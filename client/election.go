@@ -189,42 +189,55 @@ func (e *Election) Observe(ctx context.Context) <-chan api.Lock {
 // first the state as it stands, then each new leader or new value, and each vacancy — a lock
 // with Held false, when the leader resigned or was lost and nobody took its place in the same
 // command. It uses the API's blocking queries, so a change is seen at once without polling; a
-// leader that comes and goes between two of them may not be seen. The channel is closed when
-// ctx is done. Observing needs no session.
+// leader that comes and goes between two of them may not be seen. Each report is linearizable:
+// the lock's state at a moment within the call that answered it. (A streamed watch, which
+// WatchPrefix holds, tells every change in order but may tell it late — a follower that lagged
+// or was cut off catches up — so it is not what "who leads now" asks for.) The channel is
+// closed when ctx is done. Observing needs no session.
 func (c *Client) Observe(ctx context.Context, name string) <-chan api.Lock {
 	ch := make(chan api.Lock)
 	go func() {
 		defer close(ch)
-		var index uint64
 		var last *api.Lock
-		for attempt := 0; ctx.Err() == nil; {
-			l, err := c.watchLock(ctx, name, index, observeWait, nil)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				c.logger.Debug("observe failed; asking again", "lock", name, "error", err)
-				if !sleepCtx(ctx, c.backoff(attempt)) {
-					return
-				}
-				attempt++
-				continue
-			}
-			attempt = 0
-			// A lock never taken has modify_index 0; index 1 then waits for its first change.
-			index = max(l.ModifyIndex, 1)
-			if last != nil && sameLeader(*last, *l) {
-				continue
+		c.observeByBlockingQuery(ctx, name, func(l api.Lock) bool {
+			if last != nil && sameLeader(*last, l) {
+				return true
 			}
 			select {
-			case ch <- *l:
-				last = l
+			case ch <- l:
+				last = &l
+				return true
 			case <-ctx.Done():
-				return
+				return false
 			}
-		}
+		})
 	}()
 	return ch
+}
+
+// observeByBlockingQuery is Observe by blocking queries of the lock, one after the other.
+func (c *Client) observeByBlockingQuery(ctx context.Context, name string, emit func(api.Lock) bool) {
+	var index uint64
+	for attempt := 0; ctx.Err() == nil; {
+		l, err := c.watchLock(ctx, name, index, observeWait, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.logger.Debug("observe failed; asking again", "lock", name, "error", err)
+			if !sleepCtx(ctx, c.backoff(attempt)) {
+				return
+			}
+			attempt++
+			continue
+		}
+		attempt = 0
+		// A lock never taken has modify_index 0; index 1 then waits for its first change.
+		index = max(l.ModifyIndex, 1)
+		if !emit(*l) {
+			return
+		}
+	}
 }
 
 // sameLeader reports whether two states of an election show the same leader with the same

@@ -60,6 +60,9 @@ type Node interface {
 	WatchLock(name string) <-chan struct{}
 	WatchPrefix(prefix string) <-chan struct{}
 	Changes(prefix string, after uint64, limit int) cluster.Changes
+	// LeaderContact and ElectionTimeout (with WaitApplied) serve the streamed watches.
+	LeaderContact() time.Time
+	ElectionTimeout() time.Duration
 	AddMember(ctx context.Context, id, raftAddr, httpAddr string) error
 	AddNonvoter(ctx context.Context, id, raftAddr, httpAddr string) error
 	PromoteMember(ctx context.Context, id string) error
@@ -120,6 +123,11 @@ type Config struct {
 	// LeaderWait is how long a request waits for a leader to appear before 503 no_leader;
 	// default 3s.
 	LeaderWait time.Duration
+	// StreamProgress is how often a streamed watch gets a progress event; default 5s.
+	StreamProgress time.Duration
+	// StreamBuffer is how many events a streamed watch may have waiting to be written before
+	// it is dropped with a reset; default 1024.
+	StreamBuffer int
 	// CommandTimeout bounds a write's wait for its commit (a blocking acquire adds its wait);
 	// default 10s. Past it the outcome is reported unknown.
 	CommandTimeout time.Duration
@@ -185,6 +193,10 @@ type Server struct {
 	answering chan struct{}
 	// blocking counts each client's blocking queries (admitBlocking).
 	blocking blockingLimiter
+	// hub hands applied changes to the streamed watches (streamhub.go); starts shares a
+	// follower's questions to the leader for their starting points (streamstart.go).
+	hub    *streamHub
+	starts startRounds
 }
 
 // New returns a server for node; call Serve to start it.
@@ -221,6 +233,7 @@ func New(node Node, cfg Config) *Server {
 	s.reads = &readIndexer{s: s}
 	s.renewals = newRenewBatcher(s)
 	s.metrics = newMetrics(node, cfg)
+	s.hub = newStreamHub(s)
 	s.refusals = tlsutil.NewRefusalLog(s.log, hclog.Debug, "closed an API connection: TLS handshake failed")
 	s.echo = s.routes()
 	s.inproc = newInProcess(s)
@@ -268,6 +281,7 @@ func (s *Server) refusedConn(remote net.Addr, err error) {
 // closes the rest (long polls included).
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closingStart()
+	s.hub.writers.stopAll()
 	s.inproc.refuse()
 	s.node.HandleChannel(cluster.ChannelHTTP, nil)
 	err := s.echo.Server.Shutdown(ctx)
@@ -282,6 +296,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Close stops the server at once, cutting off every request in flight.
 func (s *Server) Close() {
 	s.closingStart()
+	s.hub.writers.stopAll()
 	s.inproc.close()
 	s.node.HandleChannel(cluster.ChannelHTTP, nil)
 	_ = s.echo.Server.Close()
@@ -341,6 +356,7 @@ func (s *Server) routes() *echo.Echo {
 	v1.PUT("/sessions/:id/renew", s.renewSession)
 	v1.DELETE("/sessions/:id", s.destroySession)
 	v1.GET("/locks", s.listLocks)
+	v1.POST("/watch", s.watchStreamPost)
 	v1.Any("/locks/*", s.lockRoute)
 	v1.GET("/cluster", s.getCluster)
 	v1.POST("/cluster/members", s.addMember)

@@ -34,14 +34,30 @@ func (s *Server) limitBlocking(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		defer release()
+		c.Set(blockingReleaseKey, release)
+		defer func() {
+			if kept, _ := c.Get(blockingKeptKey).(bool); !kept {
+				release()
+			}
+		}()
 		return next(c)
 	}
 }
 
+// blockingReleaseKey holds, in the request's context, the func that frees its place among its
+// client's blocking queries; a stream that outlives its handler (streamDetach) sets
+// blockingKeptKey and calls it when it ends.
+const (
+	blockingReleaseKey = "raftlock.blocking-release"
+	blockingKeptKey    = "raftlock.blocking-kept"
+)
+
 // blockingQuery says whether the request is a blocking query: a read of a lock, or a prefix
-// watch, with ?index.
+// watch, with ?index; or a streamed watch.
 func blockingQuery(req *http.Request) bool {
+	if streamedWatch(req) {
+		return true // however many prefixes it has
+	}
 	if req.Method != http.MethodGet && req.Method != http.MethodHead || !req.URL.Query().Has("index") {
 		return false
 	}
