@@ -56,6 +56,7 @@ type Node interface {
 	ReadBarrier(ctx context.Context) error
 	WatchLock(name string) <-chan struct{}
 	WatchPrefix(prefix string) <-chan struct{}
+	WatchViews() <-chan struct{}
 	Changes(prefix string, after uint64, limit int) cluster.Changes
 	AddMember(ctx context.Context, id, raftAddr, httpAddr string) error
 	AddNonvoter(ctx context.Context, id, raftAddr, httpAddr string) error
