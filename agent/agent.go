@@ -110,6 +110,9 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		ACL:       cfg.ACL,
 		Pprof:     cfg.EnablePprof,
 		UI:        cfg.UI,
+
+		StreamProgress: cfg.StreamProgress,
+		StreamBuffer:   cfg.StreamBuffer,
 	}
 	if store != nil {
 		peer := store.PeerClientConfig()

@@ -38,6 +38,11 @@ type Config struct {
 	// UnsafeRestoreKeepsSessions makes a restore keep the backup's sessions and their holds,
 	// as restores did before they ended every session (hidden; for the harness's self-test only).
 	UnsafeRestoreKeepsSessions bool
+	// StreamProgress is how often a streamed watch gets a progress event, and StreamBuffer how
+	// many events one may have waiting before it is dropped with a reset (hidden; 0: the
+	// defaults, 5s and 1024; for tests).
+	StreamProgress time.Duration
+	StreamBuffer   int
 
 	LogLevel  string
 	LogFormat string
@@ -171,6 +176,10 @@ func AddFlags(fs *pflag.FlagSet) {
 	_ = fs.MarkHidden("unsafe-skip-rejoin-check")
 	fs.Bool("unsafe-restore-keeps-sessions", false, "test only: a restore keeps the backup's sessions, so that clients go on believing holds it changed")
 	_ = fs.MarkHidden("unsafe-restore-keeps-sessions")
+	fs.Duration("stream-progress", 0, "tests: how often a streamed watch gets a progress event (0: 5s)")
+	_ = fs.MarkHidden("stream-progress")
+	fs.Int("stream-buffer", 0, "tests: events a streamed watch may have waiting before it is dropped with a reset (0: 1024)")
+	_ = fs.MarkHidden("stream-buffer")
 	fs.String("log-level", d.LogLevel, "log level: trace, debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "log format: text or json")
 	fs.Duration("heartbeat-timeout", d.HeartbeatTimeout, "Raft heartbeat timeout")
@@ -250,6 +259,8 @@ func Load(fs *pflag.FlagSet) (Config, error) {
 		UnsafeNoLogFsync:           v.GetBool("unsafe-no-log-fsync"),
 		UnsafeSkipRejoinCheck:      v.GetBool("unsafe-skip-rejoin-check"),
 		UnsafeRestoreKeepsSessions: v.GetBool("unsafe-restore-keeps-sessions"),
+		StreamProgress:             v.GetDuration("stream-progress"),
+		StreamBuffer:               v.GetInt("stream-buffer"),
 		MaxBodyBytes:               v.GetInt64("max-body-bytes"),
 		MaxSnapshotBytes:           v.GetInt64("max-snapshot-bytes"),
 		MaxHeaderBytes:             v.GetInt("max-header-bytes"),

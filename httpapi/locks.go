@@ -417,6 +417,9 @@ func (s *Server) check(c echo.Context, name string) error {
 }
 
 func (s *Server) listLocks(c echo.Context) error {
+	if wantsEventStream(c.Request()) {
+		return s.watchStreamGet(c)
+	}
 	q, err := s.cfg.Limits.readQuery(c)
 	if err != nil {
 		return err

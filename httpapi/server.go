@@ -58,6 +58,10 @@ type Node interface {
 	WatchPrefix(prefix string) <-chan struct{}
 	WatchViews() <-chan struct{}
 	Changes(prefix string, after uint64, limit int) cluster.Changes
+	// LeaderContact, ElectionTimeout and WaitApplied serve the streamed watches.
+	LeaderContact() time.Time
+	ElectionTimeout() time.Duration
+	WaitApplied(ctx context.Context, index uint64) error
 	AddMember(ctx context.Context, id, raftAddr, httpAddr string) error
 	AddNonvoter(ctx context.Context, id, raftAddr, httpAddr string) error
 	PromoteMember(ctx context.Context, id string) error
@@ -114,6 +118,11 @@ type Config struct {
 	// LeaderWait is how long a request waits for a leader to appear before 503 no_leader;
 	// default 3s.
 	LeaderWait time.Duration
+	// StreamProgress is how often a streamed watch gets a progress event; default 5s.
+	StreamProgress time.Duration
+	// StreamBuffer is how many events a streamed watch may have waiting to be written before
+	// it is dropped with a reset; default 1024.
+	StreamBuffer int
 	// CommandTimeout bounds a write's wait for its commit (a blocking acquire adds its wait);
 	// default 10s. Past it the outcome is reported unknown.
 	CommandTimeout time.Duration
@@ -176,6 +185,10 @@ type Server struct {
 	answering chan struct{}
 	// blocking counts each client's blocking queries (admitBlocking).
 	blocking blockingLimiter
+	// hub hands applied changes to the streamed watches (streamhub.go); starts shares a
+	// follower's questions to the leader for their starting points (streamstart.go).
+	hub    *streamHub
+	starts startRounds
 }
 
 // New returns a server for node; call Serve to start it.
@@ -208,6 +221,7 @@ func New(node Node, cfg Config) *Server {
 	s := &Server{cfg: cfg, node: node, log: cfg.Logger.Named("http")}
 	s.closing, s.closingStart = context.WithCancel(context.Background())
 	s.answering = make(chan struct{}, maxAnswering())
+	s.hub = newStreamHub(s)
 	s.fwd = newForwarder(s)
 	s.metrics = newMetrics(node, cfg)
 	s.refusals = tlsutil.NewRefusalLog(s.log, hclog.Debug, "closed an API connection: TLS handshake failed")
@@ -327,6 +341,7 @@ func (s *Server) routes() *echo.Echo {
 	v1.PUT("/sessions/:id/renew", s.renewSession)
 	v1.DELETE("/sessions/:id", s.destroySession)
 	v1.GET("/locks", s.listLocks)
+	v1.POST("/watch", s.watchStreamPost)
 	v1.Any("/locks/*", s.lockRoute)
 	v1.GET("/cluster", s.getCluster)
 	v1.POST("/cluster/members", s.addMember)
