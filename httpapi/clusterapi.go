@@ -17,7 +17,7 @@ func (s *Server) getCluster(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if streamAsked(c.Request()) {
+	if wantsEventStream(c.Request()) {
 		return s.streamView(c, q, "cluster", s.clusterView)
 	}
 	return s.read(c, q, func() error {

@@ -251,7 +251,7 @@ func (s *Server) listSessions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if streamAsked(c.Request()) {
+	if wantsEventStream(c.Request()) {
 		return s.streamView(c, q, "sessions", s.sessionsView)
 	}
 	return s.read(c, q, func() error {

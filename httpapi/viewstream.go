@@ -4,11 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -39,16 +35,6 @@ const (
 	// token's deletion or a policy's change is not a change of the view, yet may end it.
 	viewTokenEvery = time.Second
 )
-
-// streamAsked says whether the request asks for Server-Sent Events.
-func streamAsked(req *http.Request) bool {
-	for _, v := range req.Header.Values("Accept") {
-		if strings.Contains(v, "text/event-stream") {
-			return true
-		}
-	}
-	return false
-}
 
 // viewFunc reads a view for the request's caller, or refuses it.
 type viewFunc func(c echo.Context) (any, error)
@@ -86,12 +72,8 @@ func (s *Server) serveView(c echo.Context, q query, event string, view viewFunc)
 	if err != nil {
 		return err
 	}
-	w := c.Response()
-	h := w.Header()
-	h.Set(echo.HeaderContentType, "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	last, err := s.sendView(w, event, v, nil)
+	startEventStream(c)
+	last, err := s.sendView(c, event, v, nil)
 	if err != nil {
 		return nil // the client left
 	}
@@ -129,8 +111,8 @@ func (s *Server) serveView(c echo.Context, q query, event string, view viewFunc)
 			}
 		}
 		if !q.stale && !s.node.IsLeader() {
-			_ = writeEvent(w, "end", 0, viewEnd{Error: api.ErrorDetail{Code: api.CodeNoLeader,
-				Message: "this node stopped leading: open the stream again to follow the new leader"}})
+			_ = writeEvents(c, sseJSON(api.EventEnd, 0, false, viewEnd{Error: api.ErrorDetail{Code: api.CodeNoLeader,
+				Message: "this node stopped leading: open the stream again to follow the new leader"}}))
 			return nil
 		}
 		changed = s.node.WatchViews()
@@ -140,10 +122,10 @@ func (s *Server) serveView(c echo.Context, q query, event string, view viewFunc)
 			if !errors.As(err, &ae) {
 				ae = fromClusterError(err)
 			}
-			_ = writeEvent(w, "end", 0, ae.body)
+			_ = writeEvents(c, sseJSON(api.EventEnd, 0, false, ae.body))
 			return nil
 		}
-		next, err := s.sendView(w, event, v, last)
+		next, err := s.sendView(c, event, v, last)
 		if err != nil {
 			return nil
 		}
@@ -151,7 +133,7 @@ func (s *Server) serveView(c echo.Context, q query, event string, view viewFunc)
 		case next != nil:
 			last, sent = next, time.Now()
 		case progress:
-			if writeEvent(w, "progress", 0, viewProgress{Index: s.node.AppliedIndex()}) != nil {
+			if writeEvents(c, sseJSON(api.EventProgress, 0, false, viewProgress{Index: s.node.AppliedIndex()})) != nil {
 				return nil
 			}
 		default:
@@ -170,7 +152,7 @@ func (s *Server) serveView(c echo.Context, q query, event string, view viewFunc)
 // sendView writes v as an event unless what it shows is what last showed (the time a lease has
 // left is not compared: it changes by itself, and the page counts it down); it returns what
 // it sent, or nil if it sent nothing.
-func (s *Server) sendView(w *echo.Response, event string, v any, last []byte) ([]byte, error) {
+func (s *Server) sendView(c echo.Context, event string, v any, last []byte) ([]byte, error) {
 	sig := v
 	if l, ok := v.(api.SessionList); ok {
 		cp := api.SessionList{Sessions: make([]api.SessionInfo, len(l.Sessions))}
@@ -187,31 +169,10 @@ func (s *Server) sendView(w *echo.Response, event string, v any, last []byte) ([
 	if last != nil && bytes.Equal(b, last) {
 		return nil, nil
 	}
-	if err := writeEvent(w, event, s.node.AppliedIndex(), v); err != nil {
+	if err := writeEvents(c, sseJSON(event, s.node.AppliedIndex(), true, v)); err != nil {
 		return nil, err
 	}
 	return b, nil
-}
-
-// writeEvent writes one Server-Sent Event, with id if not 0, and flushes it.
-func writeEvent(w *echo.Response, event string, id uint64, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	var b bytes.Buffer
-	b.WriteString("event: " + event + "\n")
-	if id != 0 {
-		b.WriteString("id: " + strconv.FormatUint(id, 10) + "\n")
-	}
-	b.WriteString("data: ")
-	b.Write(data) // JSON has no raw newline
-	b.WriteString("\n\n")
-	if _, err := w.Write(b.Bytes()); err != nil {
-		return fmt.Errorf("writing an event: %w", err)
-	}
-	w.Flush()
-	return nil
 }
 
 // copyFlushing copies a streamed answer (Server-Sent Events) from the leader to the client,

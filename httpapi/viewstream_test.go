@@ -1,107 +1,20 @@
 package httpapi_test
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/raftlock/raftlock/api"
 )
 
-// streamClient is the suite's client without a timeout: a stream lasts as long as its test.
-// A stream read to its end is checked against the spec.
-var streamClient = checking(&http.Client{})
-
-// sse is one Server-Sent Event as a test reads it.
-type sse struct {
-	event, id string
-	data      []byte
-}
-
-// openStream asks url for Server-Sent Events with the headers hdr and returns its events, in
-// order; the channel closes when the stream ends. It fails the test unless the answer is a
-// 200 event stream.
-func openStream(t *testing.T, url string, hdr http.Header) <-chan sse {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range hdr {
-		req.Header[k] = v
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	res, err := streamClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	if ct := res.Header.Get("Content-Type"); res.StatusCode != http.StatusOK || !strings.HasPrefix(ct, "text/event-stream") {
-		res.Body.Close()
-		t.Fatalf("GET %s as a stream answered %d %s", url, res.StatusCode, ct)
-	}
-	out := make(chan sse, 64)
-	go func() {
-		defer close(out)
-		defer res.Body.Close()
-		sc := bufio.NewScanner(res.Body)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		var e sse
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if e.event != "" || e.data != nil {
-					select {
-					case out <- e:
-					case <-ctx.Done():
-						return
-					}
-				}
-				e = sse{}
-			case strings.HasPrefix(line, "event: "):
-				e.event = line[len("event: "):]
-			case strings.HasPrefix(line, "id: "):
-				e.id = line[len("id: "):]
-			case strings.HasPrefix(line, "data: "):
-				e.data = append(e.data, line[len("data: "):]...)
-			}
-		}
-	}()
-	return out
-}
-
-// nextEvent waits for the stream's next event other than progress, or fails the test.
-func nextEvent(t *testing.T, events <-chan sse, what string) sse {
-	t.Helper()
-	timeout := time.After(deadline)
-	for {
-		select {
-		case e, ok := <-events:
-			if !ok {
-				t.Fatalf("%s: the stream ended", what)
-			}
-			if e.event != "progress" {
-				return e
-			}
-		case <-timeout:
-			t.Fatalf("%s: no event within %v", what, deadline)
-		}
-	}
-}
-
 // untilEvent reads events until ok holds for one of kind, or fails the test.
-func untilEvent[T any](t *testing.T, events <-chan sse, kind, what string, ok func(T) bool) T {
+func untilEvent[T any](t *testing.T, st *sseStream, kind, what string, ok func(T) bool) T {
 	t.Helper()
 	for {
-		e := nextEvent(t, events, what)
-		if e.event != kind {
-			t.Fatalf("%s: got a %q event %s", what, e.event, e.data)
+		e := st.next(t)
+		if e.name != kind {
+			t.Fatalf("%s: got a %q event %s", what, e.name, e.data)
 		}
 		var v T
 		if err := json.Unmarshal(e.data, &v); err != nil {
@@ -128,11 +41,11 @@ func findSession(l api.SessionList, id string) *api.SessionInfo {
 func TestSessionsStreamShowsEachChange(t *testing.T) {
 	d := sharedCluster(t)
 	leader, followers := roles(t, d)
-	events := openStream(t, followers[0]+"/v1/sessions", nil)
-	first := nextEvent(t, events, "the first view")
+	events := openStream(t, http.MethodGet, followers[0]+"/v1/sessions", nil, nil)
+	first := events.next(t)
 	var l api.SessionList
-	if err := json.Unmarshal(first.data, &l); first.event != "sessions" || err != nil || first.id == "" {
-		t.Fatalf("the first event is %q id %q %s (%v); want the sessions with an id", first.event, first.id, first.data, err)
+	if err := json.Unmarshal(first.data, &l); first.name != "sessions" || err != nil || first.id == "" {
+		t.Fatalf("the first event is %s; want the sessions with an id (%v)", first, err)
 	}
 
 	id := createSession(t, leader, api.CreateSessionRequest{TTL: "30s", Name: "streamed"}).ID
@@ -161,8 +74,8 @@ func TestSessionsStreamShowsEachChange(t *testing.T) {
 func TestClusterStreamFollowsTheLeader(t *testing.T) {
 	d := ownCluster(t, nil)
 	leader, followers := roles(t, d)
-	onLeader := openStream(t, leader+"/v1/cluster", nil)
-	stale := openStream(t, followers[0]+"/v1/cluster?consistency=stale", nil)
+	onLeader := openStream(t, http.MethodGet, leader+"/v1/cluster", nil, nil)
+	stale := openStream(t, http.MethodGet, followers[0]+"/v1/cluster?consistency=stale&stream=1", nil, nil)
 	var before api.Cluster
 	before = untilEvent(t, onLeader, "cluster", "the leader's view", func(c api.Cluster) bool { return len(c.Members) == 3 })
 	untilEvent(t, stale, "cluster", "the follower's view", func(c api.Cluster) bool { return c.Leader == before.Leader })
@@ -172,24 +85,12 @@ func TestClusterStreamFollowsTheLeader(t *testing.T) {
 	untilEvent(t, stale, "cluster", "the new leader, on the follower's stream", func(c api.Cluster) bool {
 		return c.Leader != "" && c.Leader != before.Leader
 	})
-	for {
-		e := nextEvent(t, onLeader, "the end of the deposed leader's stream")
-		if e.event == "cluster" {
-			continue // a view from before it stepped down
-		}
-		var b api.ErrorBody
-		if err := json.Unmarshal(e.data, &b); e.event != "end" || err != nil || b.Error.Code != api.CodeNoLeader {
-			t.Fatalf("the deposed leader's stream sent %q %s; want an end event with no_leader", e.event, e.data)
-		}
-		break
+	evs := onLeader.ended(t)
+	for len(evs) > 0 && evs[0].name == "cluster" {
+		evs = evs[1:] // views from before it stepped down
 	}
-	select {
-	case e, open := <-onLeader:
-		if open {
-			t.Fatalf("after its end event the stream sent %q %s", e.event, e.data)
-		}
-	case <-time.After(deadline):
-		t.Fatal("the stream stayed open after its end event")
+	if len(evs) != 1 || evs[0].name != api.EventEnd || endError(t, evs[0]).Error.Code != api.CodeNoLeader {
+		t.Fatalf("the deposed leader's stream ended with %v; want one end event, no_leader, last", evs)
 	}
 }
 
@@ -202,19 +103,11 @@ func TestViewStreamsFollowTheToken(t *testing.T) {
 	if r := doAs(t, tok.SecretID, http.MethodGet, eps[1]+"/v1/cluster", nil); r.status != http.StatusForbidden {
 		t.Fatalf("GET /v1/cluster without operator:read answered %d", r.status)
 	}
-	req, _ := http.NewRequest(http.MethodGet, eps[1]+"/v1/cluster", nil)
-	req.Header = as(tok.SecretID)
-	req.Header.Set("Accept", "text/event-stream")
-	res, err := streamClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusForbidden || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
-		t.Fatalf("the cluster's stream without operator:read answered %d %s; want 403 JSON", res.StatusCode, res.Header.Get("Content-Type"))
+	if st, r := tryStream(t, http.MethodGet, eps[1]+"/v1/cluster", nil, as(tok.SecretID)); st != nil || r.status != http.StatusForbidden {
+		t.Fatalf("the cluster's stream without operator:read answered %d %s; want 403", r.status, short(r.body))
 	}
 
-	events := openStream(t, eps[1]+"/v1/sessions", as(tok.SecretID))
+	events := openStream(t, http.MethodGet, eps[1]+"/v1/sessions", nil, as(tok.SecretID))
 	other := sessionAs(t, eps[0], aclRoot)
 	own := sessionAs(t, eps[0], tok.SecretID)
 	l := untilEvent(t, events, "sessions", "its own session", func(l api.SessionList) bool { return findSession(l, own) != nil })
@@ -222,15 +115,11 @@ func TestViewStreamsFollowTheToken(t *testing.T) {
 		t.Fatalf("a token without operator:read was shown another token's session: %+v", l)
 	}
 	ok(t, doAs(t, aclRoot, http.MethodDelete, eps[0]+"/v1/acl/tokens/"+tok.AccessorID, nil), http.StatusOK, nil)
-	for {
-		e := nextEvent(t, events, "the end once the token is deleted")
-		if e.event == "sessions" {
-			continue
-		}
-		var b api.ErrorBody
-		if err := json.Unmarshal(e.data, &b); e.event != "end" || err != nil || b.Error.Code != api.CodeUnauthorized {
-			t.Fatalf("after its token's deletion the stream sent %q %s; want an end event, unauthorized", e.event, e.data)
-		}
-		return
+	evs := events.ended(t)
+	for len(evs) > 0 && evs[0].name == "sessions" {
+		evs = evs[1:]
+	}
+	if len(evs) != 1 || evs[0].name != api.EventEnd || endError(t, evs[0]).Error.Code != api.CodeUnauthorized {
+		t.Fatalf("after its token's deletion the stream ended with %v; want one end event, unauthorized, last", evs)
 	}
 }
