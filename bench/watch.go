@@ -104,6 +104,7 @@ type watchRun struct {
 	// stream says the watchers hold streams; prefixes are the prefixes of each.
 	stream       bool
 	prefixes     []string
+	opening      chan struct{} // a place for each stream being opened
 	mu           sync.Mutex
 	errorSamples []string
 }
@@ -115,6 +116,7 @@ func (r *runner) watch(ctx context.Context, mode string) (WatchResult, error) {
 	res := WatchResult{Mode: mode, Watchers: r.opts.Watchers, Changes: r.opts.WatchChanges, Consistency: "linearizable"}
 	wr := &watchRun{r: r, prefix: r.lockName("watch-"+mode) + "/", changes: r.opts.WatchChanges, start: time.Now(), stream: mode == WatchStream}
 	wr.prefixes = []string{wr.prefix}
+	wr.opening = make(chan struct{}, maxOpening)
 	if wr.stream {
 		res.Prefixes = r.opts.WatchPrefixes
 		res.Watchings = r.opts.Watchers * r.opts.WatchPrefixes
@@ -327,7 +329,11 @@ func (wr *watchRun) awaitWaiting(ctx context.Context, base float64) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: watch: %d of the %d watchers were waiting after 120s", wr.asking.Load(), wr.r.opts.Watchers)
+			wr.mu.Lock()
+			samples := strings.Join(wr.errorSamples, "; ")
+			wr.mu.Unlock()
+			return fmt.Errorf("bench: watch: %d of the %d watchers were waiting after 120s (%d failed requests: %s)",
+				wr.asking.Load(), wr.r.opts.Watchers, wr.errors.Load(), samples)
 		}
 		pause := 100 * time.Millisecond
 		if wr.asking.Load() < int64(wr.r.opts.Watchers) {

@@ -60,8 +60,9 @@ func BenchmarkWatchFanout(b *testing.B) {
 	}
 	for _, x := range runs {
 		b.Run(x.name, func(b *testing.B) {
-			// Every watcher holds a connection: lift the agents' default limit of 4,096.
-			eps := startAgents(ctx, b, bin, 3, "--max-connections", "0")
+			// Every watcher holds a connection and counts as a watch of one client address: lift
+			// the agents' default limits of 4,096 connections and 1,024 watches per address.
+			eps := startAgents(ctx, b, bin, 3, "--max-connections", "0", "--max-watches-per-address", "0")
 			for range b.N {
 				rep, err := bench.Run(ctx, bench.Options{Endpoints: eps, Workloads: []string{bench.Watch}, Version: "bench-test",
 					Watchers: x.watchers, WatchChanges: *benchChanges, WatchStale: x.stale, Duration: 10 * time.Second,

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"time"
@@ -37,22 +38,45 @@ func (wr *watchRun) streamer(ctx context.Context, w int, from uint64) {
 	node := wr.nodes[w%len(wr.nodes)]
 	st := &streamState{index: from}
 	counted := false
+	failures := 0
 	for ctx.Err() == nil {
+		// At most maxOpening streams are being opened at once, as clients that start over
+		// time would: ten thousand at the same instant measure the start, not the watch.
+		select {
+		case wr.opening <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		held := true
 		err := wr.readStream(ctx, node, w, st, func() {
+			<-wr.opening
+			held = false
+			failures = 0
 			if !counted {
 				counted = true
 				wr.asking.Add(1)
 			}
 		})
+		if held {
+			<-wr.opening
+		}
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
 			wr.fail(err)
+			failures++
 		}
-		sleep(ctx, 100*time.Millisecond)
+		// Open it again after a pause that doubles with each failure in a row (100 ms to
+		// 5 s), jittered, so that a node that refused many does not see them all come back at
+		// once.
+		pause := min(100*time.Millisecond<<min(failures, 6), 5*time.Second)
+		sleep(ctx, pause/2+rand.N(pause/2+1))
 	}
 }
+
+// maxOpening is how many streams the workload opens at once.
+const maxOpening = 256
 
 // streamState is what a streamer knows across its streams.
 type streamState struct {
