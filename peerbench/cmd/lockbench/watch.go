@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"sync"
@@ -77,14 +78,28 @@ func (h *harness) watch(ctx context.Context, watchers, changes int) (WatchResult
 	var ready, errs atomic.Int64
 	var firstErr atomic.Value
 	wctx, cancel := context.WithCancel(ctx)
+	opening := make(chan struct{}, 256)
 	var wg sync.WaitGroup
 	for w := range watchers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			seen, counted := 0, false
+			seen, counted, failures := 0, false, 0
 			for wctx.Err() == nil {
+				// At most 256 watches are being set up at once, as clients that start over
+				// time would, for both systems.
+				select {
+				case opening <- struct{}{}:
+				case <-wctx.Done():
+					return
+				}
+				held := true
 				err := pw.watchPrefix(wctx, w, prefix, func() {
+					if held {
+						held = false
+						<-opening
+					}
+					failures = 0
 					if !counted {
 						counted = true
 						ready.Add(1)
@@ -105,10 +120,16 @@ func (h *harness) watch(ctx context.Context, watchers, changes int) (WatchResult
 						seen++
 					}
 				})
+				if held {
+					<-opening
+				}
 				if err != nil && wctx.Err() == nil {
 					errs.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
-					sleepCtx(wctx, 100*time.Millisecond)
+					failures++
+					// 100 ms to 5 s, doubling with each failure in a row, jittered.
+					pause := min(100*time.Millisecond<<min(failures, 6), 5*time.Second)
+					sleepCtx(wctx, pause/2+rand.N(pause/2+1))
 				}
 			}
 		}()
