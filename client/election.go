@@ -188,43 +188,75 @@ func (e *Election) Observe(ctx context.Context) <-chan api.Lock {
 // Observe reports the leaders of the election (the holders of lock name) as they change:
 // first the state as it stands, then each new leader or new value, and each vacancy — a lock
 // with Held false, when the leader resigned or was lost and nobody took its place in the same
-// command. It uses the API's blocking queries, so a change is seen at once without polling; a
-// leader that comes and goes between two of them may not be seen. The channel is closed when
-// ctx is done. Observing needs no session.
+// command. It holds one streamed watch of the lock (WatchPrefix), on any node, so that every
+// change is seen at once, in order; against a cluster without streams it uses blocking queries,
+// where a leader that comes and goes between two of them may not be seen. The channel is closed
+// when ctx is done. Observing needs no session.
 func (c *Client) Observe(ctx context.Context, name string) <-chan api.Lock {
 	ch := make(chan api.Lock)
 	go func() {
 		defer close(ch)
-		var index uint64
 		var last *api.Lock
-		for attempt := 0; ctx.Err() == nil; {
-			l, err := c.watchLock(ctx, name, index, observeWait, nil)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				c.logger.Debug("observe failed; asking again", "lock", name, "error", err)
-				if !sleepCtx(ctx, c.backoff(attempt)) {
-					return
-				}
-				attempt++
-				continue
-			}
-			attempt = 0
-			// A lock never taken has modify_index 0; index 1 then waits for its first change.
-			index = max(l.ModifyIndex, 1)
-			if last != nil && sameLeader(*last, *l) {
-				continue
+		emit := func(l api.Lock) bool {
+			if last != nil && sameLeader(*last, l) {
+				return true
 			}
 			select {
-			case ch <- *l:
-				last = l
+			case ch <- l:
+				last = &l
+				return true
 			case <-ctx.Done():
-				return
+				return false
 			}
 		}
+		send := func(ev WatchEvent) bool {
+			switch {
+			case ev.Err != nil:
+				return true // the watch ends; the blocking queries take over below
+			case ev.Resync:
+				l := api.Lock{Name: name} // a lock not listed is free
+				for _, x := range ev.Locks {
+					if x.Name == name {
+						l = x
+					}
+				}
+				return emit(l)
+			case ev.Lock.Name == name: // the prefix is the name: longer names come too
+				return emit(ev.Lock)
+			}
+			return true
+		}
+		if _, err := c.followStream(ctx, []string{name}, 0, readOptions{}, send); err == nil || ctx.Err() != nil {
+			return
+		}
+		c.observeByBlockingQuery(ctx, name, emit)
 	}()
 	return ch
+}
+
+// observeByBlockingQuery is Observe by blocking queries of the lock, one after the other.
+func (c *Client) observeByBlockingQuery(ctx context.Context, name string, emit func(api.Lock) bool) {
+	var index uint64
+	for attempt := 0; ctx.Err() == nil; {
+		l, err := c.watchLock(ctx, name, index, observeWait, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.logger.Debug("observe failed; asking again", "lock", name, "error", err)
+			if !sleepCtx(ctx, c.backoff(attempt)) {
+				return
+			}
+			attempt++
+			continue
+		}
+		attempt = 0
+		// A lock never taken has modify_index 0; index 1 then waits for its first change.
+		index = max(l.ModifyIndex, 1)
+		if !emit(*l) {
+			return
+		}
+	}
 }
 
 // sameLeader reports whether two states of an election show the same leader with the same

@@ -26,6 +26,7 @@ type ReadOption func(*readOptions)
 type readOptions struct {
 	stale    bool
 	endpoint string
+	longPoll bool // WatchPrefix: the long poll, not a stream (LongPoll)
 }
 
 // Stale answers a read from the node asked, without contacting the leader. Stale reads go to

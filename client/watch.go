@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -33,14 +34,17 @@ type WatchEvent struct {
 	Err error
 }
 
-// WatchPrefix follows every lock whose name starts with prefix (GET /v1/locks?prefix=&index=):
-// first a resync with the prefix as it stands, then each change, in log order, as soon as it
-// is applied. It asks from the index of the last event it delivered, so that it goes on,
-// through leader changes and failed nodes (the next endpoint, after a backoff), without
-// missing a change or repeating one; when the cluster can no longer tell every change since,
-// it delivers a resync instead. Reads are linearizable unless Stale is given. Events wait for
-// the reader: a reader that falls far behind may get a resync rather than every change. The
-// channel is closed when ctx is done, or after an event with Err.
+// WatchPrefix follows every lock whose name starts with prefix: first a resync with the
+// prefix as it stands, then each change, in log order, as soon as it is applied. It holds one
+// streamed watch (docs/api.md, "Streamed watches") on any node, follower or leader, and goes
+// on from the index of the last event it delivered when a stream ends (a node failed, lost
+// its leader, or was restored), through the next endpoint after a backoff, without missing a
+// change or repeating one; when the cluster can no longer tell every change since, it delivers
+// a resync instead. Against a cluster without streams (or with LongPoll) it uses the long poll
+// (GET /v1/locks?prefix=&index=), with the same events. Reads are linearizable unless Stale is
+// given: a stream's start is confirmed by the leader. Events wait for the reader: a reader that
+// falls far behind may get a resync rather than every change. The channel is closed when ctx
+// is done, or after an event with Err.
 func (c *Client) WatchPrefix(ctx context.Context, prefix string, opts ...ReadOption) <-chan WatchEvent {
 	return c.WatchPrefixFrom(ctx, prefix, 0, opts...)
 }
@@ -51,55 +55,62 @@ func (c *Client) WatchPrefix(ctx context.Context, prefix string, opts ...ReadOpt
 // since. Index 0 is WatchPrefix.
 func (c *Client) WatchPrefixFrom(ctx context.Context, prefix string, index uint64, opts ...ReadOption) <-chan WatchEvent {
 	ch := make(chan WatchEvent)
+	o := readOptionsOf(opts)
 	go func() {
 		defer close(ch)
-		send := func(ev WatchEvent) bool {
-			select {
-			case ch <- ev:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
-		for attempt := 0; ctx.Err() == nil; {
-			ans, err := c.watchPrefix(ctx, prefix, index, opts)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				if !isTransient(err) {
-					send(WatchEvent{Index: index, Err: err})
-					return
-				}
-				c.logger.Debug("watch failed; asking again", "prefix", prefix, "index", index, "error", err)
-				if !sleepCtx(ctx, c.backoff(attempt)) {
-					return
-				}
-				attempt++
-				continue
-			}
-			attempt = 0
-			if ans.Index == 0 {
-				// Every answer of a watch names an index; a server that ignores ?index answers
-				// the plain list, at once, again and again.
-				send(WatchEvent{Err: errorf("%w: the cluster answers no prefix watch (a version before them?)", ErrNotFound)})
+		send := sender(ctx, ch)
+		if !o.longPoll {
+			reached, err := c.followStream(ctx, []string{prefix}, index, o, send)
+			if !errors.Is(err, errNoStreams) {
 				return
 			}
-			if ans.Reset {
-				if !send(WatchEvent{Resync: true, Locks: nonNilLocks(ans.Locks), Index: ans.Index}) {
-					return
-				}
-			} else {
-				for _, l := range ans.Locks {
-					if !send(WatchEvent{Lock: l, Index: l.ModifyIndex}) {
-						return
-					}
-				}
-			}
-			index = max(index, ans.Index)
+			c.logger.Debug("no streamed watches; watching by long poll", "prefix", prefix, "index", reached)
+			index = reached
 		}
+		c.longPollPrefix(ctx, prefix, index, opts, send)
 	}()
 	return ch
+}
+
+// longPollPrefix is WatchPrefixFrom by long poll: one request per answer.
+func (c *Client) longPollPrefix(ctx context.Context, prefix string, index uint64, opts []ReadOption, send func(WatchEvent) bool) {
+	for attempt := 0; ctx.Err() == nil; {
+		ans, err := c.watchPrefix(ctx, prefix, index, opts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !isTransient(err) {
+				send(WatchEvent{Index: index, Err: err})
+				return
+			}
+			c.logger.Debug("watch failed; asking again", "prefix", prefix, "index", index, "error", err)
+			if !sleepCtx(ctx, c.backoff(attempt)) {
+				return
+			}
+			attempt++
+			continue
+		}
+		attempt = 0
+		if ans.Index == 0 {
+			// Every answer of a watch names an index; a server that ignores ?index answers
+			// the plain list, at once, again and again.
+			send(WatchEvent{Err: errorf("%w: the cluster answers no prefix watch (a version before them?)", ErrNotFound)})
+			return
+		}
+		if ans.Reset {
+			if !send(WatchEvent{Resync: true, Locks: nonNilLocks(ans.Locks), Index: ans.Index}) {
+				return
+			}
+		} else {
+			for _, l := range ans.Locks {
+				if !send(WatchEvent{Lock: l, Index: l.ModifyIndex}) {
+					return
+				}
+			}
+		}
+		index = max(index, ans.Index)
+	}
 }
 
 // watchPrefix asks one prefix watch from index.

@@ -121,7 +121,8 @@ func TestWatchPrefixSurvivesALeaderCrash(t *testing.T) {
 }
 
 // A watcher that fell behind what the node remembers gets a resync: the prefix as it stands,
-// told apart from a change, and then changes again.
+// told apart from a change, and then changes again. (By long poll: a stream's changes wait in
+// the connection's buffers for a reader that pauses, so this one would not fall behind.)
 func TestWatchPrefixResyncsWhenTheClusterForgot(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	dev, err := agent.StartDev(ctx, agent.DevOptions{Tune: func(c *config.Config) { c.WatchHistoryBytes = 64 << 10 }})
@@ -131,7 +132,7 @@ func TestWatchPrefixResyncsWhenTheClusterForgot(t *testing.T) {
 	t.Cleanup(func() { dev.Close() })
 	c := newClient(t, dev.Endpoints())
 	pre := lockName(t, "")
-	ch := c.WatchPrefix(ctx, pre)
+	ch := c.WatchPrefix(ctx, pre, client.LongPoll())
 	nextEvent(t, ch) // the first resync; then nobody reads while the cluster forgets
 	s := newSession(t, c)
 	big := strings.Repeat("v", 4096)

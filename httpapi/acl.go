@@ -101,6 +101,10 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return unauthorized("this request needs a token: send it as X-Raftlock-Token or Authorization: Bearer")
 		case accessorOf(c) != "" && s.final(req):
 			return next(c)
+		case streamedWatch(req):
+			// Served by the node that received it, which judges the token itself once it has
+			// applied the log as far as the stream's starting point (serveStream).
+			return next(c)
 		}
 		return s.atLeader(c, func() error { // forwards, unless this node leads by now
 			if _, _, ok := s.node.ResolveToken(secret); ok {

@@ -221,9 +221,9 @@ func New(node Node, cfg Config) *Server {
 	s := &Server{cfg: cfg, node: node, log: cfg.Logger.Named("http")}
 	s.closing, s.closingStart = context.WithCancel(context.Background())
 	s.answering = make(chan struct{}, maxAnswering())
-	s.hub = newStreamHub(s)
 	s.fwd = newForwarder(s)
 	s.metrics = newMetrics(node, cfg)
+	s.hub = newStreamHub(s)
 	s.refusals = tlsutil.NewRefusalLog(s.log, hclog.Debug, "closed an API connection: TLS handshake failed")
 	s.echo = s.routes()
 	s.inproc = newInProcess(s)

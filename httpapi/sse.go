@@ -65,7 +65,6 @@ func startEventStream(c echo.Context) {
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no") // a proxy in front must not hold events back
 	c.Response().WriteHeader(http.StatusOK)
 	c.Response().Flush()
 }

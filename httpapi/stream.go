@@ -53,6 +53,12 @@ type streamChange struct {
 	Locks []any  `json:"locks"`
 }
 
+// streamedWatch says whether the request asks for a streamed watch.
+func streamedWatch(req *http.Request) bool {
+	return req.Method == http.MethodPost && req.URL.Path == "/v1/watch" ||
+		req.Method == http.MethodGet && req.URL.Path == "/v1/locks" && wantsEventStream(req)
+}
+
 // watchStreamGet answers GET /v1/locks?prefix=P with Accept: text/event-stream or stream=1.
 func (s *Server) watchStreamGet(c echo.Context) error {
 	q, err := s.cfg.Limits.readQuery(c)
@@ -173,17 +179,26 @@ func (ps *prefixSet) match(name string) bool {
 // hub is, then hands the stream to the hub and writes what the hub queues for it until the
 // stream ends or its client leaves.
 func (s *Server) serveStream(c echo.Context, stale bool, set *prefixSet, index uint64) error {
-	caller, err := s.caller(c)
-	if err != nil {
-		return err
+	if s.cfg.ACL && requestSecret(c.Request()) == "" {
+		return unauthorized("this request needs a token: send it as X-Raftlock-Token or Authorization: Bearer")
 	}
 	if e := s.leaderHeard(); e != nil {
 		return e
 	}
-	if !stale {
+	// A token this node does not know is judged only from state confirmed current (as
+	// authenticate does for every request): a node that restarted, or lags, may not have
+	// applied its creation yet. So a stale stream of an unknown token waits for the
+	// linearizable starting point too.
+	if !stale || s.cfg.ACL && accessorOf(c) == "" {
 		if err := s.streamStartPoint(c); err != nil {
 			return err
 		}
+	}
+	// Judged here, by this node (streams are not forwarded): after the starting point, its
+	// state holds every token change acknowledged before the stream began.
+	caller, err := s.caller(c)
+	if err != nil {
+		return err
 	}
 	startEventStream(c)
 	w := newStreamWriter(c)

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
 )
@@ -29,6 +31,8 @@ type streamHub struct {
 	subs    map[*subscriber]struct{}
 	cursor  uint64 // every change up to cursor was handed to the subscribers
 	running bool   // the pump runs (while there are subscribers)
+
+	dropped prometheus.Counter // streams dropped for reading too slowly
 }
 
 // topic is one prefix some stream watches, with its subscribers.
@@ -59,6 +63,10 @@ func newStreamHub(s *Server) *streamHub {
 	if h.progress <= 0 {
 		h.progress = defaultStreamProgress
 	}
+	h.dropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_watch_streams_dropped_total",
+		Help: "Streamed watches dropped with a reset because their client read more slowly than changes came."})
+	s.metrics.reg.MustRegister(h.dropped, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftlock_watch_streams",
+		Help: "Streamed watches open on this node (each holds a connection)."}, func() float64 { return float64(h.count()) }))
 	return h
 }
 
@@ -228,6 +236,7 @@ func (h *streamHub) pushLocked(sub *subscriber, index uint64, f []byte) {
 	if len(sub.queue) >= h.buffer {
 		sub.end = sseJSON(api.EventReset, 0, false, streamEnding{Index: sub.last, Reason: api.ResetBehind})
 		sub.mu.Unlock()
+		h.dropped.Inc()
 		h.removeLocked(sub)
 		signal(sub.wake)
 		return

@@ -42,9 +42,8 @@ func (s *Server) limitBlocking(next echo.HandlerFunc) echo.HandlerFunc {
 // blockingQuery says whether the request is a blocking query: a read of a lock, or a prefix
 // watch, with ?index; or a streamed watch.
 func blockingQuery(req *http.Request) bool {
-	if req.Method == http.MethodPost && req.URL.Path == "/v1/watch" ||
-		req.Method == http.MethodGet && req.URL.Path == "/v1/locks" && wantsEventStream(req) {
-		return true // a streamed watch, however many prefixes it has
+	if streamedWatch(req) {
+		return true // however many prefixes it has
 	}
 	if req.Method != http.MethodGet && req.Method != http.MethodHead || !req.URL.Query().Has("index") {
 		return false

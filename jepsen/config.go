@@ -68,12 +68,16 @@ type Config struct {
 	// workers.
 	Cyclers int
 	// Watchers is the number of prefix watchers of every lock of the run, in turn raw
-	// linearizable, raw stale and through the Go client's WatchPrefix; every acknowledged
-	// change must reach each of them, in order.
+	// linearizable and raw stale long polls, the Go client's WatchPrefix (a stream) and raw
+	// streamed watches; every acknowledged change must reach each of them, in order.
 	Watchers int
 	// DropWatchChanges makes the watchers leave one change in seven out of the history: a
 	// self-test the watch checker must flag.
 	DropWatchChanges bool
+	// IgnoreStreamEnd makes the raw streamed watchers take no notice of their stream's end
+	// (a node cut off from its leader ends its streams) and stay silent: a self-test the watch
+	// checker must flag.
+	IgnoreStreamEnd bool
 	// Workload says how the workers hold locks: WorkloadRaw (one HTTP request per op),
 	// WorkloadClient (through the Go client) or WorkloadAll (half and half, the default).
 	Workload string
@@ -157,7 +161,7 @@ func DefaultConfig() Config {
 		LogLevel:           "info",
 		Workload:           WorkloadAll,
 		Cyclers:            -1,
-		Watchers:           3,
+		Watchers:           4,
 		SemaphoreLimit:     2,
 		StaleRatio:         0.05,
 	}
@@ -233,6 +237,9 @@ func (c Config) String() string {
 	if c.DropWatchChanges {
 		s += " watchers=DROP-CHANGES(self-test)"
 	}
+	if c.IgnoreStreamEnd {
+		s += " watchers=IGNORE-STREAM-END(self-test)"
+	}
 	if c.IgnoreDone {
 		s += " client-workers=IGNORE-DONE(self-test)"
 	}
@@ -265,6 +272,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("jepsen: --watchers %d: must not be negative", c.Watchers)
 	case c.DropWatchChanges && c.Watchers == 0:
 		return fmt.Errorf("jepsen: dropping watch changes needs watchers")
+	case c.IgnoreStreamEnd && c.Watchers < 4:
+		return fmt.Errorf("jepsen: ignoring streams' ends needs streamed watchers (--watchers 4 or more)")
 	case c.Workers < 1 || c.Locks < 1:
 		return fmt.Errorf("jepsen: need at least one worker and one lock")
 	case c.TTL < 2*time.Second:

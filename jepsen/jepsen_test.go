@@ -554,6 +554,26 @@ func TestScenarios(t *testing.T) {
 			}
 		}
 	})
+	// Streamed watchers that take no notice of their stream's end (a node cut off from its
+	// leader ends its streams) and stay silent, as a watcher kept on a stale stream would:
+	// under partitions the watch checker must flag them, and nothing else fail.
+	t.Run("self-test-ignoring-stream-end", func(t *testing.T) {
+		t.Parallel()
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		rep, _ := runScenario(t, ctx, bin, func(c *Config) {
+			c.Faults, c.Seed, c.IgnoreStreamEnd, c.Watchers, c.Time = []string{nemesis.Partition}, 36, true, 12, selfTestTime
+		})
+		w, _ := rep.Result("watch")
+		if w.Valid || !strings.Contains(strings.Join(w.Examples, "\n"), "stayed silent") {
+			t.Errorf("streamed watchers that ignore their stream's end must fail watch under partitions: %s", w)
+		}
+		for _, r := range rep.Results {
+			if r.Name != "watch" && !r.Valid {
+				t.Errorf("only watch may fail when streamed watchers ignore their stream's end: %s", r.Line())
+			}
+		}
+	})
 	// Agents whose restores keep the backup's sessions (as restores did before they ended
 	// them): a lock taken after the backup goes to another worker while its holder still
 	// believes, or a lock released after it comes back to a session that believes nothing.

@@ -115,7 +115,7 @@ func workloadConfig(cfg Config) workload.Config {
 	return workload.Config{Workers: cfg.Workers, Locks: cfg.LockNames(), TTL: cfg.TTL, LockDelay: cfg.LockDelay,
 		OpTimeout: cfg.OpTimeout, MaxWait: 2 * cfg.TTL, MaxHold: 200 * time.Millisecond, ReadRatio: 0.3, BlockingReadRatio: 0.2, CrashRatio: cfg.CrashRatio,
 		ClientWorkers: cfg.ClientWorkers(), Cyclers: cfg.CycleWorkers(), IgnoreDone: cfg.IgnoreDone, Seed: cfg.Seed, Watchers: cfg.Watchers,
-		DropWatchChanges: cfg.DropWatchChanges,
+		DropWatchChanges: cfg.DropWatchChanges, IgnoreStreamEnd: cfg.IgnoreStreamEnd,
 		SemaphoreWorkers: cfg.SemaphoreWorkers, SemaphoreLimit: cfg.SemaphoreLimit, RWWorkers: cfg.RWWorkers,
 		WriterWait: cfg.CheckerConfig().LivenessBound, StaleRatio: cfg.StaleRatio}
 }

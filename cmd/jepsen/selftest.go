@@ -159,6 +159,18 @@ func brokenRuns() []brokenRun {
 			return !watch.Valid, "watch flags the watchers that miss changes: %s", []any{watch.Line()}
 		},
 	}, {
+		title: "streamed watchers that ignore their stream's end and stay silent, under partitions (must fail watch)",
+		dir:   "ignore-stream-end",
+		most:  20 * time.Second,
+		breakIt: func(c *jepsen.Config) {
+			c.IgnoreStreamEnd, c.Watchers = true, max(c.Watchers, 12)
+			c.Faults = []string{nemesis.Partition}
+		},
+		flagged: func(rep *jepsen.Report) (bool, string, []any) {
+			watch, _ := rep.Result("watch")
+			return !watch.Valid, "watch flags the watchers that kept a silent stale stream: %s", []any{watch.Line()}
+		},
+	}, {
 		title: "agents whose restores keep the backup's sessions, under the restore nemesis (must fail belief or held-by-nobody)",
 		dir:   "restore-keeps-sessions",
 		most:  40 * time.Second,

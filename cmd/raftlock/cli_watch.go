@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -23,10 +24,11 @@ type watchLine struct {
 
 func newWatchCmd() *cobra.Command {
 	var f inspectFlags
-	var prefix string
+	var prefixes []string
 	var from uint64
+	var longPoll bool
 	cmd := inspectCmd(&cobra.Command{
-		Use:   "watch [--prefix P] [--index N]",
+		Use:   "watch [--prefix P]... [--index N]",
 		Short: "Print every change of the locks under a prefix as it happens",
 		Long: `Print every change of the locks whose name starts with --prefix (all locks without it),
 one line each, in the order the cluster applied them, until interrupted: first a resync
@@ -34,7 +36,9 @@ with the locks held or awaited now, then each change as the lock was right after
 once released). It goes on through leader changes and failed nodes without missing a
 change; when the cluster can no longer tell every change since the last line (a node that
 forgot them, or installed a snapshot), it prints a resync again: the locks it lists are all
-there are, any other is free.
+there are, any other is free. It holds one streamed watch on one node (a follower serves it as
+well as the leader), and asks by long poll a cluster that has no streams (or with --long-poll).
+--prefix may be given several times: one stream follows them all, each change once.
 
 --index N resumes a watch: it prints the changes after index N (the first number of the
 last line a watch printed, or its "index" with -o json), starting with no resync, unless the
@@ -44,10 +48,27 @@ With -o json each line is one JSON object: {"event":"change","index":N,"lock":{.
 {"event":"resync","index":N,"locks":[...]}, the locks as GET /v1/locks/{name} shows them.`,
 		Example: `  raftlock watch --prefix jobs/
   raftlock watch --prefix services/ -o json | jq -c 'select(.event=="change") | .lock'
-  raftlock watch --prefix jobs/ --index 1234     # resume after the line of index 1234`,
+  raftlock watch --prefix jobs/ --index 1234     # resume after the line of index 1234
+  raftlock watch --prefix jobs/ --prefix elections/`,
 		Args: cobra.NoArgs,
 	}, &f, func(ctx context.Context, c *client.Client, w io.Writer, _ []string) error {
-		for ev := range c.WatchPrefixFrom(ctx, prefix, from, f.readOpts()...) {
+		opts := f.readOpts()
+		if longPoll {
+			opts = append(opts, client.LongPoll())
+		}
+		prefix := ""
+		if len(prefixes) > 0 {
+			prefix = prefixes[0]
+		}
+		events := c.WatchPrefixFrom(ctx, prefix, from, opts...)
+		if len(prefixes) > 1 {
+			if longPoll {
+				return fmt.Errorf("--long-poll follows one --prefix only")
+			}
+			events = c.WatchPrefixes(ctx, prefixes, from, opts...)
+			prefix = strings.Join(prefixes, `", "`)
+		}
+		for ev := range events {
 			if ev.Err != nil {
 				return failure("watching "+strconv.Quote(prefix), ev.Err)
 			}
@@ -57,7 +78,8 @@ With -o json each line is one JSON object: {"event":"change","index":N,"lock":{.
 		}
 		return nil // interrupted
 	})
-	cmd.Flags().StringVar(&prefix, "prefix", "", "watch the locks whose name starts with this")
+	cmd.Flags().StringArrayVar(&prefixes, "prefix", nil, "watch the locks whose name starts with this (repeat it to watch several prefixes over one stream)")
+	cmd.Flags().BoolVar(&longPoll, "long-poll", false, "watch by long poll (one request per answer) rather than a stream")
 	cmd.Flags().Uint64Var(&from, "index", 0, "resume after this index: print the changes after it (0: start with a resync of the prefix as it stands)")
 	return cmd
 }

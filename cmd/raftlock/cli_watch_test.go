@@ -126,3 +126,48 @@ func TestWatchResumesAfterIndex(t *testing.T) {
 		t.Fatalf("watch --index %d printed %s", granted, r.stdout)
 	}
 }
+
+// `raftlock watch` with --prefix twice follows both over one stream; with --long-poll it
+// prints the same lines by long poll.
+func TestWatchSeveralPrefixesAndLongPoll(t *testing.T) {
+	c := testClient(t)
+	pre := testLock(t) + "/"
+	manyCmd, manyOut, manyErr := startCLI(t, "watch", "--prefix", pre+"a/", "--prefix", pre+"b/", "-o", "json")
+	pollCmd, pollOut, pollErr := startCLI(t, "watch", "--prefix", pre+"a/", "--long-poll", "-o", "json")
+	testkit.Eventually(t, 15*time.Second, "both watches to print their resync", func() bool {
+		return strings.Count(manyOut.String(), "\n") >= 1 && strings.Count(pollOut.String(), "\n") >= 1
+	})
+	holdLock(t, c, pre+"a/1")
+	holdLock(t, c, pre+"c/1")
+	holdLock(t, c, pre+"b/1")
+	testkit.Eventually(t, 15*time.Second, "the changes to be printed", func() bool {
+		return strings.Count(manyOut.String(), "\n") >= 3 && strings.Count(pollOut.String(), "\n") >= 2
+	})
+	names := func(out string) string {
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			var wl watchLine
+			if err := json.Unmarshal([]byte(l), &wl); err != nil {
+				t.Fatalf("line %q: %v", l, err)
+			}
+			if wl.Lock != nil {
+				got = append(got, strings.TrimPrefix(wl.Lock.Name, pre))
+			}
+		}
+		return strings.Join(got, " ")
+	}
+	if got := names(manyOut.String()); got != "a/1 b/1" {
+		t.Fatalf("two prefixes printed %q; want a/1 b/1", got)
+	}
+	if got := names(pollOut.String()); got != "a/1" {
+		t.Fatalf("the long poll printed %q; want a/1", got)
+	}
+	if err := manyCmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	finish(t, manyCmd, manyOut, manyErr, 10*time.Second)
+	if err := pollCmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	finish(t, pollCmd, pollOut, pollErr, 10*time.Second)
+}

@@ -23,10 +23,11 @@ const WatchPrefix = "jepsen-lock-"
 // of every change acknowledged before: the cluster may still be recovering from a fault.
 const watchDrain = 60 * time.Second
 
-// watch starts Config.Watchers prefix watchers of every lock of the run, of three kinds in
-// turn: raw HTTP watches (GET /v1/locks?prefix=&index=&wait=) asked linearizably (a follower
-// forwards them to the leader), raw ones asked stale (each answered by the node asked), and
-// the Go client's WatchPrefix. Each records every change it receives (history.WatchChange),
+// watch starts Config.Watchers prefix watchers of every lock of the run, of four kinds in
+// turn: raw HTTP long polls (GET /v1/locks?prefix=&index=&wait=) asked linearizably (a
+// follower forwards them to the leader), raw long polls asked stale (each answered by the node
+// asked), the Go client's WatchPrefix (a streamed watch, served by the node asked), and raw
+// streamed watches (text/event-stream), linearizable and stale in turn. Each records every change it receives (history.WatchChange),
 // every reset (history.WatchReset), and when it stops (history.WatchEnd): once stop closes, it
 // reads the index of every change acknowledged so far and watches on until it has reached it,
 // so that the checker can require every acknowledged change to have reached every watcher, in
@@ -36,13 +37,16 @@ func (wl *Workload) watch(ctx context.Context, stop <-chan struct{}, wg *sync.Wa
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := &watcher{wl: wl, process: watcherProcess(wl.cfg, i), stale: i%3 == 1,
+			w := &watcher{wl: wl, process: watcherProcess(wl.cfg, i), stale: i%4 == 1 || i%8 == 7,
 				rng: rand.New(rand.NewSource(wl.cfg.Seed*7919 + int64(i))), node: i % len(wl.c.Endpoints())}
-			if i%3 == 2 {
+			switch i % 4 {
+			case 2:
 				w.runClient(ctx, stop)
-				return
+			case 3:
+				w.runStream(ctx, stop)
+			default:
+				w.run(ctx, stop)
 			}
-			w.run(ctx, stop)
 		}()
 	}
 }

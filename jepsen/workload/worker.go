@@ -56,6 +56,10 @@ type Config struct {
 	// DropWatchChanges makes the watchers leave every seventh change they receive out of the
 	// history, as a watcher that misses changes would (a self-test the watch checker must flag).
 	DropWatchChanges bool
+	// IgnoreStreamEnd makes the streamed watchers take no notice of their stream's end (a
+	// node cut off from its leader ends its streams): each stays silent from then on, as a
+	// watcher that kept a stale stream would (a self-test the watch checker must flag).
+	IgnoreStreamEnd bool
 	// IgnoreDone makes the client workers ignore the end of their holds' contexts: they go on
 	// believing they hold a lock after their session is gone (a self-test the belief checker
 	// must flag).
