@@ -117,6 +117,13 @@ type Options struct {
 	Watchers     int
 	WatchChanges int
 	WatchStale   bool
+	// WatchModes are how the watch workload's watchers watch, each measured in turn:
+	// WatchStream (Server-Sent Events, one request per watcher) and WatchPoll (blocking
+	// queries, one request per change); default both, streams first.
+	WatchModes []string
+	// WatchPrefixes is the number of prefixes each stream watches (default 1): the streams'
+	// watchings are Watchers × WatchPrefixes, and the changes go round the prefixes.
+	WatchPrefixes int
 	// KillProcesses lets the failover workload SIGKILL and restart the nodes' processes when
 	// they do not run in this process (Dev is nil); without it that workload is skipped, so
 	// that measuring a cluster never kills its nodes unasked.
@@ -173,6 +180,20 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.WatchChanges == 0 {
 		o.WatchChanges = 20
+	}
+	if len(o.WatchModes) == 0 {
+		o.WatchModes = []string{WatchStream, WatchPoll}
+	}
+	if o.WatchPrefixes == 0 {
+		o.WatchPrefixes = 1
+	}
+	for _, m := range o.WatchModes {
+		if m != WatchStream && m != WatchPoll {
+			return o, fmt.Errorf("%w: watch mode %q (want %q or %q)", ErrOptions, m, WatchStream, WatchPoll)
+		}
+	}
+	if o.WatchPrefixes < 1 || o.WatchPrefixes > 1000 {
+		return o, fmt.Errorf("%w: watch prefixes %d (want 1 to 1000)", ErrOptions, o.WatchPrefixes)
 	}
 	if o.Via == "" {
 		o.Via = ViaLeader

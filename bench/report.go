@@ -18,6 +18,8 @@ type Report struct {
 	Sessions    *SessionsResult     `json:"sessions,omitempty"`
 	Failover    *FailoverResult     `json:"failover,omitempty"`
 	Watch       *WatchResult        `json:"watch,omitempty"`
+	// WatchStream is the watch workload with streams; Watch is it with polls.
+	WatchStream *WatchResult `json:"watch_stream,omitempty"`
 }
 
 // Environment says where the figures come from.
@@ -93,8 +95,11 @@ func (r *Report) Violations() []string {
 	if f := r.Failover; f != nil && f.Failed > 0 {
 		out = append(out, fmt.Sprintf("failover: %d of %d trials never recovered", f.Failed, len(f.Trials)))
 	}
-	if w := r.Watch; w != nil && (w.Missed > 0 || w.OutOfOrder > 0 || w.Resets > 0) {
-		out = append(out, fmt.Sprintf("watch: %d deliveries missed, %d out of order, %d resets", w.Missed, w.OutOfOrder, w.Resets))
+	for _, w := range []*WatchResult{r.WatchStream, r.Watch} {
+		if w != nil && (w.Missed > 0 || w.OutOfOrder > 0 || w.Resets > 0 || w.Dropped > 0) {
+			out = append(out, fmt.Sprintf("watch (%s): %d deliveries missed, %d out of order, %d resets, %d streams dropped",
+				w.Mode, w.Missed, w.OutOfOrder, w.Resets, w.Dropped))
+		}
 	}
 	return out
 }
@@ -195,6 +200,7 @@ func (r *Report) WriteTable(out io.Writer) error {
 				msStr(f.Recovery.Max), msStr(f.Election.P50), msStr(f.Election.Max), f.Failed)
 		}
 	}
+	r.WatchStream.writeTable(tw)
 	r.Watch.writeTable(tw)
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("bench: writing table: %w", err)
@@ -250,6 +256,7 @@ func (r *Report) writeNotes(out io.Writer) {
 			notes = append(notes, note)
 		}
 	}
+	notes = append(notes, r.WatchStream.notes(r.Environment.Dev)...)
 	notes = append(notes, r.Watch.notes(r.Environment.Dev)...)
 	for _, s := range r.errorSamples() {
 		notes = append(notes, "error: "+s)
@@ -290,6 +297,9 @@ func (r *Report) errorSamples() []string {
 	}
 	if w := r.Watch; w != nil {
 		add("watch", w.ErrorSamples)
+	}
+	if w := r.WatchStream; w != nil {
+		add("watch (streams)", w.ErrorSamples)
 	}
 	return out
 }

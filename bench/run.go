@@ -100,11 +100,17 @@ func (r *runner) runWorkload(ctx context.Context, w string, rep *Report) error {
 		}
 		rep.Sessions = &res
 	case Watch:
-		res, steal, err := withSteal(func() (WatchResult, error) { return r.watch(ctx) })
-		res.StealPercent = steal
-		rep.Watch = &res
-		if err != nil {
-			return err
+		for _, mode := range r.opts.WatchModes {
+			res, steal, err := withSteal(func() (WatchResult, error) { return r.watch(ctx, mode) })
+			res.StealPercent = steal
+			if mode == WatchStream {
+				rep.WatchStream = &res
+			} else {
+				rep.Watch = &res
+			}
+			if err != nil {
+				return err
+			}
 		}
 	case Failover:
 		res, err := r.failover(ctx)

@@ -21,9 +21,24 @@ import (
 // WatchResult holds the figures of the watch workload: Watchers prefix watches spread over
 // the nodes, told of Changes lock changes made one at a time.
 type WatchResult struct {
+	// Mode is how the watchers watch: "poll" (blocking queries, one request per change) or
+	// "stream" (Server-Sent Events, one request in all).
+	Mode        string `json:"mode"`
 	Watchers    int    `json:"watchers"`
 	Consistency string `json:"consistency"`
 	Changes     int    `json:"changes"`
+	// Prefixes is the number of prefixes each stream watches (every change falls under one of
+	// them, and every stream watches them all); Watchings is Watchers × Prefixes.
+	Prefixes  int `json:"prefixes,omitempty"`
+	Watchings int `json:"watchings,omitempty"`
+	// Dropped counts the streams a node ended because they fell behind (a reset without the
+	// state); it must be 0.
+	Dropped int `json:"dropped,omitempty"`
+	// AcquireBefore is another client's uncontended acquire+release rate (one client, pairs
+	// per second) before the streams connected, AcquireWatching the same while every stream
+	// waited and nothing changed.
+	AcquireBefore   *float64 `json:"acquire_per_s_before,omitempty"`
+	AcquireWatching *float64 `json:"acquire_per_s_watching,omitempty"`
 	// ConnectSeconds is the time until every watcher waited on a node.
 	ConnectSeconds float64 `json:"connect_s"`
 	// Last is, over the changes, the time from a change's acknowledgment to the moment the last
@@ -82,19 +97,36 @@ type watchRun struct {
 	count []atomic.Int64
 	done  []chan struct{}
 
-	// asking counts the watchers whose request is on its way or waiting.
-	asking                     atomic.Int64
-	outOfOrder, resets, errors atomic.Int64
-	mu                         sync.Mutex
-	errorSamples               []string
+	// asking counts the watchers whose request is on its way or waiting; with streams, the
+	// streams open.
+	asking                              atomic.Int64
+	outOfOrder, resets, errors, dropped atomic.Int64
+	// stream says the watchers hold streams; prefixes are the prefixes of each.
+	stream       bool
+	prefixes     []string
+	opening      chan struct{} // a place for each stream being opened
+	mu           sync.Mutex
+	errorSamples []string
 }
 
 // watch runs the watch workload: it connects the watchers, measures the cluster idle with
 // them waiting, then makes the changes one at a time (an acquire or a release of one lock
 // under the prefix), each once every watcher is waiting again, and times their delivery.
-func (r *runner) watch(ctx context.Context) (WatchResult, error) {
-	res := WatchResult{Watchers: r.opts.Watchers, Changes: r.opts.WatchChanges, Consistency: "linearizable"}
-	wr := &watchRun{r: r, prefix: r.lockName("watch") + "/", changes: r.opts.WatchChanges, start: time.Now()}
+func (r *runner) watch(ctx context.Context, mode string) (WatchResult, error) {
+	res := WatchResult{Mode: mode, Watchers: r.opts.Watchers, Changes: r.opts.WatchChanges, Consistency: "linearizable"}
+	wr := &watchRun{r: r, prefix: r.lockName("watch-"+mode) + "/", changes: r.opts.WatchChanges, start: time.Now(), stream: mode == WatchStream}
+	wr.prefixes = []string{wr.prefix}
+	wr.opening = make(chan struct{}, maxOpening)
+	if wr.stream {
+		res.Prefixes = r.opts.WatchPrefixes
+		res.Watchings = r.opts.Watchers * r.opts.WatchPrefixes
+		if r.opts.WatchPrefixes > 1 {
+			wr.prefixes = wr.prefixes[:0]
+			for j := range r.opts.WatchPrefixes {
+				wr.prefixes = append(wr.prefixes, fmt.Sprintf("%s%03d/", wr.prefix, j))
+			}
+		}
+	}
 	if r.opts.WatchStale {
 		res.Consistency, wr.query = "stale", "&consistency=stale"
 	}
@@ -112,6 +144,11 @@ func (r *runner) watch(ctx context.Context) (WatchResult, error) {
 	if res.BaseCPUPercent, err = r.cpuPercent(ctx, cpuNodes, r.opts.Duration); err != nil {
 		return res, err
 	}
+	if wr.stream {
+		if res.AcquireBefore, err = r.acquireRate(ctx); err != nil {
+			return res, err
+		}
+	}
 	before := r.nodeMetrics(ctx, wr.nodes)
 	wr.told = make([][]int64, wr.changes)
 	wr.count = make([]atomic.Int64, wr.changes)
@@ -128,7 +165,11 @@ func (r *runner) watch(ctx context.Context) (WatchResult, error) {
 	var wg sync.WaitGroup
 	for w := range r.opts.Watchers {
 		wg.Add(1)
-		go func() { defer wg.Done(); wr.watcher(wctx, w, from) }()
+		if wr.stream {
+			go func() { defer wg.Done(); wr.streamer(wctx, w, from) }()
+		} else {
+			go func() { defer wg.Done(); wr.watcher(wctx, w, from) }()
+		}
 	}
 	defer func() { cancel(); wg.Wait() }()
 	base := blockingSum(before)
@@ -136,11 +177,16 @@ func (r *runner) watch(ctx context.Context) (WatchResult, error) {
 		return res, err
 	}
 	res.ConnectSeconds = time.Since(wr.start).Seconds()
+	watching := r.nodeMetrics(ctx, wr.nodes)
 	if res.IdleCPUPercent, err = r.cpuPercent(ctx, cpuNodes, r.opts.Duration); err != nil {
 		return res, err
 	}
+	if wr.stream {
+		if res.AcquireWatching, err = r.acquireRate(ctx); err != nil {
+			return res, err
+		}
+	}
 	cpu1, ok1 := r.serverCPU(ctx, cpuNodes)
-	watching := r.nodeMetrics(ctx, wr.nodes)
 	if err := wr.makeChanges(ctx, base, &res); err != nil {
 		return res, err
 	}
@@ -188,10 +234,11 @@ func (wr *watchRun) makeChanges(ctx context.Context, base float64, res *WatchRes
 		return err
 	}
 	defer wr.destroySession(session)
-	lock := wr.prefix + "l"
 	var token uint64
 	acked := make([]int64, wr.changes)
 	for k := range wr.changes {
+		// An acquire and a release of one lock, then the next lock under the next prefix.
+		lock := wr.prefixes[(k/2)%len(wr.prefixes)] + "l"
 		var err error
 		if k%2 == 0 {
 			token, err = wr.change(ctx, session, "/v1/locks/"+lock+"/acquire", api.AcquireRequest{Session: session})
@@ -272,14 +319,21 @@ func (wr *watchRun) watcher(ctx context.Context, w int, from uint64) {
 // sum to base + watchers). It reads the gauges only once every watcher has asked again, and
 // then every 100ms, since reading /metrics costs the servers CPU too.
 func (wr *watchRun) awaitWaiting(ctx context.Context, base float64) error {
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(120 * time.Second)
 	for {
-		if wr.asking.Load() >= int64(wr.r.opts.Watchers) &&
+		if wr.stream && wr.asking.Load() >= int64(wr.r.opts.Watchers) {
+			return nil // a stream counts as open once its node answered with its headers
+		}
+		if !wr.stream && wr.asking.Load() >= int64(wr.r.opts.Watchers) &&
 			blockingSum(wr.r.nodeMetrics(ctx, wr.nodes)) >= base+float64(wr.r.opts.Watchers) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: watch: the watchers were not all waiting after 60s")
+			wr.mu.Lock()
+			samples := strings.Join(wr.errorSamples, "; ")
+			wr.mu.Unlock()
+			return fmt.Errorf("bench: watch: %d of the %d watchers were waiting after 120s (%d failed requests: %s)",
+				wr.asking.Load(), wr.r.opts.Watchers, wr.errors.Load(), samples)
 		}
 		pause := 100 * time.Millisecond
 		if wr.asking.Load() < int64(wr.r.opts.Watchers) {
@@ -386,6 +440,7 @@ func (wr *watchRun) fail(err error) {
 
 func (wr *watchRun) fill(res *WatchResult) {
 	res.OutOfOrder, res.Resets, res.Errors = int(wr.outOfOrder.Load()), int(wr.resets.Load()), int(wr.errors.Load())
+	res.Dropped = int(wr.dropped.Load())
 	wr.mu.Lock()
 	res.ErrorSamples = slices.Clone(wr.errorSamples)
 	wr.mu.Unlock()

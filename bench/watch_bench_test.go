@@ -23,33 +23,50 @@ import (
 )
 
 var (
-	benchWatchers = flag.Int("watchers", 10_000, "prefix watches of BenchmarkWatchFanout")
+	benchWatchers = flag.Int("watchers", 10_000, "watchers of BenchmarkWatchFanout (streams or polls)")
 	benchChanges  = flag.Int("watch-changes", 20, "changes BenchmarkWatchFanout makes")
+	benchShared   = flag.Int("watch-shared-streams", 1000, "streams of BenchmarkWatchFanout/shared")
+	benchPrefixes = flag.Int("watch-prefixes", 100, "prefixes of each stream of BenchmarkWatchFanout/shared")
 )
 
-// BenchmarkWatchFanout measures -watchers prefix watches of one prefix (10,000 by default) on
-// a cluster of three agent processes (Raft straight between them), linearizable (followers forward them to the leader) and
-// stale (each node answers its own third): the time from a change to the last watcher told,
-// the servers' CPU per change and while idle, and each node's memory. It is the measurement
-// of docs/performance.md; run it with -benchtime 1x (each iteration connects every watcher).
+// BenchmarkWatchFanout measures -watchers watchers of one prefix (10,000 by default) on a
+// cluster of three agent processes (Raft straight between them): streams (Server-Sent Events,
+// each served by the node it is sent to) and polls (blocking queries), linearizable and stale;
+// and, as shared, -watch-shared-streams streams of -watch-prefixes prefixes each (100,000
+// watchings by default). It reports the time from a change to the last watcher told, the
+// servers' CPU per change and while idle, each node's memory, and for streams another client's
+// acquire rate before and with the streams idle. It is the measurement of docs/performance.md;
+// run it with -benchtime 1x (each iteration connects every watcher), and pick sub-benchmarks
+// with -bench 'BenchmarkWatchFanout/stream' and the like.
 func BenchmarkWatchFanout(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 	bin, err := jcluster.Build(ctx, b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, stale := range []bool{false, true} {
-		name := "linearizable"
-		if stale {
-			name = "stale"
-		}
-		b.Run(name, func(b *testing.B) {
-			// Every watch holds a connection: lift the agents' default limit of 4,096.
-			eps := startAgents(ctx, b, bin, 3, "--max-connections", "0")
+	type run struct {
+		name               string
+		mode               string
+		stale              bool
+		watchers, prefixes int
+	}
+	runs := []run{
+		{"stream/linearizable", bench.WatchStream, false, *benchWatchers, 1},
+		{"stream/stale", bench.WatchStream, true, *benchWatchers, 1},
+		{"shared", bench.WatchStream, false, *benchShared, *benchPrefixes},
+		{"poll/linearizable", bench.WatchPoll, false, *benchWatchers, 1},
+		{"poll/stale", bench.WatchPoll, true, *benchWatchers, 1},
+	}
+	for _, x := range runs {
+		b.Run(x.name, func(b *testing.B) {
+			// Every watcher holds a connection and counts as a watch of one client address: lift
+			// the agents' default limits of 4,096 connections and 1,024 watches per address.
+			eps := startAgents(ctx, b, bin, 3, "--max-connections", "0", "--max-watches-per-address", "0")
 			for range b.N {
 				rep, err := bench.Run(ctx, bench.Options{Endpoints: eps, Workloads: []string{bench.Watch}, Version: "bench-test",
-					Watchers: *benchWatchers, WatchChanges: *benchChanges, WatchStale: stale, Duration: 10 * time.Second})
+					Watchers: x.watchers, WatchChanges: *benchChanges, WatchStale: x.stale, Duration: 10 * time.Second,
+					WatchModes: []string{x.mode}, WatchPrefixes: x.prefixes})
 				if rep != nil {
 					var out bytes.Buffer
 					_ = rep.WriteTable(&out)
@@ -58,7 +75,11 @@ func BenchmarkWatchFanout(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				reportWatch(b, rep.Watch)
+				w := rep.Watch
+				if x.mode == bench.WatchStream {
+					w = rep.WatchStream
+				}
+				reportWatch(b, w)
 			}
 		})
 	}
@@ -76,6 +97,14 @@ func reportWatch(b *testing.B, w *bench.WatchResult) {
 	for _, n := range w.Nodes {
 		if n.Leader {
 			b.ReportMetric((n.RSSWatching-n.RSSBefore)/(1<<20), "leader-rss-added-MiB")
+		}
+	}
+	if w.Mode == bench.WatchStream {
+		b.ReportMetric(w.HeapAddedPer(w.Watchers), "heap-B/stream")
+		b.ReportMetric(w.HeapAddedPer(w.Watchings), "heap-B/watching")
+		b.ReportMetric(float64(w.Dropped), "dropped")
+		if w.AcquireBefore != nil && w.AcquireWatching != nil && *w.AcquireBefore > 0 {
+			b.ReportMetric(*w.AcquireWatching / *w.AcquireBefore, "acquire-rate-ratio")
 		}
 	}
 }

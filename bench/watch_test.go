@@ -32,11 +32,24 @@ func TestWatchWorkload(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Run (stale %v): %v", stale, err)
 		}
-		w := rep.Watch
-		if w == nil || w.Missed != 0 || w.OutOfOrder != 0 || w.Resets != 0 || w.Last.Count != 4 || w.Last.P50 < w.First.P50 ||
-			len(w.Nodes) != 3 || w.CPUPerChangeMs == nil || w.IdleCPUPercent == nil {
-			t.Fatalf("watch figures (stale %v): %+v", stale, w)
+		for _, w := range []*bench.WatchResult{rep.Watch, rep.WatchStream} {
+			if w == nil || w.Missed != 0 || w.OutOfOrder != 0 || w.Resets != 0 || w.Dropped != 0 || w.Last.Count != 4 || w.Last.P50 < w.First.P50 ||
+				len(w.Nodes) != 3 || w.CPUPerChangeMs == nil || w.IdleCPUPercent == nil {
+				t.Fatalf("watch figures (stale %v): %+v", stale, w)
+			}
 		}
-		checkTable(t, rep, "watch", "last told p50", "with watchers", "include the watchers' own")
+		if s := rep.WatchStream; s.Mode != bench.WatchStream || s.AcquireBefore == nil || s.AcquireWatching == nil || s.Watchings != 30 {
+			t.Fatalf("stream figures (stale %v): %+v", stale, s)
+		}
+		checkTable(t, rep, "watch (streams)", "watch (polls)", "last told p50", "with watchers", "include the watchers' own", "per watching")
+	}
+	// Many prefixes on each stream: every change reaches every stream, over POST /v1/watch.
+	rep, err := bench.Run(ctx, bench.Options{Endpoints: dev.Endpoints(), Dev: dev, Workloads: []string{bench.Watch},
+		WatchModes: []string{bench.WatchStream}, Watchers: 10, WatchPrefixes: 5, WatchChanges: 10, Duration: 300 * time.Millisecond, Version: "test"})
+	if err != nil {
+		t.Fatalf("Run (5 prefixes a stream): %v", err)
+	}
+	if w := rep.WatchStream; w == nil || rep.Watch != nil || w.Missed != 0 || w.OutOfOrder != 0 || w.Dropped != 0 || w.Watchings != 50 || w.Last.Count != 10 {
+		t.Fatalf("watch figures (5 prefixes a stream): %+v", w)
 	}
 }

@@ -37,6 +37,8 @@ type Node struct {
 
 	// changes keeps the latest lock changes, for prefix watches.
 	changes *changeLog
+	// views wakes the streams of the sessions and cluster views.
+	views *viewSignal
 
 	// refusals logs refused Raft handshakes (with TLS).
 	refusals *tlsutil.RefusalLog
@@ -116,6 +118,7 @@ func New(cfg Config) (*Node, error) {
 		log:       cfg.Logger.Named("cluster"),
 		events:    newNotifier(),
 		changes:   newChangeLog(cfg.WatchHistoryBytes),
+		views:     newViewSignal(),
 		leaderCh:  make(chan bool, 16),
 		stop:      make(chan struct{}),
 		removedCh: make(chan struct{}),
@@ -308,6 +311,7 @@ func (n *Node) open() error {
 		}
 	}
 	r.RegisterObserver(raft.NewObserver(nil, false, n.metrics.observeLeader))
+	r.RegisterObserver(raft.NewObserver(nil, false, n.views.observeLeader))
 	n.raft = r
 	return nil
 }
@@ -348,6 +352,7 @@ func (n *Node) Close() error {
 	n.wg.Wait()
 	n.timers.deactivate()
 	n.events.closeAll()
+	n.views.close()
 	n.changes.wakeAll(true)
 	n.closeResources()
 	return err

@@ -145,6 +145,7 @@ func (n *Node) RenewMany(ctx context.Context, ids []fsm.SessionID) ([]RenewResul
 	if err := n.verify.confirm(ctx, arrived, term); err != nil {
 		return nil, err
 	}
+	n.views.bump() // the leases' last renewals moved
 	return res, nil
 }
 

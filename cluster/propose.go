@@ -50,5 +50,6 @@ func (n *Node) Observe(events []fsm.Event) {
 	n.timers.observe(events)
 	n.stats.observe(events)
 	n.gate.observe(events)
+	n.views.observe(events)
 	n.snapshotOnFeatures(events)
 }

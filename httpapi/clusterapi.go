@@ -17,25 +17,37 @@ func (s *Server) getCluster(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if wantsEventStream(c.Request()) {
+		return s.streamView(c, q, "cluster", s.clusterView)
+	}
 	return s.read(c, q, func() error {
-		if err := s.callerOperator(c, fsm.AccessRead); err != nil {
+		view, err := s.clusterView(c)
+		if err != nil {
 			return err
 		}
-		st, err := s.node.Status()
-		if err != nil {
-			return fromClusterError(err)
-		}
-		return c.JSON(http.StatusOK, api.Cluster{
-			Version:      s.cfg.Version,
-			Leader:       st.Leader,
-			Term:         st.Term,
-			CommitIndex:  st.CommitIndex,
-			AppliedIndex: st.AppliedIndex,
-			Members:      membersBody(st.Members),
-			LogStore:     st.LogStore,
-			Features:     featureNames(st.Features),
-		})
+		return c.JSON(http.StatusOK, view)
 	})
+}
+
+// clusterView is the answer to GET /v1/cluster, for a caller with operator:read.
+func (s *Server) clusterView(c echo.Context) (any, error) {
+	if err := s.callerOperator(c, fsm.AccessRead); err != nil {
+		return nil, err
+	}
+	st, err := s.node.Status()
+	if err != nil {
+		return nil, fromClusterError(err)
+	}
+	return api.Cluster{
+		Version:      s.cfg.Version,
+		Leader:       st.Leader,
+		Term:         st.Term,
+		CommitIndex:  st.CommitIndex,
+		AppliedIndex: st.AppliedIndex,
+		Members:      membersBody(st.Members),
+		LogStore:     st.LogStore,
+		Features:     featureNames(st.Features),
+	}, nil
 }
 
 func (s *Server) addMember(c echo.Context) error {

@@ -117,7 +117,13 @@ func (f *forwarder) forward(c echo.Context, id, addr string) error {
 	f.answer(c, res.StatusCode, res.Header)
 	buf := f.bufs.Get().(*[]byte)
 	defer f.bufs.Put(buf)
-	if _, err := io.CopyBuffer(c.Response(), res.Body, *buf); err != nil {
+	var err2 error
+	if strings.HasPrefix(res.Header.Get(echo.HeaderContentType), "text/event-stream") {
+		err2 = copyFlushing(c.Response(), res.Body, *buf) // a stream: each event as it comes
+	} else {
+		_, err2 = io.CopyBuffer(c.Response(), res.Body, *buf)
+	}
+	if err := err2; err != nil {
 		// The status line is out: the answer stays short of its Content-Length, so the
 		// server closes the connection and the client sees a broken response.
 		f.s.log.Debug("forwarding: the leader's answer broke off", "path", clip(in.URL.Path, maxLoggedPath), "error", err)

@@ -59,6 +59,7 @@ type Node interface {
 	WaitApplied(ctx context.Context, index uint64) error
 	WatchLock(name string) <-chan struct{}
 	WatchPrefix(prefix string) <-chan struct{}
+	WatchViews() <-chan struct{}
 	Changes(prefix string, after uint64, limit int) cluster.Changes
 	// LeaderContact and ElectionTimeout (with WaitApplied) serve the streamed watches.
 	LeaderContact() time.Time

@@ -256,21 +256,34 @@ func (s *Server) listSessions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if wantsEventStream(c.Request()) {
+		return s.streamView(c, q, "sessions", s.sessionsView)
+	}
 	return s.read(c, q, func() error {
-		caller, err := s.caller(c)
+		view, err := s.sessionsView(c)
 		if err != nil {
 			return err
 		}
-		all := caller.operator(fsm.AccessRead) == nil // otherwise only the caller's own
-		infos := s.node.FSM().Sessions()
-		out := api.SessionList{Sessions: make([]api.SessionInfo, 0, len(infos))}
-		for _, info := range infos {
-			if all || caller.owns(info) {
-				out.Sessions = append(out.Sessions, s.withLease(sessionInfoBody(info), info.ID))
-			}
-		}
-		return c.JSON(http.StatusOK, out)
+		return c.JSON(http.StatusOK, view)
 	})
+}
+
+// sessionsView is the answer to GET /v1/sessions: every session for a caller with
+// operator:read, otherwise the caller's own.
+func (s *Server) sessionsView(c echo.Context) (any, error) {
+	caller, err := s.caller(c)
+	if err != nil {
+		return nil, err
+	}
+	all := caller.operator(fsm.AccessRead) == nil // otherwise only the caller's own
+	infos := s.node.FSM().Sessions()
+	out := api.SessionList{Sessions: make([]api.SessionInfo, 0, len(infos))}
+	for _, info := range infos {
+		if all || caller.owns(info) {
+			out.Sessions = append(out.Sessions, s.withLease(sessionInfoBody(info), info.ID))
+		}
+	}
+	return out, nil
 }
 
 func sessionBody(info fsm.SessionInfo) api.Session {

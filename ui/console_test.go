@@ -15,10 +15,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/raftlock/raftlock/agent"
@@ -234,8 +237,7 @@ func TestConsoleShowsLocksLiveUnderTLSAndACL(t *testing.T) {
 	token := root.acquire(lock, sid, hostile)
 	took := waitShown(t, tab, "the lock taken through the API appears", func(n []string) bool { return slices.Contains(n, lock) })
 	// How soon is logged, not asserted (a timed assertion fails on a busy machine); what makes
-	// it soon is: a blocking query on the prefix where the node has prefix watches, else a
-	// read twice a second.
+	// it soon is the streamed watch of the prefix.
 	t.Logf("the lock appeared on the page %v after the API granted it", took)
 	liveMode(t, tab, root)
 	value, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector('#locks tbody tr td.value').textContent`))
@@ -258,6 +260,23 @@ func TestConsoleShowsLocksLiveUnderTLSAndACL(t *testing.T) {
 	})
 	waitFor(t, tab, "the cluster's members", `String(document.querySelectorAll('#members tbody tr').length)`, func(s string) bool { return s == "3" })
 	screenshot(t, tab)
+
+	// Pushed, not polled: with its streams open, a lock taken and a session created reach the
+	// page as events of the streams it holds, and the page sends no request meanwhile (as
+	// Chromium itself records the requests it sends).
+	waitFor(t, tab, "the sessions", shownSessions, func(s string) bool { return strings.Contains(s, sid) })
+	sent := countRequests(t, tab)
+	before, events := sent.Load(), streamedEvents(t, tab)
+	pushed := root.session("pushed-worker")
+	root.acquire("console/db/pushed", pushed, "p")
+	waitShown(t, tab, "the lock taken, pushed", func(n []string) bool { return slices.Contains(n, "console/db/pushed") })
+	waitFor(t, tab, "the session created, pushed", shownSessions, func(s string) bool { return strings.Contains(s, pushed) })
+	if n := sent.Load() - before; n != 0 {
+		t.Fatalf("the page sent %d requests to the API while it was shown a lock and a session: it asked rather than was told", n)
+	}
+	if after := streamedEvents(t, tab); after <= events {
+		t.Fatalf("the page counts %d stream events before and %d after the changes it showed", events, after)
+	}
 
 	root.release(lock, sid, token)
 	took = waitShown(t, tab, "the released lock leaves the page", func(n []string) bool { return !slices.Contains(n, lock) })
@@ -296,20 +315,45 @@ func TestConsoleShowsLocksLiveUnderTLSAndACL(t *testing.T) {
 }
 
 // pageState describes what the page says of its state, for failure messages.
-// liveMode checks that the page keeps its locks live the best way the node offers: through
-// prefix watches (blocking queries) when a watch request is answered with its "reset" field,
-// else by reading the list twice a second.
-func liveMode(t *testing.T, ctx context.Context, root apiClient) {
+// liveMode checks that the page keeps its locks live through the node's streamed watch.
+func liveMode(t *testing.T, ctx context.Context, _ apiClient) {
 	t.Helper()
-	var w map[string]any
-	root.do(http.MethodGet, "/v1/locks?prefix=console/&index=0", nil, &w)
-	want := "read twice a second"
-	if _, ok := w["reset"]; ok {
-		want = "live (prefix watch)"
-	}
+	const want = "live (stream)"
 	waitFor(t, ctx, "the page says it is "+want, `document.getElementById('status').textContent`, func(s string) bool {
 		return strings.Contains(s, want)
 	})
+}
+
+// countRequests counts, from now on, the requests the page sends to the API, as Chromium
+// reports them.
+func countRequests(t *testing.T, tab context.Context) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	ctx, cancel := context.WithCancel(tab)
+	t.Cleanup(cancel)
+	err := chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*network.EventRequestWillBeSent); ok && strings.Contains(e.Request.URL, "/v1/") {
+			n.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(tab, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatal(err)
+	}
+	return &n
+}
+
+// streamedEvents is how many events the page has read from its streams.
+func streamedEvents(t *testing.T, tab context.Context) int {
+	t.Helper()
+	s := evalString(t, tab, `document.getElementById('status').dataset.streamed || '0'`)
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("the page's count of stream events %q: %v", s, err)
+	}
+	return n
 }
 
 func pageState(ctx context.Context) string {

@@ -40,6 +40,8 @@ type benchFlags struct {
 	watchers       int
 	watchChanges   int
 	watchStale     bool
+	watchModes     string
+	watchPrefixes  int
 	supervised     bool
 	via            string
 	jsonFile       string
@@ -88,8 +90,11 @@ started in this process with --dev, each for --duration after --warmup:
   watch        --watchers prefix watches (default 1000) spread over the nodes, told of
                --watch-changes changes made one at a time: time from a change to the last
                watcher told, the servers' CPU per change and idle, each node's memory; every
-               change must reach every watcher, in order. Only when named (not by "all"):
-               10,000 watchers need the nodes' --max-connections raised
+               change must reach every watcher, in order. Measured with streams (Server-Sent
+               Events; --watch-prefixes prefixes each, and another client's acquire rate
+               before and with the streams idle) and with polls (--watch-mode to choose).
+               Only when named (not by "all"): 10,000 watchers need the nodes'
+               --max-connections raised
 
 A live progress line is shown when stdout is a terminal; the figures end in a table, and
 --json FILE writes them with the environment. With --dev every node and the bench share one
@@ -104,6 +109,7 @@ with its management token.`,
   raftlock bench --dev --workload sessions --sessions 100000 --json sessions.json
   raftlock bench --endpoints http://127.0.0.1:17001 --workload watch --watchers 10000
   raftlock bench --workload state --sessions 1000000 --json state.json
+  raftlock bench --endpoints http://127.0.0.1:17001 --workload watch --watch-mode stream --watchers 1000 --watch-prefixes 100
   raftlock bench --dev --tls --workload uncontended   # with TLS: compare with the same run without --tls
   raftlock bench --dev --secure --workload uncontended   # TLS and ACLs
   raftlock bench --endpoints https://10.0.0.1:7001 --ca-file ca.pem --cert-file c.pem --key-file c-key.pem --token $SECRET`,
@@ -137,6 +143,8 @@ with its management token.`,
 	fl.IntVar(&f.watchers, "watchers", 1000, "prefix watches of the watch workload, spread over the nodes")
 	fl.IntVar(&f.watchChanges, "watch-changes", 20, "changes the watch workload makes, one at a time")
 	fl.BoolVar(&f.watchStale, "watch-stale", false, "watch workload: stale watches, each answered by the node it is sent to (default: linearizable, forwarded to the leader)")
+	fl.StringVar(&f.watchModes, "watch-mode", "stream,poll", "watch workload: comma-separated, how the watchers watch, each measured in turn: stream (Server-Sent Events) and/or poll (blocking queries)")
+	fl.IntVar(&f.watchPrefixes, "watch-prefixes", 1, "watch workload: prefixes each stream watches (POST /v1/watch); watchings = watchers x prefixes")
 	fl.BoolVar(&f.supervised, "supervised", false, "failover with --endpoints: a supervisor restarts killed nodes; wait for it instead of restarting them")
 	fl.StringVar(&f.via, "via", bench.ViaLeader, "send requests first to: leader, follower (stays there: measures forwarding) or given (endpoint order, then the leader once known, as any Go client)")
 	fl.StringVar(&f.jsonFile, "json", "", "also write the figures and the environment as JSON to this file")
@@ -170,6 +178,8 @@ func runBench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
 		Watchers:       f.watchers,
 		WatchChanges:   f.watchChanges,
 		WatchStale:     f.watchStale,
+		WatchModes:     strings.Split(strings.ReplaceAll(f.watchModes, " ", ""), ","),
+		WatchPrefixes:  f.watchPrefixes,
 		Supervised:     f.supervised,
 		// Killing the processes of a cluster it did not start needs asking by name, not "all".
 		KillProcesses: strings.Contains(strings.ToLower(f.workload), bench.Failover),

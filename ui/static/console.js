@@ -39,15 +39,77 @@
     noteClock(r.headers.get('Date'));
     let body = null;
     try { body = await r.json(); } catch (e) { body = null; }
-    if (!r.ok) {
-      const detail = body && body.error ? body.error : { code: 'http_' + r.status, message: r.statusText };
-      const err = new Error(detail.code + ': ' + detail.message);
-      err.status = r.status;
-      err.code = detail.code;
-      throw err;
-    }
+    if (!r.ok) throw apiError(r.status, body, r.statusText);
     return body;
   }
+
+  // apiError is an Error carrying the API's error code and message (an error body's).
+  function apiError(status, body, text) {
+    const detail = body && body.error ? body.error : { code: 'http_' + status, message: text || '' };
+    const err = new Error(detail.code + ': ' + detail.message);
+    err.status = status;
+    err.code = detail.code;
+    return err;
+  }
+
+  // streamed counts the events that arrived through the streams: the page's proof (and the
+  // tests') that what it shows came pushed, not asked for again.
+  let streamed = 0;
+
+  // stream GETs a path of the API as Server-Sent Events and hands each event to
+  // onEvent(name, data) as it arrives, until the server ends the stream: it returns the error
+  // of the stream's end event (or null when the stream just closed), or {plain: body} when the
+  // node answered one JSON body instead (a node without streams). It reads the stream with
+  // fetch, not EventSource, which cannot send the token header: the token goes into no URL.
+  async function stream(path, signal, onEvent) {
+    const headers = { Accept: 'text/event-stream' };
+    if (token) headers['X-Raftlock-Token'] = token;
+    const r = await fetch(path, { headers, signal, cache: 'no-store', credentials: 'omit', referrerPolicy: 'no-referrer' });
+    noteClock(r.headers.get('Date'));
+    if (!r.ok || !(r.headers.get('Content-Type') || '').startsWith('text/event-stream')) {
+      let body = null;
+      try { body = await r.json(); } catch (e) { body = null; }
+      if (!r.ok) throw apiError(r.status, body, r.statusText);
+      return { plain: body };
+    }
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    let name = 'message';
+    let data = '';
+    let ended = null;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return ended;
+      buf += value;
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        let line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (line.endsWith('\r')) line = line.slice(0, -1);
+        if (line === '') {
+          if (data !== '') {
+            const d = JSON.parse(data);
+            streamed++;
+            if (name === 'end') ended = apiError(0, d, '');
+            else onEvent(name, d);
+          }
+          name = 'message';
+          data = '';
+          continue;
+        }
+        if (line[0] === ':') continue;
+        const i = line.indexOf(':');
+        const field = i < 0 ? line : line.slice(0, i);
+        let v = i < 0 ? '' : line.slice(i + 1);
+        if (v[0] === ' ') v = v.slice(1);
+        if (field === 'event') name = v;
+        else if (field === 'data') data += (data ? '\n' : '') + v;
+      }
+    }
+  }
+
+  // backoff is how long to wait before opening a stream again after its nth failure in a row.
+  const backoff = (n) => Math.min(30000, 500 * 2 ** Math.min(n, 6));
 
   // noteClock estimates how far the node's clock is from this browser's, from an answer's
   // Date header (whole seconds): the grant and renewal times the API gives are the leader's.
@@ -139,31 +201,65 @@
     }
   }
 
-  // watchLocks keeps the lock table live: through the prefix watch (GET /v1/locks?prefix=P
-  // &index=N&wait=D) where the node has it, else by reading the list twice a second.
+  // watchLocks keeps the lock table live through the streamed watch of the prefix (GET
+  // /v1/locks?prefix=P&index=N as Server-Sent Events): a reset event gives the whole prefix, each
+  // change event what one command did, and a stream that ends is opened again from the last
+  // index it reported, so that nothing is missed or shown twice. A node without streams is
+  // watched with blocking queries (legacyLocks).
   async function watchLocks(gen, signal) {
     let index = 0;
-    let watch = true;
+    let failures = 0;
     while (gen === generation) {
       try {
         const list = '/v1/locks?prefix=' + encodeURIComponent(prefix);
-        if (watch) {
-          const b = await api(list + '&index=' + index + (index ? '&wait=60s' : ''), signal);
+        const res = await stream(list + '&index=' + index, signal, (name, d) => {
           if (gen !== generation) return;
-          if (typeof b.reset !== 'boolean') {
-            watch = false; // a node without prefix watches answered the plain list
-            mode = 'poll';
-            replaceLocks(b.locks);
-          } else {
-            mode = 'watch';
-            if (b.reset) replaceLocks(b.locks); else applyChanges(b.locks);
-            index = b.index;
-          }
-        } else {
-          const b = await api(list, signal);
-          if (gen !== generation) return;
-          replaceLocks(b.locks);
+          if (name === 'reset' && Array.isArray(d.locks)) replaceLocks(d.locks);
+          else if (name === 'change') applyChanges(d.locks);
+          else if (name !== 'progress' && name !== 'reset') return;
+          if (name !== 'reset' || Array.isArray(d.locks)) index = d.index;
+          mode = 'stream';
+          failures = 0;
+          lastUpdate = Date.now();
+          done('locks');
+          showError('locks-error', null);
+          renderLocks();
+        });
+        if (gen !== generation) return;
+        if (res && res.plain) return legacyLocks(gen, signal, res.plain);
+        if (res) throw res; // the end event's error: open it again, after a pause
+      } catch (err) {
+        if (signal.aborted || gen !== generation) return;
+        if (err.status || !mode) {
+          // Refused (a missing token, a prefix it may not read): nothing to show.
+          locks.clear();
+          grants.clear();
+          index = 0;
+          done('locks');
+          renderLocks();
         }
+        showError('locks-error', err);
+        await sleep(backoff(failures++), signal);
+      }
+    }
+  }
+
+  // legacyLocks watches the prefix of a node without streams, from its first answer: through
+  // blocking queries (GET /v1/locks?prefix=P&index=N&wait=D) where it has prefix watches, else by
+  // reading the list twice a second.
+  async function legacyLocks(gen, signal, first) {
+    let b = first;
+    let index = 0;
+    const watch = typeof b.reset === 'boolean';
+    const list = '/v1/locks?prefix=' + encodeURIComponent(prefix);
+    while (gen === generation) {
+      try {
+        if (b === null) b = await api(watch ? list + '&index=' + index + (index ? '&wait=60s' : '') : list, signal);
+        if (gen !== generation) return;
+        if (watch && !b.reset) applyChanges(b.locks); else replaceLocks(b.locks);
+        if (watch) index = b.index;
+        mode = watch ? 'watch' : 'poll';
+        b = null;
         lastUpdate = Date.now();
         done('locks');
         showError('locks-error', null);
@@ -171,6 +267,7 @@
         if (!watch) await sleep(500, signal);
       } catch (err) {
         if (signal.aborted || gen !== generation) return;
+        b = null;
         locks.clear();
         grants.clear();
         done('locks');
@@ -182,40 +279,58 @@
     }
   }
 
-  // pollOthers reads the cluster and the sessions every two seconds: neither has a blocking
-  // query.
-  async function pollOthers(gen, signal) {
+  // watchView keeps a view live through its stream (GET path as Server-Sent Events): show(v) for
+  // each view the node sends, fail(err) when it is refused. A node without the stream answers
+  // the view once; it is then read again every two seconds.
+  async function watchView(gen, signal, path, event, show, fail) {
+    let failures = 0;
     while (gen === generation) {
-      await Promise.all([loadCluster(signal), loadSessions(signal)]);
-      if (gen !== generation) return;
-      renderLocks();
-      await sleep(2000, signal);
+      try {
+        const res = await stream(path, signal, (name, d) => {
+          if (gen !== generation || name !== event) return;
+          failures = 0;
+          show(d);
+        });
+        if (gen !== generation) return;
+        if (res && res.plain) {
+          show(res.plain);
+          await sleep(2000, signal);
+          continue;
+        }
+        if (res) throw res;
+      } catch (err) {
+        if (signal.aborted || gen !== generation) return;
+        fail(err);
+        await sleep(backoff(failures++), signal);
+      }
     }
   }
 
-  async function loadCluster(signal) {
+  // loadNode names the node and its version, once: neither changes while the page is open.
+  async function loadNode(signal) {
     try {
       const h = await api('/v1/health', signal);
-      $('node').textContent = 'node ' + h.id + ' · version ' + h.version;
+      $('node').textContent = 'node ' + h.id + ' \u00b7 version ' + h.version;
     } catch (err) {
       $('node').textContent = '';
     }
-    try {
-      renderCluster(await api('/v1/cluster', signal));
-      done('cluster');
-      showError('cluster-error', null);
-    } catch (err) {
-      if (signal.aborted) return;
-      done('cluster');
-      renderCluster(null);
-      if (err.status === 403) err.message = 'This token may not read the cluster: it needs operator:read.';
-      showError('cluster-error', err);
-    }
   }
 
-  async function loadSessions(signal) {
-    try {
-      const b = await api('/v1/sessions', signal);
+  function watchCluster(gen, signal) {
+    return watchView(gen, signal, '/v1/cluster', 'cluster', (c) => {
+      renderCluster(c);
+      done('cluster');
+      showError('cluster-error', null);
+    }, (err) => {
+      done('cluster');
+      renderCluster(null);
+      if (err.status === 403 || err.code === 'forbidden') err.message = 'This token may not read the cluster: it needs operator:read.';
+      showError('cluster-error', err);
+    });
+  }
+
+  function watchSessions(gen, signal) {
+    return watchView(gen, signal, '/v1/sessions', 'sessions', (b) => {
       const at = Date.now();
       sessions.clear();
       for (const s of b.sessions) {
@@ -226,13 +341,14 @@
       }
       done('sessions');
       showError('sessions-error', null);
-    } catch (err) {
-      if (signal.aborted) return;
+      renderSessions();
+      renderLocks();
+    }, (err) => {
       sessions.clear();
       done('sessions');
       showError('sessions-error', err);
-    }
-    renderSessions();
+      renderSessions();
+    });
   }
 
   function renderCluster(c) {
@@ -344,8 +460,9 @@
     });
     replaceRows($('locks'), rows);
     $('locks-empty').hidden = rows.length > 0 || !loaded.locks;
-    const how = mode === 'watch' ? 'live (prefix watch)' : mode === 'poll' ? 'read twice a second' : 'loading\u2026';
+    const how = mode === 'stream' ? 'live (stream)' : mode === 'watch' ? 'live (prefix watch)' : mode === 'poll' ? 'read twice a second' : 'loading\u2026';
     $('status').textContent = how + (lastUpdate ? ' \u00b7 updated ' + new Date(lastUpdate).toLocaleTimeString() : '') + (token ? ' \u00b7 token in use' : '');
+    $('status').dataset.streamed = String(streamed);
   }
 
   // matches says whether a session passes the filter (its name or id contains the text).
@@ -427,8 +544,10 @@
     note(true, '');
     renderLocks();
     renderSessions();
+    loadNode(controller.signal);
     watchLocks(generation, controller.signal);
-    pollOthers(generation, controller.signal);
+    watchCluster(generation, controller.signal);
+    watchSessions(generation, controller.signal);
   }
 
   $('token-form').addEventListener('submit', (ev) => {
