@@ -230,15 +230,17 @@ func TestFollowerReadsAndRenewalsTakeTheChannelOrHTTP(t *testing.T) {
 			if l := getLock(t, f, name, ""); !l.Held || l.Token != held.Token {
 				t.Fatalf("the follower answered %+v, want the grant under token %d", l, held.Token)
 			}
-			// A leader change on a busy machine may send one over HTTP while no leader is
-			// known on the channel: a few tries, in the cluster with the channel.
+			// A leader change on a busy machine, or a dial that failed a moment ago (the
+			// channel waits up to 2 s before it dials again), sends some over HTTP: in the
+			// cluster with the channel, renew until one takes it, for up to 10 s.
 			after := before
-			for range 5 {
+			for end := time.Now().Add(10 * time.Second); ; {
 				var rr api.RenewResponse
 				ok(t, do(t, http.MethodPut, f+"/v1/sessions/"+s+"/renew", nil), http.StatusOK, &rr)
-				if after = forwardedVia(t, f); tc.via == "http" || after["channel"] > before["channel"] {
+				if after = forwardedVia(t, f); tc.via == "http" || after["channel"] > before["channel"] || time.Now().After(end) {
 					break
 				}
+				time.Sleep(100 * time.Millisecond) // sampling the forwards, not a synchronisation
 			}
 			if got := metricValue(t, f, "raftlock_http_read_index_rounds_total") - rounds; got < 1 {
 				t.Errorf("the follower asked for %v read indexes", got)

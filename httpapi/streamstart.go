@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -58,6 +59,11 @@ func (s *Server) streamStartPoint(c echo.Context) error {
 	defer cancel()
 	if s.node.IsLeader() {
 		return s.readBarrier(c)
+	}
+	// A follower takes the read index every linearizable read on it takes; only a leader of a
+	// build without read indexes is asked the old way, below.
+	if err := s.linearize(c); !errors.Is(err, errForwardRead) {
+		return err
 	}
 	index, err := s.leaderAppliedIndex(ctx, c.Request())
 	if err != nil {
