@@ -157,11 +157,13 @@ func (s *Server) askLeaderIndex(in *http.Request) (uint64, error) {
 	defer res.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 	if res.StatusCode != http.StatusOK {
+		// No refusal of the question is the caller's answer: the node asked may have stopped
+		// leading, or restarted with a state that lacks the caller's token (an older build
+		// judges the token it is sent), and this node judges the token itself once the start
+		// is confirmed. Ask again, as for any unconfirmed start.
 		var eb api.ErrorBody
-		if json.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
-			return 0, newError(res.StatusCode, eb.Error.Code, "%s", eb.Error.Message)
-		}
-		return 0, noLeader("the leader answered %d to the stream's starting point", res.StatusCode)
+		_ = json.Unmarshal(body, &eb)
+		return 0, noLeader("the leader did not confirm the stream's starting point (it answered %d %s); ask again", res.StatusCode, eb.Error.Code)
 	}
 	index, err := strconv.ParseUint(res.Header.Get(api.HeaderIndex), 10, 64)
 	if err != nil {
