@@ -192,6 +192,10 @@ func TestForwardOverChannelLeaderLost(t *testing.T) {
 	d := ownCluster(t, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), deadline)
 	defer cancel()
+	// The channel carries forwards once the cluster enabled it: settled features first.
+	if err := settleFeatures(d, nil, len(fsm.AllFeatures())); err != nil {
+		t.Fatal(err)
+	}
 	li, err := d.WaitLeader(ctx)
 	if err != nil {
 		t.Fatal(err)
