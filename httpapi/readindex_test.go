@@ -13,6 +13,7 @@ import (
 	"github.com/raftlock/raftlock/agent"
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/config"
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/jepsen/proxy"
 )
 
@@ -221,6 +222,14 @@ func TestFollowerReadsAndRenewalsTakeTheChannelOrHTTP(t *testing.T) {
 		via  string
 	}{{"channel", sharedCluster(t), "channel"}, {"mixed", mixedCluster(t), "http"}} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.via == "channel" {
+				// A restore of an older backup by another test of the shared cluster takes
+				// the enabled features back to the backup's until the leader enables them
+				// again: wait for every feature, the channel's among them.
+				if err := settleFeatures(tc.d, nil, len(fsm.AllFeatures())); err != nil {
+					t.Fatal(err)
+				}
+			}
 			leader, followers := roles(t, tc.d)
 			f := followers[0]
 			before, rounds := forwardedVia(t, f), metricValue(t, f, "raftlock_http_read_index_rounds_total")
