@@ -119,30 +119,39 @@ type peerChannels struct {
 	work chan func()
 
 	mu       sync.Mutex
-	handlers map[ChannelKind]ChannelHandler
-	clients  map[string]*chanClient // by peer address
+	handlers map[ChannelKind]*ChannelHandler // a pointer for each registration, which its stop compares
+	clients  map[string]*chanClient          // by peer address
 	accepted map[*chanConn]struct{}
 	closed   bool
 	wg       sync.WaitGroup
 }
 
 func newPeerChannels(n *Node) *peerChannels {
-	return &peerChannels{n: n, work: make(chan func()), handlers: make(map[ChannelKind]ChannelHandler),
+	return &peerChannels{n: n, work: make(chan func()), handlers: make(map[ChannelKind]*ChannelHandler),
 		clients: make(map[string]*chanClient), accepted: make(map[*chanConn]struct{}),
 		serves: n.cfg.APIOnRaftPort && slices.Contains(n.fsm.KnownFeatures(), fsm.FeaturePeerChannel)}
 }
 
-// HandleChannel makes h serve the requests of kind that arrive over the peer channel; a nil h
-// stops serving them (they are answered ErrChannelUnknownKind).
-func (n *Node) HandleChannel(kind ChannelKind, h ChannelHandler) {
+// HandleChannel makes h serve the requests of kind that arrive over the peer channel, unless
+// a handler serves kind already (a second server on one node: the first keeps the channel),
+// which ok reports. stop ends h's serving; requests of kind are then answered
+// ErrChannelUnknownKind.
+func (n *Node) HandleChannel(kind ChannelKind, h ChannelHandler) (stop func(), ok bool) {
 	pc := n.chans
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	if h == nil {
-		delete(pc.handlers, kind)
-		return
+	if pc.handlers[kind] != nil {
+		return func() {}, false
 	}
-	pc.handlers[kind] = h
+	own := &h
+	pc.handlers[kind] = own
+	return func() {
+		pc.mu.Lock()
+		defer pc.mu.Unlock()
+		if pc.handlers[kind] == own {
+			delete(pc.handlers, kind)
+		}
+	}, true
 }
 
 // ChannelEnabled reports whether this node sends requests to its peers over the peer channel:
@@ -622,9 +631,9 @@ func (cc *chanConn) request(id uint64, rest []byte) error {
 		return nil
 	}
 	cc.pc.mu.Lock()
-	h := cc.pc.handlers[kind]
+	hp := cc.pc.handlers[kind]
 	cc.pc.mu.Unlock()
-	if h == nil {
+	if hp == nil {
 		cc.enqueue(outFrame{b: answerFrame(id, chanUnknownKind, nil)})
 		return nil
 	}
@@ -640,6 +649,7 @@ func (cc *chanConn) request(id uint64, rest []byte) error {
 	}
 	cc.running[id] = cancel
 	cc.mu.Unlock()
+	h := *hp
 	cc.pc.run(func() {
 		out := h(ctx, ChannelRequest{Remote: cc.c.RemoteAddr(), TLS: cc.tls, Payload: payload})
 		cc.mu.Lock()

@@ -15,6 +15,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/config"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/httpapi"
 )
 
 // A follower forwards writes over the peer channel once the cluster enabled it, and over HTTP
@@ -341,4 +342,29 @@ func aclForwardScript(t *testing.T, ep, root string) []string {
 	add(doAs(t, tok.SecretID, http.MethodPost, ep+"/v1/locks/"+name+"/a/release", api.ReleaseRequest{Session: s.ID, Token: &g.Token}))
 	add(doAs(t, tok.SecretID, http.MethodDelete, ep+"/v1/sessions/"+s.ID, nil))
 	return out
+}
+
+// A second server on a node (a test's, an embedding's console) does not take the peer
+// channel from the node's own server, nor end its serving when it closes: the leader still
+// answers its followers' forwards over the channel.
+func TestSecondServerLeavesTheChannelToTheFirst(t *testing.T) {
+	d := sharedCluster(t)
+	if err := settleFeatures(d, nil, len(fsm.AllFeatures())); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	li, err := d.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := httpapi.New(d.Agent(li).Node(), httpapi.Config{})
+	second.Close()
+	f := d.Endpoints()[(li+1)%d.Size()]
+	before := forwardedVia(t, f)
+	session(t, f)
+	if after := forwardedVia(t, f); after["channel"]-before["channel"] != 1 || after["http"] != before["http"] {
+		t.Errorf("the session's creation went %v, want once over the channel",
+			map[string]int{"channel": after["channel"] - before["channel"], "http": after["http"] - before["http"]})
+	}
 }

@@ -40,7 +40,9 @@ func (d *deposedLeader) AppliedIndex() uint64     { return d.f.AppliedIndex() }
 func (d *deposedLeader) FSM() *fsm.FSM            { return d.f }
 
 // HandleChannel serves no peer channel: the stand-in has no peers.
-func (d *deposedLeader) HandleChannel(cluster.ChannelKind, cluster.ChannelHandler) {}
+func (d *deposedLeader) HandleChannel(cluster.ChannelKind, cluster.ChannelHandler) (func(), bool) {
+	return func() {}, false
+}
 func (d *deposedLeader) ResolveToken(secret string) (fsm.ACLToken, fsm.Authorizer, bool) {
 	tok := fsm.ACLToken{AccessorID: "acc", Policies: []string{fsm.ManagementPolicy}}
 	return tok, fsm.NewAuthorizer([]fsm.Policy{{Name: fsm.ManagementPolicy}}), secret == "s"

@@ -21,14 +21,16 @@ type followerOfOld struct {
 	addr string
 }
 
-func (n *followerOfOld) Collector() prometheus.Collector                           { return noCollector{} }
-func (n *followerOfOld) ID() string                                                { return "n2" }
-func (n *followerOfOld) IsLeader() bool                                            { return false }
-func (n *followerOfOld) Leader() (string, string)                                  { return "n1", n.addr }
-func (n *followerOfOld) AppliedIndex() uint64                                      { return n.f.AppliedIndex() }
-func (n *followerOfOld) FSM() *fsm.FSM                                             { return n.f }
-func (n *followerOfOld) ChannelEnabled() bool                                      { return false }
-func (n *followerOfOld) HandleChannel(cluster.ChannelKind, cluster.ChannelHandler) {}
+func (n *followerOfOld) Collector() prometheus.Collector { return noCollector{} }
+func (n *followerOfOld) ID() string                      { return "n2" }
+func (n *followerOfOld) IsLeader() bool                  { return false }
+func (n *followerOfOld) Leader() (string, string)        { return "n1", n.addr }
+func (n *followerOfOld) AppliedIndex() uint64            { return n.f.AppliedIndex() }
+func (n *followerOfOld) FSM() *fsm.FSM                   { return n.f }
+func (n *followerOfOld) ChannelEnabled() bool            { return false }
+func (n *followerOfOld) HandleChannel(cluster.ChannelKind, cluster.ChannelHandler) (func(), bool) {
+	return func() {}, false
+}
 
 // During a rolling upgrade the leader may be of a version that serves no read index: it answers
 // the route 404 (or 401 under ACL, before routing). The follower then forwards the read whole,

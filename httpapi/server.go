@@ -78,7 +78,7 @@ type Node interface {
 
 	ChannelEnabled() bool
 	CallLeader(ctx context.Context, kind cluster.ChannelKind, payload []byte) (string, []byte, error)
-	HandleChannel(kind cluster.ChannelKind, h cluster.ChannelHandler)
+	HandleChannel(kind cluster.ChannelKind, h cluster.ChannelHandler) (stop func(), ok bool)
 
 	ResolveToken(secret string) (fsm.ACLToken, fsm.Authorizer, bool)
 	ACLBootstrap(ctx context.Context) (cluster.NewACLToken, error)
@@ -175,7 +175,9 @@ type Server struct {
 	reads *readIndexer
 	// renewals batches the session renewals this follower sends to the leader.
 	renewals *renewBatcher
-	metrics  *metrics
+	// stopChannel ends this server's serving of the peer channel's forwarded requests.
+	stopChannel func()
+	metrics     *metrics
 	// refusals logs API connections whose TLS handshake failed.
 	refusals *tlsutil.RefusalLog
 	// closing ends when Shutdown begins, so that long polls answer at once.
@@ -238,7 +240,10 @@ func New(node Node, cfg Config) *Server {
 	s.refusals = tlsutil.NewRefusalLog(s.log, hclog.Debug, "closed an API connection: TLS handshake failed")
 	s.echo = s.routes()
 	s.inproc = newInProcess(s)
-	node.HandleChannel(cluster.ChannelHTTP, s.serveChannel)
+	var serves bool
+	if s.stopChannel, serves = node.HandleChannel(cluster.ChannelHTTP, s.serveChannel); !serves {
+		s.log.Debug("another server on this node serves the peer channel")
+	}
 	return s
 }
 
@@ -284,7 +289,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closingStart()
 	s.hub.writers.stopAll()
 	s.inproc.refuse()
-	s.node.HandleChannel(cluster.ChannelHTTP, nil)
+	s.stopChannel()
 	err := s.echo.Server.Shutdown(ctx)
 	if err != nil {
 		_ = s.echo.Server.Close()
@@ -299,7 +304,7 @@ func (s *Server) Close() {
 	s.closingStart()
 	s.hub.writers.stopAll()
 	s.inproc.close()
-	s.node.HandleChannel(cluster.ChannelHTTP, nil)
+	s.stopChannel()
 	_ = s.echo.Server.Close()
 	_ = s.stopPeers(nil)
 	s.fwd.close()
