@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"container/heap"
 	"sync"
 	"time"
 
@@ -11,14 +12,40 @@ import (
 // failed while it still leads.
 const expiryRetry = 500 * time.Millisecond
 
-// sessionTimer tracks one session's lease on the leader's monotonic clock.
-type sessionTimer struct {
-	ttl      time.Duration
-	deadline time.Time
-	// renewed is when this leader last received a renewal of the session; zero if none since
-	// the timer was armed.
-	renewed time.Time
-	t       *time.Timer
+// sessionLease is one session's lease on the leader's monotonic clock. Times are offsets from
+// the leaderTimers' epoch: a lease costs the leader tens of bytes, not a runtime timer each.
+type sessionLease struct {
+	id  fsm.SessionID
+	ttl time.Duration
+	// deadline is when the lease runs out; renewed when this leader last received a renewal of
+	// the session (0: none since the lease was armed). A renewal moves only these.
+	deadline, renewed time.Duration
+	// check is when the expiry queue looks at the lease next (its deadline when armed, or when
+	// it last looked); index is its place in the queue.
+	check time.Duration
+	index int
+}
+
+// leaseQueue orders leases by when to look at them next: a min-heap for container/heap.
+type leaseQueue []*sessionLease
+
+func (q leaseQueue) Len() int           { return len(q) }
+func (q leaseQueue) Less(i, j int) bool { return q[i].check < q[j].check }
+func (q leaseQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+func (q *leaseQueue) Push(x any) {
+	l := x.(*sessionLease)
+	l.index = len(*q)
+	*q = append(*q, l)
+}
+func (q *leaseQueue) Pop() any {
+	old := *q
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	return l
 }
 
 // leaderTimers holds the leader's session expiry timers and lock-delay timers. They exist only
@@ -33,9 +60,15 @@ type leaderTimers struct {
 	// armed it and acts only while the timers are still that term's: a retry armed before a
 	// leadership was lost must not expire a session that the leader in between renewed, after
 	// this node leads again.
-	term     uint64
-	sessions map[fsm.SessionID]*sessionTimer
-	delays   map[delayKey]*delayTimer
+	term uint64
+	// epoch is the origin of the leases' times, taken at activation (its monotonic reading).
+	epoch    time.Time
+	sessions map[fsm.SessionID]*sessionLease
+	// queue orders the leases by when to look at them; wake, one timer for all, goes off at the
+	// first of them.
+	queue  leaseQueue
+	wake   *time.Timer
+	delays map[delayKey]*delayTimer
 	// serving are the locks whose queue a goroutine serves (serveQueues), and whether an
 	// event asked for it again meanwhile.
 	serving map[string]bool
@@ -65,8 +98,10 @@ func newLeaderTimers(n *Node) *leaderTimers {
 func (lt *leaderTimers) activate(term uint64) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
-	lt.active, lt.term = true, term
-	lt.sessions = make(map[fsm.SessionID]*sessionTimer)
+	lt.active, lt.term, lt.epoch = true, term, time.Now()
+	lt.sessions = make(map[fsm.SessionID]*sessionLease)
+	lt.queue = nil
+	lt.wake = time.AfterFunc(time.Hour, func() { lt.expireDue(term) })
 	lt.delays = make(map[delayKey]*delayTimer)
 	lt.serving = make(map[string]bool)
 	// Events applied from here on arm their own timers (observe takes lt.mu after the FSM lock is
@@ -100,13 +135,13 @@ func (lt *leaderTimers) deactivate() {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	lt.active = false
-	for _, st := range lt.sessions {
-		st.t.Stop()
+	if lt.wake != nil {
+		lt.wake.Stop()
 	}
 	for _, dt := range lt.delays {
 		dt.t.Stop()
 	}
-	lt.sessions, lt.delays, lt.serving = nil, nil, nil
+	lt.sessions, lt.queue, lt.wake, lt.delays, lt.serving = nil, nil, nil, nil, nil
 }
 
 func (lt *leaderTimers) observe(events []fsm.Event) {
@@ -121,8 +156,8 @@ func (lt *leaderTimers) observe(events []fsm.Event) {
 		case fsm.EventSessionCreated:
 			lt.armSessionLocked(e.Session, e.TTL)
 		case fsm.EventSessionEnded:
-			if st := lt.sessions[e.Session]; st != nil {
-				st.t.Stop()
+			if l := lt.sessions[e.Session]; l != nil {
+				heap.Remove(&lt.queue, l.index)
 				delete(lt.sessions, e.Session)
 			}
 		case fsm.EventDelayStarted:
@@ -135,54 +170,73 @@ func (lt *leaderTimers) observe(events []fsm.Event) {
 	}
 }
 
+// clock returns the time on the leases' clock.
+func (lt *leaderTimers) clock() time.Duration { return time.Since(lt.epoch) }
+
 func (lt *leaderTimers) armSessionLocked(id fsm.SessionID, ttl time.Duration) {
 	if _, ok := lt.sessions[id]; ok {
 		return
 	}
-	st := &sessionTimer{ttl: ttl, deadline: time.Now().Add(ttl)}
-	st.t = time.AfterFunc(ttl, func() { lt.fire(id, st) })
-	lt.sessions[id] = st
+	deadline := lt.clock() + ttl
+	l := &sessionLease{id: id, ttl: ttl, deadline: deadline, check: deadline}
+	lt.sessions[id] = l
+	heap.Push(&lt.queue, l)
+	if l.index == 0 {
+		lt.wake.Reset(ttl)
+	}
 }
 
 // renewMany restarts each session's lease at the full TTL, measured from now (the moment the
-// leader received the renewal), and records in res which sessions have no timer. The timers
+// leader received the renewal), and records in res which sessions have no lease. The leases
 // must be those of term, in which the renewal was admitted.
 func (lt *leaderTimers) renewMany(term uint64, ids []fsm.SessionID, res []RenewResult) error {
-	now := time.Now()
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	if !lt.active || lt.term != term {
 		return ErrNotLeader
 	}
+	now := max(lt.clock(), 1) // 1 ns at least: renewed 0 means none
 	for i, id := range ids {
-		st := lt.sessions[id]
-		if st == nil {
+		l := lt.sessions[id]
+		if l == nil {
 			res[i] = RenewResult{Status: RenewNotFound}
 			continue
 		}
-		st.deadline, st.renewed = now.Add(st.ttl), now
-		res[i] = RenewResult{Status: RenewOK, TTL: st.ttl}
+		l.deadline, l.renewed = now+l.ttl, now
+		res[i] = RenewResult{Status: RenewOK, TTL: l.ttl}
 	}
 	return nil
 }
 
-// fire runs when a session timer goes off: it re-arms if a renewal moved the deadline, else it
-// forgets the session (so that later renewals are refused) and proposes its expiry.
-func (lt *leaderTimers) fire(id fsm.SessionID, st *sessionTimer) {
+// expireDue runs when the first lease of term's queue is due: every due lease that a renewal
+// moved goes back in the queue at its new deadline; every other is forgotten (so that later
+// renewals are refused) and its expiry proposed.
+func (lt *leaderTimers) expireDue(term uint64) {
 	lt.mu.Lock()
-	if !lt.active || lt.sessions[id] != st {
+	if !lt.active || lt.term != term {
 		lt.mu.Unlock()
 		return
 	}
-	if left := time.Until(st.deadline); left > 0 {
-		st.t.Reset(left)
-		lt.mu.Unlock()
-		return
+	now := lt.clock()
+	var expired []fsm.SessionID
+	for len(lt.queue) > 0 && lt.queue[0].check <= now {
+		l := lt.queue[0]
+		if l.deadline > now {
+			l.check = l.deadline
+			heap.Fix(&lt.queue, 0)
+			continue
+		}
+		heap.Pop(&lt.queue)
+		delete(lt.sessions, l.id)
+		expired = append(expired, l.id)
 	}
-	delete(lt.sessions, id)
-	term := lt.term
+	if len(lt.queue) > 0 {
+		lt.wake.Reset(lt.queue[0].check - now)
+	}
 	lt.mu.Unlock()
-	go lt.n.expireSession(id, term)
+	for _, id := range expired {
+		go lt.n.expireSession(id, term)
+	}
 }
 
 // retryExpiry proposes the expiry again later, for a proposal that failed while leading in term.
@@ -270,7 +324,7 @@ func (lt *leaderTimers) serveLocked(name string) {
 	}()
 }
 
-// count returns the number of session timers, for metrics.
+// count returns the number of session leases, for metrics.
 func (lt *leaderTimers) count() int {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
@@ -295,9 +349,13 @@ func (n *Node) SessionLease(id fsm.SessionID) (lease SessionLease, ok bool) {
 	lt := n.timers
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
-	st := lt.sessions[id]
-	if !lt.active || st == nil {
+	l := lt.sessions[id]
+	if !lt.active || l == nil {
 		return SessionLease{}, false
 	}
-	return SessionLease{Left: max(0, time.Until(st.deadline)), LastRenewal: st.renewed}, true
+	lease = SessionLease{Left: max(0, l.deadline-lt.clock())}
+	if l.renewed != 0 {
+		lease.LastRenewal = lt.epoch.Add(l.renewed)
+	}
+	return lease, true
 }
