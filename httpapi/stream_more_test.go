@@ -2,10 +2,12 @@ package httpapi_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/config"
@@ -194,8 +196,10 @@ func TestStreamSlowSubscriberDropped(t *testing.T) {
 	}
 }
 
-// A follower that hears from no leader for longer than an election timeout ends its streams
-// with an end event (no_leader), and refuses new ones: it never looks quietly current.
+// A follower that hears from no leader for longer than an election timeout tells its streams
+// at once (a progress event with leader_silent_ms), ends them with an end event (no_leader)
+// once the silence has lasted three, and refuses new ones: it never looks quietly current,
+// and a heartbeat late by less than that ends nothing.
 func TestStreamLeaderlessFollowerEnds(t *testing.T) {
 	t.Parallel()
 	d := ownCluster(t, nil)
@@ -205,6 +209,7 @@ func TestStreamLeaderlessFollowerEnds(t *testing.T) {
 	}
 	fi := (li + 1) % d.Size()
 	ep := d.Endpoints()[fi]
+	timeout := d.Config(fi).ElectionTimeout
 	pre := lockName(t) + "/"
 	st := openStream(t, http.MethodGet, streamURL(ep, pre, 0)+"&consistency=stale", nil, nil)
 	reset(t, st.next(t))
@@ -215,12 +220,37 @@ func TestStreamLeaderlessFollowerEnds(t *testing.T) {
 			}
 		}
 	}
-	evs := st.ended(t)
-	if len(evs) != 1 {
-		t.Fatalf("the follower cut off: %v; want one end event", evs)
+	var silent []int64
+	var end *sseEvent
+	for end == nil {
+		select {
+		case ev, ok := <-st.events:
+			if !ok {
+				t.Fatalf("the stream closed without an end event (told silent at %v ms)", silent)
+			}
+			switch ev.name {
+			case api.EventProgress:
+				var p api.StreamProgress
+				if err := json.Unmarshal(ev.data, &p); err != nil {
+					t.Fatal(err)
+				}
+				if p.LeaderSilentMs != 0 {
+					silent = append(silent, p.LeaderSilentMs)
+				}
+			case api.EventEnd:
+				end = &ev
+			default:
+				t.Fatalf("the follower cut off sent %v", ev)
+			}
+		case <-time.After(3 * deadline):
+			t.Fatal("the cut-off follower's stream did not end")
+		}
 	}
-	if eb := endError(t, evs[0]); eb.Error.Code != api.CodeNoLeader {
+	if eb := endError(t, *end); eb.Error.Code != api.CodeNoLeader {
 		t.Fatalf("ended with %+v; want no_leader", eb)
+	}
+	if len(silent) == 0 || silent[0] <= timeout.Milliseconds() || silent[0] > 3*timeout.Milliseconds() {
+		t.Fatalf("progress events told a silence of %v ms before the end; want one between one and three election timeouts (%v each)", silent, timeout)
 	}
 	if st, r := tryStream(t, http.MethodGet, streamURL(ep, pre, 0)+"&consistency=stale", nil, nil); st != nil || r.status != http.StatusServiceUnavailable {
 		t.Fatalf("a new stream on the cut-off follower: %d; want 503", r.status)

@@ -18,9 +18,10 @@ import (
 // each topic's event once per ACL view (once in all without ACLs), and appends it to each
 // subscriber's bounded queue. A subscriber whose queue is full is dropped with a reset rather
 // than slow the others; its client resumes from the last event it got. The pump also sends
-// the progress events, and ends every stream when the node has heard from no leader for
-// longer than an election timeout. A stream costs its subscriber (a few hundred bytes) and the
-// HTTP server's own goroutine; a prefix watched, an entry in one topic's set.
+// the progress events, tells every stream when the node has heard from no leader for longer
+// than an election timeout, and ends them if the silence lasts (streamEndSilences). A stream
+// costs its subscriber (a few hundred bytes) and its connection; a prefix watched, an entry in
+// one topic's set.
 type streamHub struct {
 	s        *Server
 	buffer   int           // events a subscriber may have queued
@@ -32,6 +33,10 @@ type streamHub struct {
 	subs    map[*subscriber]struct{}
 	cursor  uint64 // every change up to cursor was handed to the subscribers
 	running bool   // the pump runs (while there are subscribers)
+	// heard is when the node last heard from a leader, as the pump's ticks saw it; silent that
+	// the streams were told it has been longer than an election timeout.
+	heard  time.Time
+	silent bool
 
 	dropped prometheus.Counter // streams dropped for reading too slowly
 	writers detachedWriters    // write the detached streams (streamconn.go)
@@ -90,6 +95,7 @@ func (h *streamHub) register(sub *subscriber, after uint64) bool {
 	if !h.running {
 		// The pump starts where the change log is now; every later change goes through it.
 		h.cursor = h.s.node.Changes("", 0, 0).Next
+		h.heard, h.silent = h.s.node.LeaderContact(), false
 		h.running = true
 		go h.pump()
 	}
@@ -197,14 +203,31 @@ func (h *streamHub) pump() {
 	}
 }
 
-// tick ends every stream if the node has heard from no leader for longer than an election
-// timeout, ends under ACL the streams whose token is gone, and sends the progress events.
+// streamEndSilences is how many election timeouts without a word from a leader a node waits
+// before it ends its streams; after one it tells them at once (a progress event with
+// leader_silent_ms). A late heartbeat on a busy machine thus costs a progress event, not every
+// stream's end and reconnection at once.
+const streamEndSilences = 3
+
+// tick tells every stream when the node has heard from no leader for longer than an election
+// timeout, and ends them after streamEndSilences of them; ends under ACL the streams whose
+// token is gone; and sends the progress events.
 func (h *streamHub) tick(now time.Time, lastProgress *time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.s.leaderHeard(); err != nil {
-		h.endAllLocked(endFrame(err))
+	if contact := h.s.node.LeaderContact(); contact.After(h.heard) {
+		h.heard = contact
+	}
+	silence, timeout := now.Sub(h.heard), h.s.node.ElectionTimeout()
+	switch {
+	case silence > streamEndSilences*timeout:
+		h.endAllLocked(endFrame(noLeader("this node has heard from no leader for %s; its changes may be behind: resume through another node from the last event id", silence.Round(time.Millisecond))))
 		return
+	case silence > timeout && !h.silent:
+		h.silent = true
+		*lastProgress = time.Time{} // a progress event now, saying so
+	case silence <= timeout:
+		h.silent = false
 	}
 	if h.s.cfg.ACL {
 		known := map[string]bool{}
@@ -224,7 +247,11 @@ func (h *streamHub) tick(now time.Time, lastProgress *time.Time) {
 		return
 	}
 	*lastProgress = now
-	f := sseJSON(api.EventProgress, h.cursor, true, api.StreamProgress{Index: h.cursor, AppliedIndex: h.s.node.AppliedIndex()})
+	p := api.StreamProgress{Index: h.cursor, AppliedIndex: h.s.node.AppliedIndex()}
+	if h.silent {
+		p.LeaderSilentMs = silence.Milliseconds()
+	}
+	f := sseJSON(api.EventProgress, h.cursor, true, p)
 	for sub := range h.subs {
 		if sub.after <= h.cursor {
 			h.pushLocked(sub, h.cursor, f)
