@@ -59,7 +59,7 @@ func (f *forwarder) viaChannel(c echo.Context) (bool, error) {
 		hdr.Del(h)
 	}
 	hdr.Set(api.HeaderForwarded, f.s.node.ID())
-	_, out, err := f.s.node.CallLeader(in.Context(), cluster.ChannelHTTP, encodeChannelRequest(in.Method, in.URL.RequestURI(), hdr, body))
+	leader, out, err := f.s.node.CallLeader(in.Context(), cluster.ChannelHTTP, encodeChannelRequest(in.Method, in.URL.RequestURI(), hdr, body))
 	if errors.Is(err, cluster.ErrChannelUnavailable) || errors.Is(err, cluster.ErrChannelUnknownKind) {
 		if in.Context().Err() != nil {
 			return true, nil // the client went away
@@ -89,6 +89,9 @@ func (f *forwarder) viaChannel(c echo.Context) (bool, error) {
 	}
 	f.s.metrics.forwarded.Inc()
 	f.s.metrics.forwardedVia.WithLabelValues(viaChannel).Inc()
+	if e := notLeaderRefusal(status, rh, leader); e != nil {
+		return true, e
+	}
 	f.answer(c, status, rh)
 	if _, err := c.Response().Write(rbody); err != nil {
 		f.s.log.Debug("forwarding: writing the leader's answer failed", "path", clip(in.URL.Path, maxLoggedPath), "error", err)

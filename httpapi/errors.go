@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,6 +20,12 @@ type apiError struct {
 	body        api.ErrorBody
 	retryAfter  string
 	internalErr error
+}
+
+// encoded returns the error's JSON body.
+func (e *apiError) encoded() []byte {
+	b, _ := json.Marshal(e.body) // a struct of strings: it cannot fail
+	return b
 }
 
 func (e *apiError) Error() string {

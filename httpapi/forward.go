@@ -114,6 +114,11 @@ func (f *forwarder) forward(c echo.Context, id, addr string) error {
 		return nil
 	}
 	defer res.Body.Close()
+	if e := notLeaderRefusal(res.StatusCode, res.Header, id); e != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10)) // keep the connection
+		f.s.dropBody(c)
+		return e
+	}
 	f.answer(c, res.StatusCode, res.Header)
 	buf := f.bufs.Get().(*[]byte)
 	defer f.bufs.Put(buf)

@@ -193,7 +193,7 @@ func (ri *readIndexer) askLeader(ctx context.Context, id, addr string) (uint64, 
 			return 0, readTimeout()
 		}
 	}
-	status, body, _, err := s.memberRequest(ctx, addr, http.MethodGet, readIndexPath, nil, nil)
+	status, body, _, err := s.memberRequest(ctx, id, addr, http.MethodGet, readIndexPath, nil, nil)
 	if err != nil {
 		s.log.Debug("read index: asking the leader failed", "leader", id, "error", err)
 		if errors.Is(err, errNotSent) {

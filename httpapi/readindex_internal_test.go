@@ -46,6 +46,7 @@ func TestFollowerForwardsReadsToALeaderWithoutReadIndex(t *testing.T) {
 			case readIndexPath:
 				asked.Add(1)
 				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set(api.HeaderLeader, "n1") // it leads, and says so, as every answer does
 				w.WriteHeader(status)
 				_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no such route"}}`))
 			case "/v1/locks/l":
@@ -66,6 +67,45 @@ func TestFollowerForwardsReadsToALeaderWithoutReadIndex(t *testing.T) {
 		}
 		if asked.Load() != 1 || reads.Load() != 3 {
 			t.Errorf("leader answering %d: asked for a read index %d times and sent %d reads, want 1 and 3", status, asked.Load(), reads.Load())
+		}
+		s.Close()
+		old.Close()
+	}
+}
+
+// A 401 from the node a follower took for the leader is passed on only if that node's answer
+// names it leader. One that no longer leads (restarted and replaying its log while the others
+// still took it for the leader; an older version judges the token before its role) may not
+// have applied the token's creation yet: the follower answers 503 no_leader, and the client
+// asks again. Forwarded requests and batched renewals alike.
+func TestRefusalOfANodeNoLongerLeadingIsNotPassedOn(t *testing.T) {
+	for _, tc := range []struct {
+		names      string // X-Raftlock-Leader of the refusal
+		wantStatus int
+		wantCode   string
+	}{
+		{"n1", http.StatusUnauthorized, api.CodeUnauthorized},
+		{"n3", http.StatusServiceUnavailable, api.CodeNoLeader},
+		{"", http.StatusServiceUnavailable, api.CodeNoLeader},
+	} {
+		old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			if tc.names != "" {
+				w.Header().Set(api.HeaderLeader, tc.names)
+			}
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":{"code":"unauthorized","message":"the token is unknown (never created, or deleted)"}}`))
+		}))
+		s := New(&followerOfOld{f: fsm.New(nil), addr: strings.TrimPrefix(old.URL, "http://")}, Config{})
+		for _, req := range []*http.Request{
+			httptest.NewRequest(http.MethodPost, "/v1/sessions", strings.NewReader(`{"ttl":"10s"}`)),
+			httptest.NewRequest(http.MethodPut, "/v1/sessions/"+strings.Repeat("ab", 16)+"/renew", nil),
+		} {
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, req)
+			if rec.Code != tc.wantStatus || !strings.Contains(rec.Body.String(), `"`+tc.wantCode+`"`) {
+				t.Errorf("a refusal naming leader %q: %s %s answered %d %s, want %d %s", tc.names, req.Method, req.URL.Path, rec.Code, rec.Body, tc.wantStatus, tc.wantCode)
+			}
 		}
 		s.Close()
 		old.Close()

@@ -155,7 +155,7 @@ func (b *renewBatcher) send(batch *renewBatch, hdr http.Header) {
 		}
 	}
 	s.metrics.forwarded.Inc()
-	status, data, via, err := s.memberRequest(ctx, addr, http.MethodPost, "/v1/sessions/renew", out, body)
+	status, data, via, err := s.memberRequest(ctx, id, addr, http.MethodPost, "/v1/sessions/renew", out, body)
 	s.metrics.forwardedVia.WithLabelValues(via).Inc()
 	if err != nil {
 		if errors.Is(err, errNotSent) {
