@@ -70,20 +70,66 @@ func (s durableSnapshots) Create(version raft.SnapshotVersion, index, term uint6
 	if err != nil {
 		return nil, err
 	}
-	return durableSink{SnapshotSink: sink, dir: s.dir}, nil
+	return &durableSink{SnapshotSink: sink, dir: s.dir}, nil
 }
 
-// durableSink fsyncs the snapshot's directory once the store has moved it into place.
+// snapshotSyncEvery is how much of a snapshot is written between two fsyncs of its file. The
+// store fsyncs the file once, when it is whole; the page cache would then hold all of it (95
+// MiB at a million sessions and locks) until that fsync, which holds the log's own fsyncs
+// behind it while the disk takes it in: on this project's machine a 95 MiB write and one fsync
+// held a concurrent small fsync 60 ms, and written in steps of 4 MiB with an fsync after each,
+// 7–14 ms. Every commit waits for such an fsync on the leader and on a follower.
+const snapshotSyncEvery = 4 << 20
+
+// durableSink fsyncs the snapshot's file as it is written (snapshotSyncEvery), and its
+// directory once the store has moved it into place.
 type durableSink struct {
 	raft.SnapshotSink
 	dir string
+
+	unsynced int      // bytes written since the last fsync
+	state    *os.File // the store's state.bin of this snapshot, opened for the fsyncs
+	syncs    int      // fsyncs made as it was written
+}
+
+// Write writes p to the snapshot, and fsyncs what the store has written of it every
+// snapshotSyncEvery bytes.
+func (s *durableSink) Write(p []byte) (int, error) {
+	n, err := s.SnapshotSink.Write(p)
+	if s.unsynced += n; err == nil && s.unsynced >= snapshotSyncEvery {
+		s.unsynced = 0
+		if s.state == nil {
+			// hashicorp/raft's FileSnapshotStore (v1.7.2) writes <dir>/<id>.tmp/state.bin
+			// until Close renames the directory; fsync is per file, so another descriptor
+			// of it will do. Should the layout differ, only the steps are lost.
+			s.state, _ = os.OpenFile(filepath.Join(s.dir, s.ID()+".tmp", "state.bin"), os.O_WRONLY, 0)
+		}
+		if s.state != nil && s.state.Sync() == nil {
+			s.syncs++
+		}
+	}
+	return n, err
 }
 
 // Close finishes the snapshot and makes its files' entries durable before raft compacts the
 // log behind it.
-func (s durableSink) Close() error {
+func (s *durableSink) Close() error {
+	s.closeState()
 	if err := s.SnapshotSink.Close(); err != nil {
 		return err
 	}
 	return syncDir(filepath.Join(s.dir, s.ID()))
+}
+
+// Cancel abandons the snapshot.
+func (s *durableSink) Cancel() error {
+	s.closeState()
+	return s.SnapshotSink.Cancel()
+}
+
+func (s *durableSink) closeState() {
+	if s.state != nil {
+		_ = s.state.Close()
+		s.state = nil
+	}
 }
