@@ -46,7 +46,9 @@ func (r *Raw) RestoreSnapshot(ctx context.Context, file io.ReadSeeker, opts Rest
 		attemptTimeout: snapshotTimeout, noRetryUnknown: true,
 		upload: func() (io.Reader, error) {
 			_, err := file.Seek(0, io.SeekStart)
-			return file, err
+			// Only its reads: the HTTP transport closes a body that can be closed once it is
+			// sent or has failed, and a file closed by the first attempt cannot be read again.
+			return struct{ io.Reader }{file}, err
 		}}
 	if opts.IndexGap != nil {
 		cl.query.Set("index_gap", strconv.FormatUint(*opts.IndexGap, 10))

@@ -3,6 +3,9 @@ package client_test
 import (
 	"bytes"
 	"errors"
+	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -89,5 +92,44 @@ func TestRestoreIntoANewDevClusterAsSoonAsItIsReady(t *testing.T) {
 		if err != nil {
 			t.Fatalf("restore %d into a new cluster as soon as it was ready: %v", attempt+1, err)
 		}
+	}
+}
+
+// A restore from a file goes on through the next node when an attempt fails before the
+// backup reached a node (here, an endpoint nobody listens on): the file is read again from its
+// start, not closed by the first attempt's transport.
+func TestRestoreFromAFileOutlivesAFailedAttempt(t *testing.T) {
+	dev := ownCluster(t)
+	ctx := testCtx(t, 60*time.Second)
+	c := newClient(t, dev.Endpoints())
+	path := filepath.Join(t.TempDir(), "backup.snap")
+	out, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Raw().SaveSnapshot(ctx, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close() // nobody listens there: the first attempt fails at its dial
+	viaDead := newClient(t, append([]string{dead}, dev.Endpoints()...))
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := viaDead.Raw().RestoreSnapshot(ctx, f, client.RestoreOptions{})
+	if err != nil {
+		t.Fatalf("restore from a file, the first endpoint down: %v", err)
+	}
+	if res.BackupIndex == 0 || res.Index <= res.BackupIndex {
+		t.Fatalf("the restore answered %+v, want the backup restored at an index past it", res)
 	}
 }
