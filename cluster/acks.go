@@ -89,8 +89,10 @@ func (t *ackTransport) progress(id raft.ServerID) (match uint64, answered time.T
 }
 
 // quorumSince reports whether a majority of the voters of cfg, counting self, accepted in
-// term an AppendEntries sent at or after since.
-func (t *ackTransport) quorumSince(cfg raft.Configuration, self raft.ServerID, term uint64, since time.Time) bool {
+// term an AppendEntries sent at or after since. asker, when not zero, is a voter (same id and
+// address in cfg) whose own word shows that it had voted in no later term at a moment after
+// the request arrived (see Node.readIndexFor): it counts as well.
+func (t *ackTransport) quorumSince(cfg raft.Configuration, self raft.ServerID, asker raft.Server, term uint64, since time.Time) bool {
 	voters, acked := 0, 0
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -99,7 +101,7 @@ func (t *ackTransport) quorumSince(cfg raft.Configuration, self raft.ServerID, t
 			continue
 		}
 		voters++
-		if s.ID == self {
+		if s.ID == self || asker.ID != "" && s.ID == asker.ID && s.Address == asker.Address {
 			acked++
 			continue
 		}

@@ -68,6 +68,12 @@ func (c *confirmer) confirm(ctx context.Context, since time.Time, term uint64) e
 // confirmedSince reports whether this node leads in term and a majority of voters accepted
 // that term in messages sent at or after since.
 func (c *confirmer) confirmedSince(since time.Time, term uint64) bool {
+	return c.confirmedWith(since, term, raft.Server{})
+}
+
+// confirmedWith is confirmedSince counting asker (when not zero) as a voter that accepted the
+// term after since; see ackTransport.quorumSince.
+func (c *confirmer) confirmedWith(since time.Time, term uint64, asker raft.Server) bool {
 	if c.r.State() != raft.Leader || c.r.CurrentTerm() != term {
 		return false
 	}
@@ -75,7 +81,7 @@ func (c *confirmer) confirmedSince(since time.Time, term uint64) bool {
 	if f.Error() != nil {
 		return false
 	}
-	return c.acks.quorumSince(f.Configuration(), c.self, term, since) && c.r.CurrentTerm() == term
+	return c.acks.quorumSince(f.Configuration(), c.self, asker, term, since) && c.r.CurrentTerm() == term
 }
 
 // round joins the next VerifyLeader round and waits for its outcome.

@@ -81,13 +81,65 @@ func TestQuorumSinceCountsVotersOfTheTermAfterTheMoment(t *testing.T) {
 	}
 	for _, tc := range cases {
 		tr := &ackTransport{acks: tc.acks}
-		if got := tr.quorumSince(five, "n1", 7, at); got != tc.want {
+		if got := tr.quorumSince(five, "n1", raft.Server{}, 7, at); got != tc.want {
 			t.Errorf("%s: quorumSince = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	// A leader that is not a voter (being removed) does not count itself.
 	tr := &ackTransport{acks: map[raft.ServerID]peerAck{"n2": {7, after}, "n3": {7, after}}}
-	if tr.quorumSince(five, "l1", 7, at) {
+	if tr.quorumSince(five, "l1", raft.Server{}, 7, at) {
 		t.Error("a non-voting leader counted itself")
+	}
+}
+
+// The asking member counts towards a confirmation only as the voter its id and address name
+// together: with three voters the leader and the asker are a majority; with five they need a
+// third voter's acknowledgment after the moment asked about.
+func TestQuorumSinceCountsTheAskerAsTheVoterItNames(t *testing.T) {
+	at := time.Now()
+	after := at.Add(time.Millisecond)
+	voter := func(id string) raft.Server {
+		return raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(id + ":7100"), Suffrage: raft.Voter}
+	}
+	three := raft.Configuration{Servers: []raft.Server{voter("n1"), voter("n2"), voter("n3"),
+		{ID: "l1", Address: "l1:7100", Suffrage: raft.Nonvoter}}}
+	five := raft.Configuration{Servers: append(append([]raft.Server(nil), three.Servers...), voter("n4"), voter("n5"))}
+	none := map[raft.ServerID]peerAck{}
+	cases := []struct {
+		name  string
+		cfg   raft.Configuration
+		asker raft.Server
+		acks  map[raft.ServerID]peerAck
+		want  bool
+	}{
+		{"three voters: the leader and the asker", three, voter("n2"), none, true},
+		{"three voters: nobody asked", three, raft.Server{}, none, false},
+		{"the asker's address is not the voter's", three, raft.Server{ID: "n2", Address: "elsewhere:7100"}, none, false},
+		{"a non-voter asked", three, raft.Server{ID: "l1", Address: "l1:7100"}, none, false},
+		{"an asker the configuration lacks", three, voter("n9"), none, false},
+		{"the leader naming itself counts once", three, voter("n1"), none, false},
+		{"five voters: the leader and the asker alone", five, voter("n2"), none, false},
+		{"five voters: and one acknowledgment after", five, voter("n2"), map[raft.ServerID]peerAck{"n4": {7, after}}, true},
+		{"five voters: the asker's own acknowledgment is not a second vote", five, voter("n2"), map[raft.ServerID]peerAck{"n2": {7, after}}, false},
+	}
+	for _, tc := range cases {
+		tr := &ackTransport{acks: tc.acks}
+		if got := tr.quorumSince(tc.cfg, "n1", tc.asker, 7, at); got != tc.want {
+			t.Errorf("%s: quorumSince = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A question's payload names its asker, term, id and address, and anything else names nobody.
+func TestAskerPayloadRoundTripsAndMalformedNamesNobody(t *testing.T) {
+	s, term := parseAsker(askerPayload(42, "n2", "10.0.0.2:7100"))
+	if term != 42 || s.ID != "n2" || s.Address != "10.0.0.2:7100" {
+		t.Fatalf("parsed %+v in term %d", s, term)
+	}
+	full := askerPayload(42, "n2", "")
+	for _, p := range [][]byte{nil, {}, full[:7], full[:8], append(full[:8:8], 0), append(full[:8:8], 9, 'n')} {
+		if s, _ := parseAsker(p); s.ID != "" {
+			t.Errorf("payload %x named %+v", p, s)
+		}
 	}
 }

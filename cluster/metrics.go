@@ -30,6 +30,10 @@ type nodeMetrics struct {
 	storageFailures atomic.Uint64
 	snapshots       atomic.Uint64
 	restores        atomic.Uint64
+	// readIndexesByAsker and readIndexesByAcks count the read indexes this node answered as
+	// leader: confirmed with the asking member counted, or by acknowledgments alone.
+	readIndexesByAsker atomic.Uint64
+	readIndexesByAcks  atomic.Uint64
 
 	mu sync.Mutex
 	// lastSnapshot is the newest snapshot this node wrote (taken, received from the leader or
@@ -194,6 +198,8 @@ var (
 		"Unix time `raftlock recover` last rewrote this node's data directory (0 if never).", nil, nil)
 	descRemoved = prometheus.NewDesc("raftlock_node_removed",
 		"1 if this node counts itself removed from the cluster (it serves nothing), else 0.", nil, nil)
+	descReadIndexes = prometheus.NewDesc("raftlock_read_indexes_total",
+		"Read indexes this node answered as leader for linearizable reads, by what confirmed its leadership: the asking follower counted as one of the majority (asker), or acknowledgments of heartbeats and appends alone (acks).", []string{"confirmed_by"}, nil)
 	descFeature = prometheus.NewDesc("raftlock_feature_enabled",
 		"1 if the cluster has enabled the feature (as this node applied the log), 0 if not yet; one series per feature this build has.", []string{"feature"}, nil)
 )
@@ -202,7 +208,7 @@ var (
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeaderChanges, descHasLeader, descLastContact, descFollowerLag, descFollowerContact,
 		descApplyLag, descLastIndex, descStorageFailures, descSnapshots, descSnapshotIndex, descSnapshotTime, descSnapshotSize,
-		descRestores, descRestoreSize, descRecovery, descRemoved, descFeature} {
+		descRestores, descRestoreSize, descRecovery, descRemoved, descReadIndexes, descFeature} {
 		ch <- d
 	}
 	m := c.n.metrics
@@ -257,6 +263,8 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descStorageFailures, m.storageFailures.Load())
 	counter(descSnapshots, m.snapshots.Load())
 	counter(descRestores, m.restores.Load())
+	ch <- prometheus.MustNewConstMetric(descReadIndexes, prometheus.CounterValue, float64(m.readIndexesByAsker.Load()), "asker")
+	ch <- prometheus.MustNewConstMetric(descReadIndexes, prometheus.CounterValue, float64(m.readIndexesByAcks.Load()), "acks")
 	m.mu.Lock()
 	snapAt, snapIdx, snapSize, restoreSize, recovered := m.lastSnapshot, m.lastSnapshotIdx, m.lastSnapshotSize, m.lastRestoreSize, m.lastRecovery
 	m.mu.Unlock()

@@ -162,3 +162,24 @@ func TestChannelLeaderLost(t *testing.T) {
 		return err == nil && string(out) == "ba"
 	})
 }
+
+// A follower's question for a read index names it and its term, and the leader of three
+// voters counts it as one of the majority: the index is answered without a round of
+// heartbeats, and covers every write acknowledged before the question.
+func TestFollowerReadIndexCountsTheAskerAmongThree(t *testing.T) {
+	c, leader, follower, _ := channelCluster(t)
+	l := c.node(leader)
+	s := createSession(t, l, "reader", 30*time.Second, 0)
+	token := mustAcquire(t, l, s, "jobs/read-index", "")
+	before := gatherSeries(t, l, "raftlock_read_indexes_total", "confirmed_by", "asker")
+	index, err := follower.LeaderReadIndex(opContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if index < token {
+		t.Fatalf("read index %d is below the acknowledged grant's index %d", index, token)
+	}
+	if got := gatherSeries(t, l, "raftlock_read_indexes_total", "confirmed_by", "asker"); got != before+1 {
+		t.Fatalf("read indexes confirmed with the asker counted: %v, want %v", got, before+1)
+	}
+}

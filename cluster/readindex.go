@@ -14,8 +14,9 @@ import (
 
 // Linearizable reads on followers (the Raft thesis, section 6.4; etcd's ReadIndex). A follower
 // asks the leader for a read index at a moment after the read arrived; the leader takes its
-// commit index, confirms that it still led when the question arrived, exactly as for its own
-// linearizable reads (confirmer), and answers the index; the follower waits until its state
+// commit index, confirms that it still led when the question arrived as for its own
+// linearizable reads (confirmer), counting the asker, whose term shows it had voted in no
+// later one (readIndexFor), and answers the index; the follower waits until its state
 // machine has applied everything up to that index and reads its own state. The argument is
 // in docs/safety.md ("Linearizable reads on followers").
 
@@ -27,6 +28,17 @@ import (
 // deposed without knowing it answers an error, never an index that misses a newer leader's
 // writes. ErrNotLeader when this node is not the ready leader.
 func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
+	return n.readIndexFor(ctx, raft.Server{}, 0)
+}
+
+// readIndexFor is ReadIndex for a question that asker (zero: none named) sent in askerTerm,
+// its own term read after the read arrived. A member that was in a term then had voted in no
+// later one (a node takes a newer term before it votes in it), so when askerTerm is this
+// leader's term and asker is a voter of its configuration, asker counts towards the majority
+// that confirms the leadership, as a voter that accepted an AppendEntries sent after the read
+// arrived does: with three voters the leader and the asker are that majority, and no round of
+// heartbeats is needed.
+func (n *Node) readIndexFor(ctx context.Context, asker raft.Server, askerTerm uint64) (uint64, error) {
 	arrived := time.Now()
 	term, err := n.admit()
 	if err != nil {
@@ -36,9 +48,14 @@ func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 	// call began was committed by then, by this leader or, before its Barrier, by an earlier
 	// one; a ready leader's commit index covers both.
 	commit := n.raft.CommitIndex()
+	if asker.ID != "" && askerTerm == term && n.verify.confirmedWith(arrived, term, asker) {
+		n.metrics.readIndexesByAsker.Add(1)
+		return n.visibleIndex(commit), nil
+	}
 	if err := n.verify.confirm(ctx, arrived, term); err != nil {
 		return 0, err
 	}
+	n.metrics.readIndexesByAcks.Add(1)
 	return n.visibleIndex(commit), nil
 }
 
@@ -140,10 +157,56 @@ func (f wakingFSM) Restore(rc io.ReadCloser) error {
 }
 
 // ChannelReadIndex asks the leader for a read index over the peer channel (LeaderReadIndex),
-// without an HTTP request inside: an empty payload, answered with a status byte and, when it
-// is readIndexOK, the index in 8 bytes, big-endian. (A number far from the channel's other
-// kinds, which are numbered from 1 up.)
+// without an HTTP request inside. The payload names the asker: its term (8 bytes,
+// big-endian), then its id (a uvarint length, then the bytes) and its Raft address (the
+// rest); an empty payload, as members of an earlier version send, names nobody. The answer
+// is a status byte and, when it is readIndexOK, the index in 8 bytes, big-endian. (A number
+// far from the channel's other kinds, which are numbered from 1 up.)
 const ChannelReadIndex ChannelKind = 64
+
+// askerPayload encodes a ChannelReadIndex question's payload.
+func askerPayload(term uint64, id, addr string) []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+binary.MaxVarintLen64+len(id)+len(addr)), term)
+	b = binary.AppendUvarint(b, uint64(len(id)))
+	b = append(b, id...)
+	return append(b, addr...)
+}
+
+// asker returns the payload of this node's ChannelReadIndex question: its term, read now
+// (after the reads the question is for arrived), with its id and its address as its own view
+// of the configuration has them, so that the leader may count it towards its confirmation
+// (readIndexFor); nil, naming nobody, when this node is not a voter in that view. The
+// address is the configuration's, not this process's word for itself: a stale process of a
+// member removed and added again elsewhere under the same id names the old address, which
+// the leader's configuration no longer has.
+func (n *Node) asker() []byte {
+	term := n.raft.CurrentTerm()
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == n.cfg.ID && s.Suffrage == raft.Voter {
+			return askerPayload(term, n.cfg.ID, string(s.Address))
+		}
+	}
+	return nil
+}
+
+// parseAsker decodes a ChannelReadIndex question's payload; the zero server when it names
+// nobody or is malformed (the question is then confirmed by heartbeats alone).
+func parseAsker(p []byte) (raft.Server, uint64) {
+	if len(p) < 8 {
+		return raft.Server{}, 0
+	}
+	term := binary.BigEndian.Uint64(p)
+	n, w := binary.Uvarint(p[8:])
+	if w <= 0 || n == 0 || n > uint64(len(p)-8-w) {
+		return raft.Server{}, 0
+	}
+	rest := p[8+w:]
+	return raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(rest[:n]), Address: raft.ServerAddress(rest[n:])}, term
+}
 
 // The status byte of a ChannelReadIndex answer.
 const (
@@ -153,8 +216,9 @@ const (
 )
 
 // serveReadIndex answers a member's ChannelReadIndex request.
-func (n *Node) serveReadIndex(ctx context.Context, _ ChannelRequest) []byte {
-	index, err := n.ReadIndex(ctx)
+func (n *Node) serveReadIndex(ctx context.Context, req ChannelRequest) []byte {
+	asker, term := parseAsker(req.Payload)
+	index, err := n.readIndexFor(ctx, asker, term)
 	switch {
 	case err == nil:
 		return binary.BigEndian.AppendUint64([]byte{readIndexOK}, index)
@@ -164,12 +228,14 @@ func (n *Node) serveReadIndex(ctx context.Context, _ ChannelRequest) []byte {
 	return []byte{readIndexTimeout}
 }
 
-// LeaderReadIndex asks the leader for a read index over the peer channel (see ReadIndex). An
+// LeaderReadIndex asks the leader for a read index over the peer channel (see ReadIndex),
+// naming this node and its term, so that the leader may count it as one of the majority that
+// confirms its leadership (readIndexFor). An
 // error wraps ErrChannelUnavailable or ErrChannelUnknownKind when nothing was asked (the
 // channel is not enabled, or the leader is of a version without this kind); ErrNotLeader when
 // the leader could not confirm its leadership; otherwise the outcome is unknown.
 func (n *Node) LeaderReadIndex(ctx context.Context) (uint64, error) {
-	_, out, err := n.CallLeader(ctx, ChannelReadIndex, nil)
+	_, out, err := n.CallLeader(ctx, ChannelReadIndex, n.asker())
 	if err != nil {
 		return 0, err
 	}

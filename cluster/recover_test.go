@@ -116,3 +116,28 @@ func gatherValue(t *testing.T, n *cluster.Node, name string) float64 {
 	t.Fatalf("the node's metrics have no single series %s", name)
 	return 0
 }
+
+// gatherSeries returns the value of the series of the metric name whose label has value.
+func gatherSeries(t *testing.T, n *cluster.Node, name, label, value string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(n.Collector())
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("the node's metrics have no series %s{%s=%q}", name, label, value)
+	return 0
+}

@@ -164,7 +164,7 @@ func TestOperatorMetricsMove(t *testing.T) {
 			"raftlock_snapshot_last_index", "raftlock_snapshot_last_timestamp_seconds", "raftlock_snapshot_last_size_bytes",
 			"raftlock_snapshot_duration_seconds", "raftlock_restores_total", "raftlock_restore_duration_seconds",
 			"raftlock_restore_last_size_bytes", "raftlock_recovery_last_timestamp_seconds", "raftlock_node_removed",
-			"raftlock_blocking_queries",
+			"raftlock_blocking_queries", "raftlock_read_indexes_total",
 		} {
 			f.value(t, name)
 		}

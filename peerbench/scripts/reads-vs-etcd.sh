@@ -20,7 +20,7 @@ root=$(mktemp -d)
 "$here/raftlock-procs.sh" start "$bin" "$root" --log-store wal || { echo "raftlock did not start"; exit 1; }
 "$B/lockbench" -backend http -label raftlock-reads -endpoints "$rl_eps" "${args[@]}" >"$out/raftlock-reads.out" 2>&1
 # how the followers answered their reads, for the record
-for i in 1 2 3; do curl -sf 127.0.0.1:$((7000 + off + i))/metrics | grep -E '^raftlock_http_(forwarded|follower_reads|read_index)' | sed "s/^/n$i /"; done >"$out/raftlock-reads.metrics" 2>/dev/null
+for i in 1 2 3; do curl -sf 127.0.0.1:$((7000 + off + i))/metrics | grep -E '^raftlock_(http_(forwarded|follower_reads|read_index)|read_indexes)' | sed "s/^/n$i /"; done >"$out/raftlock-reads.metrics" 2>/dev/null
 "$here/raftlock-procs.sh" stop "$root"; rm -rf "$root"
 python3 - "$out" <<'PY'
 import json, sys, os
