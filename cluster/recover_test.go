@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/internal/testkit"
@@ -97,9 +98,8 @@ func TestRecoverRefusesAGapNearTheTopOfUint64(t *testing.T) {
 	}
 }
 
-// gatherValue returns the value of the metric name (one series, counter or gauge) that the
-// node's Collector reports now.
-func gatherValue(t *testing.T, n *cluster.Node, name string) float64 {
+// gather returns the metric families that the node's Collector reports now.
+func gather(t *testing.T, n *cluster.Node) []*dto.MetricFamily {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(n.Collector())
@@ -107,7 +107,14 @@ func gatherValue(t *testing.T, n *cluster.Node, name string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range fams {
+	return fams
+}
+
+// gatherValue returns the value of the metric name (one series, counter or gauge) that the
+// node's Collector reports now.
+func gatherValue(t *testing.T, n *cluster.Node, name string) float64 {
+	t.Helper()
+	for _, f := range gather(t, n) {
 		if f.GetName() == name && len(f.GetMetric()) == 1 {
 			m := f.GetMetric()[0]
 			return m.GetGauge().GetValue() + m.GetCounter().GetValue()
@@ -120,13 +127,7 @@ func gatherValue(t *testing.T, n *cluster.Node, name string) float64 {
 // gatherSeries returns the value of the series of the metric name whose label has value.
 func gatherSeries(t *testing.T, n *cluster.Node, name, label, value string) float64 {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(n.Collector())
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
+	for _, f := range gather(t, n) {
 		if f.GetName() != name {
 			continue
 		}
