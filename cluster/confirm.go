@@ -49,8 +49,14 @@ func newConfirmer(r *raft.Raft, self raft.ServerID, acks *ackTransport, stop <-c
 // it confirms; term is the one the request was admitted in. Once the node leaves that term no
 // confirmation can succeed, even if it leads again in a later one.
 func (c *confirmer) confirm(ctx context.Context, since time.Time, term uint64) error {
+	return c.confirmWith(ctx, since, term, raft.Server{})
+}
+
+// confirmWith is confirm counting asker (when not zero) as a voter that accepted the term
+// after since; see ackTransport.quorumSince.
+func (c *confirmer) confirmWith(ctx context.Context, since time.Time, term uint64, asker raft.Server) error {
 	for i := 0; ; i++ {
-		if c.confirmedSince(since, term) {
+		if c.confirmedWith(since, term, asker) {
 			return nil
 		}
 		if c.r.CurrentTerm() != term {
@@ -65,14 +71,9 @@ func (c *confirmer) confirm(ctx context.Context, since time.Time, term uint64) e
 	}
 }
 
-// confirmedSince reports whether this node leads in term and a majority of voters accepted
-// that term in messages sent at or after since.
-func (c *confirmer) confirmedSince(since time.Time, term uint64) bool {
-	return c.confirmedWith(since, term, raft.Server{})
-}
-
-// confirmedWith is confirmedSince counting asker (when not zero) as a voter that accepted the
-// term after since; see ackTransport.quorumSince.
+// confirmedWith reports whether this node leads in term and a majority of voters accepted
+// that term in messages sent at or after since, counting asker (when not zero) as one that
+// did; see ackTransport.quorumSince.
 func (c *confirmer) confirmedWith(since time.Time, term uint64, asker raft.Server) bool {
 	if c.r.State() != raft.Leader || c.r.CurrentTerm() != term {
 		return false

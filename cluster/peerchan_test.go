@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/internal/testkit"
 )
@@ -181,5 +183,42 @@ func TestFollowerReadIndexCountsTheAskerAmongThree(t *testing.T) {
 	}
 	if got := gatherSeries(t, l, "raftlock_read_indexes_total", "confirmed_by", "asker"); got != before+1 {
 		t.Fatalf("read indexes confirmed with the asker counted: %v, want %v", got, before+1)
+	}
+}
+
+// The leader counts an asker only in its own term and only as the voter its id and address
+// name together; any other question is confirmed by acknowledgments alone.
+func TestReadIndexCountsOnlyAVoterOfTheLeadersTerm(t *testing.T) {
+	c, leader, follower, _ := channelCluster(t)
+	l := c.node(leader)
+	var self raft.Server
+	for _, s := range l.Raft().GetConfiguration().Configuration().Servers {
+		if string(s.ID) == follower.ID() {
+			self = s
+		}
+	}
+	term := l.Raft().CurrentTerm()
+	cases := []struct {
+		name  string
+		asker raft.Server
+		term  uint64
+		asked bool
+	}{
+		{"the follower in the leader's term", self, term, true},
+		{"the follower in an older term", self, term - 1, false},
+		{"the follower's id at another address", raft.Server{ID: self.ID, Address: "127.0.0.1:1"}, term, false},
+		{"nobody named", raft.Server{}, term, false},
+	}
+	for _, tc := range cases {
+		asker := gatherSeries(t, l, "raftlock_read_indexes_total", "confirmed_by", "asker")
+		acks := gatherSeries(t, l, "raftlock_read_indexes_total", "confirmed_by", "acks")
+		if _, err := l.ReadIndexFor(opContext(t), tc.asker, tc.term); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		gotAsker := gatherSeries(t, l, "raftlock_read_indexes_total", "confirmed_by", "asker") - asker
+		gotAcks := gatherSeries(t, l, "raftlock_read_indexes_total", "confirmed_by", "acks") - acks
+		if want := map[bool][2]float64{true: {1, 0}, false: {0, 1}}[tc.asked]; gotAsker != want[0] || gotAcks != want[1] {
+			t.Errorf("%s: confirmed with the asker %v times, by acknowledgments %v times; want %v", tc.name, gotAsker, gotAcks, want)
+		}
 	}
 }

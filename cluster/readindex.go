@@ -37,7 +37,7 @@ func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 // leader's term and asker is a voter of its configuration, asker counts towards the majority
 // that confirms the leadership, as a voter that accepted an AppendEntries sent after the read
 // arrived does: with three voters the leader and the asker are that majority, and no round of
-// heartbeats is needed.
+// heartbeats is needed; with five, one more voter's acknowledgment is.
 func (n *Node) readIndexFor(ctx context.Context, asker raft.Server, askerTerm uint64) (uint64, error) {
 	arrived := time.Now()
 	term, err := n.admit()
@@ -48,14 +48,17 @@ func (n *Node) readIndexFor(ctx context.Context, asker raft.Server, askerTerm ui
 	// call began was committed by then, by this leader or, before its Barrier, by an earlier
 	// one; a ready leader's commit index covers both.
 	commit := n.raft.CommitIndex()
-	if asker.ID != "" && askerTerm == term && n.verify.confirmedWith(arrived, term, asker) {
-		n.metrics.readIndexesByAsker.Add(1)
-		return n.visibleIndex(commit), nil
+	if askerTerm != term || !n.isVoter(asker) {
+		asker = raft.Server{}
 	}
-	if err := n.verify.confirm(ctx, arrived, term); err != nil {
+	if err := n.verify.confirmWith(ctx, arrived, term, asker); err != nil {
 		return 0, err
 	}
-	n.metrics.readIndexesByAcks.Add(1)
+	if asker.ID != "" {
+		n.metrics.readIndexesByAsker.Add(1)
+	} else {
+		n.metrics.readIndexesByAcks.Add(1)
+	}
 	return n.visibleIndex(commit), nil
 }
 
@@ -170,6 +173,20 @@ func askerPayload(term uint64, id, addr string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(id)))
 	b = append(b, id...)
 	return append(b, addr...)
+}
+
+// isVoter reports whether s (id and address) is a voter of this node's latest configuration.
+func (n *Node) isVoter(s raft.Server) bool {
+	f := n.raft.GetConfiguration()
+	if s.ID == "" || f.Error() != nil {
+		return false
+	}
+	for _, v := range f.Configuration().Servers {
+		if v.ID == s.ID && v.Address == s.Address && v.Suffrage == raft.Voter {
+			return true
+		}
+	}
+	return false
 }
 
 // asker returns the payload of this node's ChannelReadIndex question: its term, read now

@@ -1,0 +1,13 @@
+package cluster
+
+import (
+	"context"
+
+	"github.com/hashicorp/raft"
+)
+
+// ReadIndexFor exposes readIndexFor to the package's external tests: a question as a member
+// naming asker in askerTerm would send it.
+func (n *Node) ReadIndexFor(ctx context.Context, asker raft.Server, askerTerm uint64) (uint64, error) {
+	return n.readIndexFor(ctx, asker, askerTerm)
+}
