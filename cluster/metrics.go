@@ -224,8 +224,8 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	counter := func(d *prometheus.Desc, v uint64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	now := time.Now()
 	counter(descLeaderChanges, m.leaderChanges.Load())
@@ -263,8 +263,8 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descStorageFailures, m.storageFailures.Load())
 	counter(descSnapshots, m.snapshots.Load())
 	counter(descRestores, m.restores.Load())
-	ch <- prometheus.MustNewConstMetric(descReadIndexes, prometheus.CounterValue, float64(m.readIndexesByAsker.Load()), "asker")
-	ch <- prometheus.MustNewConstMetric(descReadIndexes, prometheus.CounterValue, float64(m.readIndexesByAcks.Load()), "acks")
+	counter(descReadIndexes, m.readIndexesByAsker.Load(), "asker")
+	counter(descReadIndexes, m.readIndexesByAcks.Load(), "acks")
 	m.mu.Lock()
 	snapAt, snapIdx, snapSize, restoreSize, recovered := m.lastSnapshot, m.lastSnapshotIdx, m.lastSnapshotSize, m.lastRestoreSize, m.lastRecovery
 	m.mu.Unlock()

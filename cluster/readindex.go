@@ -222,7 +222,7 @@ func parseAsker(p []byte) (raft.Server, uint64) {
 		return raft.Server{}, 0
 	}
 	rest := p[8+w:]
-	return raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(rest[:n]), Address: raft.ServerAddress(rest[n:])}, term
+	return raft.Server{ID: raft.ServerID(rest[:n]), Address: raft.ServerAddress(rest[n:])}, term
 }
 
 // The status byte of a ChannelReadIndex answer.
@@ -247,10 +247,10 @@ func (n *Node) serveReadIndex(ctx context.Context, req ChannelRequest) []byte {
 
 // LeaderReadIndex asks the leader for a read index over the peer channel (see ReadIndex),
 // naming this node and its term, so that the leader may count it as one of the majority that
-// confirms its leadership (readIndexFor). An
-// error wraps ErrChannelUnavailable or ErrChannelUnknownKind when nothing was asked (the
-// channel is not enabled, or the leader is of a version without this kind); ErrNotLeader when
-// the leader could not confirm its leadership; otherwise the outcome is unknown.
+// confirms its leadership (readIndexFor). An error wraps ErrChannelUnavailable or
+// ErrChannelUnknownKind when nothing was asked (the channel is not enabled, or the leader is
+// of a version without this kind); ErrNotLeader when the leader could not confirm its
+// leadership; otherwise the outcome is unknown.
 func (n *Node) LeaderReadIndex(ctx context.Context) (uint64, error) {
 	_, out, err := n.CallLeader(ctx, ChannelReadIndex, n.asker())
 	if err != nil {
