@@ -279,11 +279,15 @@ func (c *Cluster) Locks(ctx context.Context, n *Node) ([]api.Lock, error) {
 	return locks.Locks, err
 }
 
+// readStates reads each node's tables between two readings of its state machine's applied
+// index (GET /v1/health), which is the index the tables show; raft's applied index (GET
+// /v1/cluster) counts entries handed to the state machine that it may not have applied yet,
+// as when a restarted node applies its backlog in one batch.
 func (c *Cluster) readStates(ctx context.Context) []checker.NodeState {
 	out := make([]checker.NodeState, len(c.Nodes))
 	for i, n := range c.Nodes {
 		s := checker.NodeState{Node: n.ID}
-		before, err := c.Info(ctx, n)
+		before, err := c.Health(ctx, n)
 		var locks []api.Lock
 		var sessions api.SessionList
 		if err == nil {
@@ -292,9 +296,9 @@ func (c *Cluster) readStates(ctx context.Context) []checker.NodeState {
 		if err == nil {
 			_, err = c.call(ctx, n, http.MethodGet, "/v1/sessions?consistency=stale", nil, &sessions)
 		}
-		var after api.Cluster
+		var after api.Health
 		if err == nil {
-			after, err = c.Info(ctx, n)
+			after, err = c.Health(ctx, n)
 		}
 		switch {
 		case err != nil:
