@@ -34,6 +34,7 @@ type Agent struct {
 	audit *httpapi.AuditLog // nil without --audit-log
 
 	serveErr chan error
+	halter   *halter
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -49,6 +50,16 @@ type Listeners struct {
 // Start binds the listeners, starts the node and serves the API. With cfg.Join set it asks the
 // named members to add it, and returns only once it was added (or ctx ends).
 func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listeners) (*Agent, error) {
+	return start(ctx, cfg, log, ls, func(status int, _ error) { os.Exit(status) })
+}
+
+// start is Start with what happens when the node must stop for good (a failed write to its
+// Raft log, an entry only a newer version applies): halt gets the exit status a supervisor
+// reads (ExitStorageFailure, ExitRefused) and the cause; the node has logged why. An agent
+// alone in its process exits; if halt returns, the agent stops (Kill), and the process goes on.
+func start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listeners, halt func(status int, err error)) (a *Agent, err error) {
+	h := &halter{halt: halt, ready: make(chan struct{})}
+	defer func() { h.started(a) }()
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -149,8 +160,8 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		Logger:                     log,
 		Version:                    version.Version,
 		Features:                   features,
-		OnStorageFailure:           exitOnStorageFailure,
-		OnRefusal:                  exitOnRefusal,
+		OnStorageFailure:           h.on(ExitStorageFailure),
+		OnRefusal:                  h.on(ExitRefused),
 		UnsafeNoLogFsync:           cfg.UnsafeNoLogFsync,
 		UnsafeSkipRejoinCheck:      cfg.UnsafeSkipRejoinCheck,
 		UnsafeRestoreKeepsSessions: cfg.UnsafeRestoreKeepsSessions,
@@ -171,7 +182,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		}
 		apiCfg.AuditLog = audit
 	}
-	a := &Agent{
+	a = &Agent{
 		cfg:       cfg,
 		log:       log,
 		node:      node,
@@ -181,6 +192,7 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		httpLn:    ls.HTTP,
 		consoleLn: ls.Console,
 		serveErr:  make(chan error, 1),
+		halter:    h,
 	}
 	go func() { a.serveErr <- a.http.Serve(ls.HTTP) }()
 	if ls.Console != nil {
@@ -207,23 +219,43 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 	return a, nil
 }
 
-// ExitStorageFailure is the exit status of an agent whose Raft log or stable store failed to
-// write.
-const ExitStorageFailure = 3
+// halter stops an agent for good from the node's hooks (OnStorageFailure, OnRefusal), which
+// run on Raft's write and apply paths, possibly before start has the agent to stop.
+type halter struct {
+	halt  func(status int, err error)
+	ready chan struct{} // closed when start returns; agent is then set, or nil if start failed
+	agent *Agent
+}
 
-// exitOnStorageFailure ends the process at once when a write to the Raft log or stable store
-// fails (the node has logged why): nothing more may be written or acknowledged, and a crash
-// is what the rest of the cluster and the node's own restart are built to handle.
-func exitOnStorageFailure(error) { os.Exit(ExitStorageFailure) }
+// on returns the hook for a stop with exit status status: halt is told (a lone agent exits
+// there), then the agent stops, once start has returned it (a failed start cleans up itself).
+func (h *halter) on(status int) func(error) {
+	return func(err error) {
+		h.halt(status, err)
+		go func() {
+			<-h.ready
+			if h.agent != nil {
+				h.agent.Kill()
+			}
+		}()
+	}
+}
+
+// started records what start returned, and lets the hooks act.
+func (h *halter) started(a *Agent) {
+	h.agent = a
+	close(h.ready)
+}
+
+// ExitStorageFailure is the exit status of an agent whose Raft log or stable store failed to
+// write: it exits at once, since nothing more may be written or acknowledged, and a crash is
+// what the rest of the cluster and the node's own restart are built to handle.
+const ExitStorageFailure = 3
 
 // ExitRefused is the exit status of an agent that stopped, or would not start, for a reason a
 // restart of the same binary on the same data cannot cure (see Refused): a supervisor must not
 // restart it in a loop.
 const ExitRefused = 4
-
-// exitOnRefusal ends the process when the node meets what only a newer version can apply (the
-// node has logged why).
-func exitOnRefusal(error) { os.Exit(ExitRefused) }
 
 // Refused reports whether err, from Start, is a refusal a restart cannot cure: the data needs
 // a newer version (cluster.ErrNeedsNewerVersion), the data directory was lost while the

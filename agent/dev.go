@@ -46,6 +46,10 @@ type DevOptions struct {
 	// script that starts a cluster and polls its readiness would, rather than once every
 	// node's address is published and the features are enabled.
 	ReturnWhenReady bool
+	// NodeStopped is told when a node stops for good on its own, for what a lone agent exits
+	// with status (ExitStorageFailure, ExitRefused): the node stops alone, as if its machine
+	// had failed, and the process and the other nodes go on. Default: a line on standard error.
+	NodeStopped func(id string, status int, err error)
 }
 
 // Dev is a cluster of agents in one process, on 127.0.0.1.
@@ -158,7 +162,7 @@ func StartDev(ctx context.Context, opts DevOptions) (*Dev, error) {
 		go func() {
 			defer wg.Done()
 			cfg := d.configs[i]
-			d.agents[i], errs[i] = Start(ctx, cfg, opts.Logger.Named(cfg.ID), Listeners{HTTP: httpLns[i], Raft: raftLns[i], Console: consoleLns[i]})
+			d.agents[i], errs[i] = start(ctx, cfg, opts.Logger.Named(cfg.ID), Listeners{HTTP: httpLns[i], Raft: raftLns[i], Console: consoleLns[i]}, d.halt(cfg.ID))
 		}()
 	}
 	wg.Wait()
@@ -361,12 +365,24 @@ func (d *Dev) RestartWith(ctx context.Context, i int, tune func(*config.Config))
 		tune(&d.configs[i])
 	}
 	cfg := d.configs[i]
-	a, err := Start(ctx, cfg, d.opts.Logger.Named(cfg.ID), Listeners{})
+	a, err := start(ctx, cfg, d.opts.Logger.Named(cfg.ID), Listeners{}, d.halt(cfg.ID))
 	if err != nil {
 		return err
 	}
 	d.agents[i] = a
 	return nil
+}
+
+// halt is what node id does when it must stop for good: it tells NodeStopped, and its agent
+// stops (start's contract) without ending the process, which holds the other nodes too.
+func (d *Dev) halt(id string) func(status int, err error) {
+	return func(status int, err error) {
+		if d.opts.NodeStopped != nil {
+			d.opts.NodeStopped(id, status, err)
+			return
+		}
+		fmt.Fprintf(os.Stderr, "raftlock dev: node %s stopped on its own (an agent alone would exit with status %d): %v\n", id, status, err)
+	}
 }
 
 // Close stops every node and removes a temporary data directory. Nodes stop at once, like
