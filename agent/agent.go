@@ -57,9 +57,15 @@ func Start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 // Raft log, an entry only a newer version applies): halt gets the exit status a supervisor
 // reads (ExitStorageFailure, ExitRefused) and the cause; the node has logged why. An agent
 // alone in its process exits; if halt returns, the agent stops (Kill), and the process goes on.
-func start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listeners, halt func(status int, err error)) (a *Agent, err error) {
+func start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listeners, halt func(status int, err error)) (*Agent, error) {
 	h := &halter{halt: halt, ready: make(chan struct{})}
-	defer func() { h.started(a) }()
+	a, err := startWith(ctx, cfg, log, ls, h)
+	h.started(a)
+	return a, err
+}
+
+// startWith starts the agent, its node's stops going through h.
+func startWith(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listeners, h *halter) (*Agent, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -182,7 +188,7 @@ func start(ctx context.Context, cfg config.Config, log hclog.Logger, ls Listener
 		}
 		apiCfg.AuditLog = audit
 	}
-	a = &Agent{
+	a := &Agent{
 		cfg:       cfg,
 		log:       log,
 		node:      node,
