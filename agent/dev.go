@@ -46,9 +46,11 @@ type DevOptions struct {
 	// script that starts a cluster and polls its readiness would, rather than once every
 	// node's address is published and the features are enabled.
 	ReturnWhenReady bool
-	// NodeStopped is told when a node stops for good on its own, for what a lone agent exits
-	// with status (ExitStorageFailure, ExitRefused): the node stops alone, as if its machine
-	// had failed, and the process and the other nodes go on. Default: a line on standard error.
+	// NodeStopped is told when a node must stop for good (a failed write to its Raft log, an
+	// entry only a newer version applies), with the status an agent alone in its process
+	// exits with (ExitStorageFailure, ExitRefused). The node stops alone, as if its machine had
+	// failed; the process and the other nodes go on, and Kill then Restart starts it again.
+	// Default: a line on standard error.
 	NodeStopped func(id string, status int, err error)
 }
 
