@@ -326,17 +326,21 @@ func (n *Node) installRestore(ctx context.Context, meta *raft.SnapshotMeta, stat
 	}()
 	ch := make(chan error, 1)
 	go func() {
-		defer done()
 		// Never beside a snapshot this node asked for (see userSnapshot). The token is
 		// given back once raft answered, even after the wait below gave up.
 		select {
 		case n.snapshotting <- struct{}{}:
 		case <-n.stop:
+			done()
 			ch <- raft.ErrRaftShutdown
 			return
 		}
-		defer func() { <-n.snapshotting }()
-		ch <- n.raft.Restore(meta, state, n.cfg.ApplyTimeout)
+		err := n.raft.Restore(meta, state, n.cfg.ApplyTimeout)
+		<-n.snapshotting
+		// Proposals open again before the restore answers: a write its caller sends next
+		// must not meet "a restore is being installed".
+		done()
+		ch <- err
 	}()
 	wait, cancel := context.WithTimeout(ctx, restoreWait)
 	defer cancel()

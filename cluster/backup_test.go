@@ -121,6 +121,22 @@ func TestRestoreMovesPastTheClustersOwnTokens(t *testing.T) {
 	}
 }
 
+// A restore answers once the node takes proposals again: a write its caller sends next is
+// never refused as "a restore is being installed" (CI met that: the restore's goroutine sent
+// raft's answer before it let proposals in).
+func TestRestoreAnswersWithProposalsOpen(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	_, leader := c.waitLeader()
+	createSession(t, leader, "a", longTTL, 0)
+	file := saveBackup(t, leader)
+	for i := range 100 {
+		restore(t, c, file, 0)
+		if !leader.ProposalsOpen() {
+			t.Fatalf("restore %d answered while proposals were still held back", i+1)
+		}
+	}
+}
+
 // A restore ends every session of the backup (their clients cannot be told what it changed),
 // and holds each lock they held back for a full TTL from the restore, from the restore and
 // not from when the backup was taken (the leader's timers are re-armed), and a lock-delay in

@@ -11,3 +11,12 @@ import (
 func (n *Node) ReadIndexFor(ctx context.Context, asker raft.Server, askerTerm uint64) (uint64, error) {
 	return n.readIndexFor(ctx, asker, askerTerm)
 }
+
+// ProposalsOpen reports whether the node takes proposals now (no restore holds them back).
+func (n *Node) ProposalsOpen() bool {
+	if !n.proposals.TryRLock() {
+		return false
+	}
+	n.proposals.RUnlock()
+	return true
+}
