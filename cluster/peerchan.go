@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -97,6 +98,11 @@ const channelDialTimeout = 2 * time.Second
 
 // channelWriteTimeout bounds one batch's write: a peer that stops reading loses the connection.
 const channelWriteTimeout = 10 * time.Second
+
+// channelSmallBatch is the size under which the writer yields once before it writes, so that
+// the frames being made ready at that moment (the answers of one commit, the requests of one
+// burst) join the batch and share one system call, as gRPC's writer does.
+const channelSmallBatch = 16 << 10
 
 // Backoff between failed dials to one peer.
 const (
@@ -548,6 +554,14 @@ func (cc *chanConn) writeLoop() {
 		if len(batch) == 0 {
 			continue
 		}
+		if framesSize(batch) < channelSmallBatch {
+			runtime.Gosched()
+			cc.mu.Lock()
+			batch = append(batch, cc.out...)
+			clear(cc.out)
+			cc.out = cc.out[:0]
+			cc.mu.Unlock()
+		}
 		_ = cc.c.SetWriteDeadline(time.Now().Add(channelWriteTimeout))
 		var err error
 		for i, f := range batch {
@@ -564,6 +578,15 @@ func (cc *chanConn) writeLoop() {
 			return
 		}
 	}
+}
+
+// framesSize returns the bytes of the frames in batch.
+func framesSize(batch []outFrame) int {
+	n := 0
+	for _, f := range batch {
+		n += len(f.b)
+	}
+	return n
 }
 
 // readLoop reads frames: answers on the client side, requests and cancels on the server side.

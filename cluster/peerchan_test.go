@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,7 +30,7 @@ type blocked struct{ starts, ends chan bool }
 
 // channelCluster starts three nodes sharing their Raft ports with the channel, each serving
 // kindEcho.
-func channelCluster(t *testing.T) (c *testCluster, leader int, follower *cluster.Node, b blocked) {
+func channelCluster(t testing.TB) (c *testCluster, leader int, follower *cluster.Node, b blocked) {
 	t.Helper()
 	c = newTestCluster(t, 3, func(cfg *cluster.Config) { cfg.APIOnRaftPort = true })
 	leader, n := c.waitLeader()
@@ -221,4 +224,44 @@ func TestReadIndexCountsOnlyAVoterOfTheLeadersTerm(t *testing.T) {
 			t.Errorf("%s: confirmed with the asker %v times, by acknowledgments %v times; want %v", tc.name, gotAsker, gotAcks, want)
 		}
 	}
+}
+
+// BenchmarkChannelCalls measures requests of many callers at once through a follower's channel
+// to the leader; writes/call counts this process's write system calls (both ends of the
+// channel, and the cluster's Raft traffic) per request.
+func BenchmarkChannelCalls(b *testing.B) {
+	_, _, f, _ := channelCluster(b)
+	b.SetParallelism(32) // 32 callers per core
+	w0 := writeSyscalls()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, _, err := f.CallLeader(opContext(b), kindEcho, []byte("a request")); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	if w0 >= 0 {
+		b.ReportMetric(float64(writeSyscalls()-w0)/float64(b.N), "writes/call")
+	}
+}
+
+// writeSyscalls returns the write system calls this process has made (Linux's /proc/self/io),
+// or -1 where that cannot be read.
+func writeSyscalls() int64 {
+	data, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "syscw: "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
