@@ -99,9 +99,10 @@ const channelDialTimeout = 2 * time.Second
 // channelWriteTimeout bounds one batch's write: a peer that stops reading loses the connection.
 const channelWriteTimeout = 10 * time.Second
 
-// channelSmallBatch is the size under which the writer yields once before it writes, so that
-// the frames being made ready at that moment (the answers of one commit, the requests of one
-// burst) join the batch and share one system call, as gRPC's writer does.
+// channelSmallBatch is the size under which the writer, while other requests are in flight on
+// its connection, yields once before it writes, so that the frames being made ready at that
+// moment (the answers of one commit, the requests of one burst) join the batch and share one
+// system call, as gRPC's writer does.
 const channelSmallBatch = 16 << 10
 
 // Backoff between failed dials to one peer.
@@ -550,11 +551,15 @@ func (cc *chanConn) writeLoop() {
 		}
 		cc.mu.Lock()
 		batch, cc.out = cc.out, batch[:0]
+		// Other requests in flight on the connection make more frames likely at once: the
+		// answers of one commit, the requests its clients send next. A lone request is
+		// written without the yield, which would only delay it.
+		busy := len(cc.pending) > len(batch) || len(cc.running) > 0
 		cc.mu.Unlock()
 		if len(batch) == 0 {
 			continue
 		}
-		if framesSize(batch) < channelSmallBatch {
+		if busy && framesSize(batch) < channelSmallBatch {
 			runtime.Gosched()
 			cc.mu.Lock()
 			batch = append(batch, cc.out...)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -226,26 +227,48 @@ func TestReadIndexCountsOnlyAVoterOfTheLeadersTerm(t *testing.T) {
 	}
 }
 
-// BenchmarkChannelCalls measures requests of many callers at once through a follower's channel
-// to the leader; writes/call counts this process's write system calls (both ends of the
-// channel, and the cluster's Raft traffic) per request.
+// BenchmarkChannelCalls measures requests through a follower's channel to the leader, from one
+// caller and from 64 at once; writes/call counts this process's write system calls (both ends
+// of the channel, and the cluster's Raft traffic) per request.
 func BenchmarkChannelCalls(b *testing.B) {
 	_, _, f, _ := channelCluster(b)
-	b.SetParallelism(32) // 32 callers per core
-	w0 := writeSyscalls()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, _, err := f.CallLeader(opContext(b), kindEcho, []byte("a request")); err != nil {
-				b.Error(err)
-				return
-			}
+	call := func(b *testing.B) bool {
+		if _, _, err := f.CallLeader(opContext(b), kindEcho, []byte("a request")); err != nil {
+			b.Error(err)
+			return false
 		}
-	})
-	b.StopTimer()
-	if w0 >= 0 {
-		b.ReportMetric(float64(writeSyscalls()-w0)/float64(b.N), "writes/call")
+		return true
 	}
+	measure := func(b *testing.B, run func()) {
+		w0 := writeSyscalls()
+		b.ResetTimer()
+		run()
+		b.StopTimer()
+		if w0 >= 0 {
+			b.ReportMetric(float64(writeSyscalls()-w0)/float64(b.N), "writes/call")
+		}
+	}
+	b.Run("callers=1", func(b *testing.B) {
+		measure(b, func() {
+			for range b.N {
+				if !call(b) {
+					return
+				}
+			}
+		})
+	})
+	b.Run("callers=64", func(b *testing.B) {
+		b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+		measure(b, func() {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if !call(b) {
+						return
+					}
+				}
+			})
+		})
+	})
 }
 
 // writeSyscalls returns the write system calls this process has made (Linux's /proc/self/io),
