@@ -538,7 +538,7 @@ func (cc *chanConn) enqueue(f outFrame) bool {
 	return true
 }
 
-// writeLoop writes the queued frames, all that are waiting in one flush.
+// writeLoop writes the queued frames, all that are waiting in one flush (see channelSmallBatch).
 func (cc *chanConn) writeLoop() {
 	defer cc.wg.Done()
 	bw := bufio.NewWriterSize(cc.c, 64<<10)
