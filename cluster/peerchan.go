@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -98,12 +97,6 @@ const channelDialTimeout = 2 * time.Second
 
 // channelWriteTimeout bounds one batch's write: a peer that stops reading loses the connection.
 const channelWriteTimeout = 10 * time.Second
-
-// channelSmallBatch is the size under which the writer, while other requests are in flight on
-// its connection, yields once before it writes, so that the frames being made ready at that
-// moment (the answers of one commit, the requests of one burst) join the batch and share one
-// system call, as gRPC's writer does.
-const channelSmallBatch = 16 << 10
 
 // Backoff between failed dials to one peer.
 const (
@@ -538,7 +531,7 @@ func (cc *chanConn) enqueue(f outFrame) bool {
 	return true
 }
 
-// writeLoop writes the queued frames, all that are waiting in one flush (see channelSmallBatch).
+// writeLoop writes the queued frames, all that are waiting in one flush.
 func (cc *chanConn) writeLoop() {
 	defer cc.wg.Done()
 	bw := bufio.NewWriterSize(cc.c, 64<<10)
@@ -551,21 +544,9 @@ func (cc *chanConn) writeLoop() {
 		}
 		cc.mu.Lock()
 		batch, cc.out = cc.out, batch[:0]
-		// Other requests in flight on the connection make more frames likely at once: the
-		// answers of one commit, the requests its clients send next. A lone request is
-		// written without the yield, which would only delay it.
-		busy := len(cc.pending) > len(batch) || len(cc.running) > 0
 		cc.mu.Unlock()
 		if len(batch) == 0 {
 			continue
-		}
-		if busy && framesSize(batch) < channelSmallBatch {
-			runtime.Gosched()
-			cc.mu.Lock()
-			batch = append(batch, cc.out...)
-			clear(cc.out)
-			cc.out = cc.out[:0]
-			cc.mu.Unlock()
 		}
 		_ = cc.c.SetWriteDeadline(time.Now().Add(channelWriteTimeout))
 		var err error
@@ -583,15 +564,6 @@ func (cc *chanConn) writeLoop() {
 			return
 		}
 	}
-}
-
-// framesSize returns the bytes of the frames in batch.
-func framesSize(batch []outFrame) int {
-	n := 0
-	for _, f := range batch {
-		n += len(f.b)
-	}
-	return n
 }
 
 // readLoop reads frames: answers on the client side, requests and cancels on the server side.
