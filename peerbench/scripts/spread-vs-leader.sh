@@ -2,7 +2,8 @@
 # One round, raftlock only: 64 uncontended clients spread over the three agents, then all at
 # the leader (lockbench -opt leader_only=1), with the agents' CPU (from /proc, warm-up and the
 # one-client phase included) divided by the 64-client operations, and so are their read and
-# write system calls (/proc/PID/io). Prints each way and the ratios spread / at the leader. Run it several times, alternating builds, to compare them.
+# write system calls (/proc/PID/io). Prints each way and the ratios spread / at the leader.
+# Run it several times, alternating builds, to compare them.
 # usage: [PEERBENCH_PORT_OFFSET=N] spread-vs-leader.sh RAFTLOCK_BIN OUTDIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
