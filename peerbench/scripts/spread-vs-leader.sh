@@ -36,7 +36,7 @@ for w in ["spread", "leader"]:
     u64 = [x for x in d["uncontended"] if x["clients"] == 64][0]
     cpu = int(open(os.path.join(t, f"raftlock-{w}.ticks")).read()) / hz
     reads, writes = map(int, open(os.path.join(t, f"raftlock-{w}.syscalls")).read().split())
-    ops = u64["ops_per_s"] * 8
+    ops = u64["ops"]
     r[w] = (u1["acquire_latency"]["p50_ms"], u64["ops_per_s"], cpu * 1e6 / ops, u64["cpu"]["server_cpu_us_per_op"])
     print(f"{w:7s} u1 p50 {r[w][0]:.2f} ms | u64 {r[w][1]:6.0f} ops/s | servers' CPU {cpu:.1f} s, {r[w][2]:.0f} us/op; in the 64-client phase {r[w][3]:.0f} us/op | system calls per op: {reads/ops:.1f} reads, {writes/ops:.1f} writes")
 print(f"spread / at the leader: ops {r['spread'][1]/r['leader'][1]:.2f} | CPU per op {r['spread'][2]/r['leader'][2]:.2f}, in the 64-client phase {r['spread'][3]/r['leader'][3]:.2f} | u1 p50 {r['spread'][0]-r['leader'][0]:+.2f} ms")
