@@ -249,7 +249,9 @@ func (h *streamHub) tick(now time.Time, lastProgress *time.Time) {
 	*lastProgress = now
 	p := api.StreamProgress{Index: h.cursor, AppliedIndex: h.s.node.AppliedIndex()}
 	if h.silent {
-		p.LeaderSilentMs = silence.Milliseconds()
+		// Rounded up: a silence just past a timeout of whole milliseconds must not read as
+		// equal to it.
+		p.LeaderSilentMs = int64((silence + time.Millisecond - 1) / time.Millisecond)
 	}
 	f := sseJSON(api.EventProgress, h.cursor, true, p)
 	for sub := range h.subs {
