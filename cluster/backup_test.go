@@ -213,6 +213,7 @@ func TestRestoreKeepsTheClustersFeatures(t *testing.T) {
 func TestRestoreOfABadFileChangesNothing(t *testing.T) {
 	c := newTestCluster(t, 1, nil)
 	_, leader := c.waitLeader()
+	c.waitPublished(leader) // no entry of the leader's own may move the log during the test
 	s := createSession(t, leader, "a", longTTL, 0)
 	tok := mustAcquire(t, leader, s, "x", "")
 	file := saveBackup(t, leader)
@@ -243,6 +244,7 @@ func TestRestoreOfABadFileChangesNothing(t *testing.T) {
 func TestRestoreRefusesIndexesNearTheTopOfUint64(t *testing.T) {
 	c := newTestCluster(t, 1, nil)
 	_, leader := c.waitLeader()
+	c.waitPublished(leader) // no entry of the leader's own may move the log during the test
 	s := createSession(t, leader, "a", longTTL, 0)
 	tok := mustAcquire(t, leader, s, "x", "")
 	file := saveBackup(t, leader)

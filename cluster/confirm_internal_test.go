@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/internal/testkit"
 )
 
 // A leadership confirmation asked of a closed node fails at once with ErrShutdown. Raft can take
@@ -58,6 +60,12 @@ func newSingleNode(t *testing.T) *Node {
 	if _, _, err := n.WaitLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Just after it wins, the leader records its own address and enables its features: wait
+	// for both, so that a test counting the log's entries counts only its own.
+	testkit.Eventually(t, 10*time.Second, "the leader's address and features in the log", func() bool {
+		_, published := n.fsm.Member(n.cfg.ID)
+		return published && n.fsm.FeatureCount() > 0
+	})
 	return n
 }
 
