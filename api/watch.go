@@ -65,8 +65,8 @@ type StreamChange struct {
 
 // StreamProgress is a progress event's data: every change up to Index was sent, and the node
 // has applied its log up to AppliedIndex. LeaderSilentMs, set only when the node has heard
-// from no leader for longer than an election timeout, is how long (milliseconds) it has not:
-// changes committed meanwhile may not have reached it.
+// from no leader for longer than an election timeout, is how long (milliseconds, rounded up)
+// it has not: changes committed meanwhile may not have reached it.
 type StreamProgress struct {
 	Index          uint64 `json:"index"`
 	AppliedIndex   uint64 `json:"applied_index"`
